@@ -1,0 +1,98 @@
+"""The metaprov exception hierarchy.
+
+Every error a user can meet derives from :class:`MetaprovError` and carries the exit code the
+command-line interface returns for it. Library code raises these (wrapping third-party errors with
+``raise ... from``); only :mod:`metaprov.cli` prints them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MetaprovError(Exception):
+    """Root of all metaprov errors.
+
+    Attributes:
+        exit_code: the process exit code the CLI uses for this error.
+    """
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message
+
+
+class UsageError(MetaprovError):
+    """The call itself is wrong (an unknown option value, a missing argument)."""
+
+    exit_code = 2
+
+
+class InputError(MetaprovError):
+    """An input file or directory cannot be used. Names the file, and the row and column if known."""
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        column: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if line is not None:
+            where.append(f"line {line}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        full = f"{': '.join([', '.join(where), message]) if where else message}"
+        super().__init__(full, hint=hint)
+        self.path = None if path is None else Path(path)
+        self.line = line
+        self.column = column
+
+
+class FormatError(MetaprovError):
+    """An unknown or unavailable output/input format."""
+
+    exit_code = 4
+
+
+class ValidationError(MetaprovError):
+    """An export does not conform to the shapes. ``report`` holds the readable SHACL report."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, *, report: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.report = report
+
+
+class StoreError(MetaprovError):
+    """A triple store cannot be opened, written or reached."""
+
+    exit_code = 6
+
+
+class QueryError(MetaprovError):
+    """A SPARQL question is unknown, malformed, or its parameters are wrong."""
+
+    exit_code = 7
+
+
+class LimitError(MetaprovError):
+    """The requested work exceeds a documented limit (e.g. PROV-N for a huge run)."""
+
+    exit_code = 8

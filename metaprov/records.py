@@ -1,0 +1,335 @@
+"""RunRecords: the typed, columnar tables every stage passes on.
+
+Input: produced by :func:`metaprov.ingest.read_run` (and extended by :func:`metaprov.link.link_io`).
+Output: consumed by mapping, inspection and the store.
+
+Each table is a :class:`pandas.DataFrame` whose columns and dtypes are fixed by :data:`SCHEMAS`
+(documented in ``docs/records.md``). Times are ``datetime64[us, UTC]``; thread ids are exact
+``UInt64`` (never through float); counts are nullable ``Int64``; text is pandas ``str``.
+
+Row accounting (:class:`Accounting`) says for every input file how many rows were read and used,
+and why any row was not used, with its location: nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from metaprov.timeutil import UTC_US
+
+log = logging.getLogger("metaprov")
+
+STR = pd.StringDtype(na_value=np.nan) if hasattr(pd, "StringDtype") else object
+TIME = UTC_US
+
+# name -> [(column, dtype, description)]
+SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
+    "tasks": [
+        ("key", STR, "Dask key, normalised to str(key) (tuple keys as their repr)"),
+        ("prefix", STR, "task prefix (function name part of the key), e.g. 'array'"),
+        ("group", STR, "task group name (key without the index part)"),
+        ("graph", "Int64", "index of the first submitted graph (graph.csv row) holding the key"),
+        ("client", STR, "client that submitted that graph"),
+        ("state", STR, "last state seen (scheduler's if it saw the key, else a worker's)"),
+        ("worker", STR, "address of the worker that ran the final execution"),
+        ("thread", "UInt64", "threading.get_ident() of the executing thread (exact 64-bit)"),
+        ("start", TIME, "compute start (UTC)"),
+        ("end", TIME, "compute end (UTC)"),
+        ("time_source", STR, "'worker' (ready->executing .. executing->memory|error) or 'scheduler' (startstops)"),
+        ("duration", "float64", "end - start in seconds"),
+        ("sched_begins", TIME, "scheduler's first startstops entry: begin (may be a transfer)"),
+        ("sched_ends", TIME, "scheduler's first startstops entry: end"),
+        ("nbytes", "Int64", "size of the result in bytes as reported by the scheduler"),
+        ("n_transitions", "Int64", "transitions seen for the key (scheduler + workers)"),
+        ("n_executions", "Int64", "executions started on workers (more than 1: retried)"),
+        ("erred", "boolean", "the task ended in error at least once"),
+        ("retried", "boolean", "the task was executed or sent to processing more than once"),
+        ("never_ran", "boolean", "no execution was observed (in a graph only, or released/forgotten)"),
+        ("wanted", "boolean", "a client asked for this key's result"),
+    ],
+    "executions": [
+        ("key", STR, "Dask key"),
+        ("attempt", "Int64", "0-based attempt number of the key"),
+        ("worker", STR, "worker address"),
+        ("thread", "UInt64", "executing thread id when known"),
+        ("start", TIME, "compute start (UTC)"),
+        ("end", TIME, "compute end (UTC); NaT if never seen"),
+        ("outcome", STR, "state left executing into: memory, error, cancelled, ..."),
+        ("time_source", STR, "'worker' or 'scheduler'"),
+    ],
+    "transitions": [
+        ("key", STR, "Dask key"),
+        ("observer", STR, "'scheduler' or 'worker'"),
+        ("address", STR, "address of the observer (called_from)"),
+        ("from_state", STR, "state before"),
+        ("to_state", STR, "state after"),
+        ("time", TIME, "when the plugin saw it (UTC)"),
+        ("stimulus_id", STR, "cause (scheduler only)"),
+        ("line", "Int64", "line number in the source file"),
+    ],
+    "transfers": [
+        ("transfer", "Int64", "transfer id, stable within a run"),
+        ("key", STR, "key moved (normalised)"),
+        ("nbytes", "Int64", "bytes of this key"),
+        ("source", STR, "worker that sent it"),
+        ("destination", STR, "worker that received it (NA: a client, e.g. gather)"),
+        ("start", TIME, "start (receiving side's clock when logged there)"),
+        ("stop", TIME, "stop"),
+        ("duration", "float64", "seconds"),
+        ("total", "Int64", "bytes of the whole transfer (all keys)"),
+        ("bandwidth", "float64", "bytes/s as logged"),
+        ("compressed", "Int64", "compressed bytes when logged"),
+        ("n_keys", "Int64", "keys in the whole transfer"),
+        ("logged_by", STR, "'both', 'incoming' or 'outgoing'"),
+    ],
+    "dependencies": [
+        ("graph", "Int64", "graph index"),
+        ("key", STR, "dependent task"),
+        ("dependency", STR, "task it depends on"),
+    ],
+    "graphs": [
+        ("graph", "Int64", "index (row order in graph.csv)"),
+        ("client", STR, "submitting client"),
+        ("time", TIME, "when the scheduler received it"),
+        ("n_wanted", "Int64", "keys the client asked for"),
+        ("n_tasks", "Int64", "tasks in the submitted graph"),
+        ("n_edges", "Int64", "dependency edges"),
+    ],
+    "workers": [
+        ("address", STR, "worker address, e.g. tcp://10.0.0.1:33783"),
+        ("host", STR, "host part of the address"),
+        ("hostname", STR, "node name when known"),
+        ("name", STR, "worker name when known"),
+        ("nanny", STR, "nanny address when known"),
+        ("pid", "Int64", "worker process id when known"),
+        ("added", TIME, "when the scheduler added it"),
+        ("removed", TIME, "when the scheduler removed it"),
+        ("threads", "Int64", "threads per worker (nthreads)"),
+        ("memory_limit", "Int64", "memory limit in bytes"),
+        ("local_directory", STR, "scratch directory"),
+    ],
+    "clients": [
+        ("client", STR, "client id"),
+        ("added", TIME, "connected"),
+        ("removed", TIME, "disconnected"),
+    ],
+    "configs": [
+        ("name", STR, "file name"),
+        ("kind", STR, "darshan, mofka-bedrock, dask, job-output, ..."),
+        ("sha256", STR, "content hash"),
+        ("size", "Int64", "bytes"),
+        ("text", STR, "content (text files up to 1 MiB; else empty)"),
+    ],
+    "threads": [
+        ("worker", STR, "worker address"),
+        ("thread", "UInt64", "thread id"),
+        ("n_tasks", "Int64", "tasks executed on it"),
+    ],
+}
+
+TABLES = tuple(SCHEMAS)
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """An empty table with the schema's columns and dtypes."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t, _ in SCHEMAS[name]})
+
+
+def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """Return ``df`` with exactly the schema's columns (missing ones as NA) and dtypes."""
+    cols: dict[str, pd.Series] = {}
+    n = len(df)
+    for c, t, _ in SCHEMAS[name]:
+        if c in df.columns:
+            s = df[c]
+            if str(s.dtype) != str(t):
+                s = s.astype(t)
+            cols[c] = s.reset_index(drop=True)
+        else:
+            cols[c] = pd.Series(pd.array([None] * n, dtype=t) if n else [], dtype=t)
+    return pd.DataFrame(cols)
+
+
+@dataclass
+class FileAccount:
+    """Accounting for one input file."""
+
+    file: str
+    present: bool = True
+    rows_read: int = 0
+    not_used: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rows_used(self) -> int:
+        return self.rows_read - sum(self.not_used.values())
+
+
+ISSUE_COLUMNS = ["file", "line", "column", "reason", "detail"]
+
+
+class Accounting:
+    """Per input file: rows read, rows used, rows not used with their reason and location."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, FileAccount] = {}
+        self._issues: list[pd.DataFrame] = []
+        self.notes: list[str] = []
+
+    def file(self, name: str) -> FileAccount:
+        if name not in self.files:
+            self.files[name] = FileAccount(name)
+        return self.files[name]
+
+    def missing(self, name: str) -> None:
+        self.files[name] = FileAccount(name, present=False)
+
+    def read(self, name: str, rows: int) -> None:
+        self.file(name).rows_read += int(rows)
+
+    def drop(
+        self,
+        name: str,
+        reason: str,
+        lines: Iterable[int] | np.ndarray,
+        *,
+        column: str | None = None,
+        detail: str | Iterable[str] = "",
+        counts_as_row: bool = True,
+    ) -> None:
+        """Record rows of ``name`` not used for ``reason`` (lines are 1-based file line numbers)."""
+        lines_arr = np.asarray(list(lines) if not isinstance(lines, np.ndarray) else lines)
+        if lines_arr.size == 0:
+            return
+        if counts_as_row:
+            acct = self.file(name)
+            acct.not_used[reason] = acct.not_used.get(reason, 0) + int(lines_arr.size)
+        det = detail if isinstance(detail, str) else list(detail)
+        self._issues.append(
+            pd.DataFrame(
+                {
+                    "file": name,
+                    "line": pd.array(lines_arr, dtype="Int64"),
+                    "column": column,
+                    "reason": reason,
+                    "detail": det,
+                }
+            )
+        )
+        log.info("%s: %d row(s) not used: %s", name, lines_arr.size, reason)
+
+    def warn(self, name: str, reason: str, *, line: int | None = None, column: str | None = None, detail: str = "") -> None:
+        """Record a finding that does not remove a row (kept with a warning)."""
+        self._issues.append(
+            pd.DataFrame(
+                {"file": [name], "line": pd.array([line], dtype="Int64"), "column": [column], "reason": [reason], "detail": [detail]}
+            )
+        )
+        log.warning("%s%s: %s %s", name, f" line {line}" if line else "", reason, detail)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        log.info(text)
+
+    @property
+    def issues(self) -> pd.DataFrame:
+        """Every finding: file, line, column, reason, detail."""
+        if not self._issues:
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in ISSUE_COLUMNS})
+        return pd.concat(self._issues, ignore_index=True)
+
+    def to_dict(self, max_examples: int = 5) -> dict[str, Any]:
+        """JSON-ready summary: per file counts and reasons, with a few example locations."""
+        issues = self.issues
+        out: dict[str, Any] = {"files": {}, "notes": list(self.notes)}
+        for name, acct in sorted(self.files.items()):
+            entry: dict[str, Any] = {
+                "present": acct.present,
+                "rows_read": acct.rows_read,
+                "rows_used": acct.rows_used,
+                "not_used": dict(sorted(acct.not_used.items())),
+            }
+            sub = issues[issues["file"] == name]
+            if len(sub):
+                findings = []
+                for reason, grp in sub.groupby("reason", sort=True):
+                    ex = grp.head(max_examples)
+                    findings.append(
+                        {
+                            "reason": reason,
+                            "count": len(grp),
+                            "examples": [
+                                {
+                                    "line": None if pd.isna(r.line) else int(r.line),
+                                    "column": None if r.column is None or (isinstance(r.column, float) and np.isnan(r.column)) else r.column,
+                                    "detail": r.detail,
+                                }
+                                for r in ex.itertuples()
+                            ],
+                        }
+                    )
+                entry["findings"] = findings
+            out["files"][name] = entry
+        return out
+
+
+@dataclass
+class RunRecords:
+    """Everything metaprov knows about one run, as columnar tables.
+
+    Attributes:
+        path: the run directory.
+        run_id: content-derived identifier (same input, same id).
+        tasks ... threads: tables with the schemas of :data:`SCHEMAS`.
+        job: facts about the batch job (id, server, user, nodes per role, ...).
+        missing: expected inputs that were absent.
+        accounting: row accounting for every input file.
+        darshan: Darshan tables (see :mod:`metaprov.ingest.darshan`) when logs were read.
+        io: linked I/O tables (see :mod:`metaprov.link`) once :func:`metaprov.link_io` ran.
+    """
+
+    path: str
+    run_id: str = ""
+    tasks: pd.DataFrame = field(default_factory=lambda: empty_table("tasks"))
+    executions: pd.DataFrame = field(default_factory=lambda: empty_table("executions"))
+    transitions: pd.DataFrame = field(default_factory=lambda: empty_table("transitions"))
+    transfers: pd.DataFrame = field(default_factory=lambda: empty_table("transfers"))
+    dependencies: pd.DataFrame = field(default_factory=lambda: empty_table("dependencies"))
+    graphs: pd.DataFrame = field(default_factory=lambda: empty_table("graphs"))
+    workers: pd.DataFrame = field(default_factory=lambda: empty_table("workers"))
+    clients: pd.DataFrame = field(default_factory=lambda: empty_table("clients"))
+    configs: pd.DataFrame = field(default_factory=lambda: empty_table("configs"))
+    threads: pd.DataFrame = field(default_factory=lambda: empty_table("threads"))
+    job: dict[str, Any] = field(default_factory=dict)
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    accounting: Accounting = field(default_factory=Accounting)
+    darshan: Any = None
+    io: Any = None
+
+    @property
+    def span(self) -> tuple[pd.Timestamp | None, pd.Timestamp | None]:
+        """First and last event time of the run (UTC)."""
+        cols = [
+            self.transitions["time"],
+            self.graphs["time"],
+            self.transfers["start"],
+            self.transfers["stop"],
+            self.workers["added"],
+            self.workers["removed"],
+            self.clients["added"],
+            self.clients["removed"],
+            self.tasks["start"],
+            self.tasks["end"],
+        ]
+        vals = pd.concat([c for c in cols if len(c)], ignore_index=True) if any(len(c) for c in cols) else pd.Series([], dtype=TIME)
+        vals = vals.dropna()
+        if vals.empty:
+            return None, None
+        return vals.min(), vals.max()
