@@ -1,0 +1,52 @@
+"""Shared fixtures: paths to the real data in ../shared (skipped when absent), tiny runs built in code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("METAPROV_SHARED", REPO.parent / "shared")).resolve()
+XPDAMODA = SHARED / "data" / "xpdamoda"
+DARSHAN_FORMATS = SHARED / "data" / "darshan-formats"
+
+PMDA_RUNS = sorted(p for p in (XPDAMODA / "PMDA").glob("D*") if p.is_dir()) if XPDAMODA.exists() else []
+IMAGEPROC_RUNS = (
+    sorted(p for p in (XPDAMODA / "ImageProcessing").glob("D*") if p.is_dir()) if XPDAMODA.exists() else []
+)
+REAL_RUNS = PMDA_RUNS + IMAGEPROC_RUNS
+
+_SKIP_REASON = f"real run data not found at {SHARED}/data (set METAPROV_SHARED to the shared/ folder)"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The ../shared/data folder; skips the test when it is absent."""
+    if not (SHARED / "data").is_dir():
+        pytest.skip(_SKIP_REASON)
+    return SHARED / "data"
+
+
+@pytest.fixture(scope="session")
+def pmda_r1() -> Path:
+    """PMDA run R1 (complete run with transitions and Darshan logs)."""
+    if not PMDA_RUNS:
+        pytest.skip(_SKIP_REASON)
+    return PMDA_RUNS[0]
+
+
+@pytest.fixture(scope="session")
+def imageproc_r1() -> Path:
+    """The partial ImageProcessing run (no transition files)."""
+    if not IMAGEPROC_RUNS:
+        pytest.skip(_SKIP_REASON)
+    return IMAGEPROC_RUNS[0]
+
+
+def real_run_params() -> list:
+    """pytest params over every real run (one skipped param when the data is absent)."""
+    if not REAL_RUNS:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=_SKIP_REASON), id="no-real-data")]
+    return [pytest.param(p, id=f"{p.parent.name}-{p.name.split('_')[-2]}") for p in REAL_RUNS]
