@@ -30,7 +30,7 @@ class Context:
 def progress_enabled(ctx: click.Context) -> bool:
     """Progress bars show unless ``--quiet`` was given or stderr is not a terminal."""
     obj = ctx.find_object(Context)
-    return not (obj and obj.quiet)
+    return not (obj and obj.quiet) and sys.stderr.isatty()
 
 
 class _Group(click.Group):
@@ -50,7 +50,9 @@ class _Group(click.Group):
             ctx.exit(130)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="metaprov")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars and no informational messages.")
 @click.option("-v", "--verbose", count=True, help="More log messages (-vv for debug logging).")
@@ -96,8 +98,8 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     Example:
       metaprov inspect examples/run --json > summary.json
     """
-    from metaprov.inspect import format_summary, summarize
     from metaprov.ingest import read_run
+    from metaprov.inspect import format_summary, summarize
 
     records = read_run(run, darshan=not no_darshan, progress=progress_enabled(ctx))
     summary = summarize(records)

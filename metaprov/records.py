@@ -41,7 +41,11 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("thread", "UInt64", "threading.get_ident() of the executing thread (exact 64-bit)"),
         ("start", TIME, "compute start (UTC)"),
         ("end", TIME, "compute end (UTC)"),
-        ("time_source", STR, "'worker' (ready->executing .. executing->memory|error) or 'scheduler' (startstops)"),
+        (
+            "time_source",
+            STR,
+            "'worker' (ready->executing .. executing->memory|error) or 'scheduler' (startstops)",
+        ),
         ("duration", "float64", "end - start in seconds"),
         ("sched_begins", TIME, "scheduler's first startstops entry: begin (may be a transfer)"),
         ("sched_ends", TIME, "scheduler's first startstops entry: end"),
@@ -50,7 +54,11 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("n_executions", "Int64", "executions started on workers (more than 1: retried)"),
         ("erred", "boolean", "the task ended in error at least once"),
         ("retried", "boolean", "the task was executed or sent to processing more than once"),
-        ("never_ran", "boolean", "no execution was observed (in a graph only, or released/forgotten)"),
+        (
+            "never_ran",
+            "boolean",
+            "no execution was observed (in a graph only, or released/forgotten)",
+        ),
         ("wanted", "boolean", "a client asked for this key's result"),
     ],
     "executions": [
@@ -149,11 +157,23 @@ def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
         if c in df.columns:
             s = df[c]
             if str(s.dtype) != str(t):
-                s = s.astype(t)
+                s = _cast(s, t)
             cols[c] = s.reset_index(drop=True)
         else:
             cols[c] = pd.Series(pd.array([None] * n, dtype=t) if n else [], dtype=t)
     return pd.DataFrame(cols)
+
+
+def _cast(s: pd.Series, t: Any) -> pd.Series:
+    if isinstance(t, pd.DatetimeTZDtype):
+        if isinstance(s.dtype, pd.DatetimeTZDtype):
+            return s.dt.tz_convert("UTC").astype(t)
+        if pd.api.types.is_datetime64_dtype(s.dtype):
+            return s.dt.tz_localize("UTC").astype(t)
+        return pd.to_datetime(s, utc=True).astype(t)
+    if str(t) == "boolean" and s.dtype == object:
+        return s.astype("boolean")
+    return s.astype(t)
 
 
 @dataclass
@@ -223,11 +243,25 @@ class Accounting:
         )
         log.info("%s: %d row(s) not used: %s", name, lines_arr.size, reason)
 
-    def warn(self, name: str, reason: str, *, line: int | None = None, column: str | None = None, detail: str = "") -> None:
+    def warn(
+        self,
+        name: str,
+        reason: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        detail: str = "",
+    ) -> None:
         """Record a finding that does not remove a row (kept with a warning)."""
         self._issues.append(
             pd.DataFrame(
-                {"file": [name], "line": pd.array([line], dtype="Int64"), "column": [column], "reason": [reason], "detail": [detail]}
+                {
+                    "file": [name],
+                    "line": pd.array([line], dtype="Int64"),
+                    "column": [column],
+                    "reason": [reason],
+                    "detail": [detail],
+                }
             )
         )
         log.warning("%s%s: %s %s", name, f" line {line}" if line else "", reason, detail)
@@ -266,7 +300,10 @@ class Accounting:
                             "examples": [
                                 {
                                     "line": None if pd.isna(r.line) else int(r.line),
-                                    "column": None if r.column is None or (isinstance(r.column, float) and np.isnan(r.column)) else r.column,
+                                    "column": None
+                                    if r.column is None
+                                    or (isinstance(r.column, float) and np.isnan(r.column))
+                                    else r.column,
                                     "detail": r.detail,
                                 }
                                 for r in ex.itertuples()
@@ -328,7 +365,11 @@ class RunRecords:
             self.tasks["start"],
             self.tasks["end"],
         ]
-        vals = pd.concat([c for c in cols if len(c)], ignore_index=True) if any(len(c) for c in cols) else pd.Series([], dtype=TIME)
+        vals = (
+            pd.concat([c for c in cols if len(c)], ignore_index=True)
+            if any(len(c) for c in cols)
+            else pd.Series([], dtype=TIME)
+        )
         vals = vals.dropna()
         if vals.empty:
             return None, None

@@ -14,7 +14,9 @@ UTC_US = pd.DatetimeTZDtype(unit="us", tz="UTC")
 
 def epoch_to_utc(values: pd.Series | np.ndarray) -> pd.Series:
     """Convert float epoch seconds (NaN allowed) to ``datetime64[us, UTC]``, rounding once to µs."""
-    arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+    arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(
+        dtype="float64", na_value=np.nan
+    )
     ok = np.isfinite(arr)
     us = np.zeros(len(arr), dtype="int64")
     us[ok] = np.rint(arr[ok] * 1e6).astype("int64")

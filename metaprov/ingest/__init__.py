@@ -1,0 +1,93 @@
+"""Ingest stage: a run directory -> :class:`~metaprov.records.RunRecords`.
+
+Input: a run directory (Mofka-Dask CSVs, Darshan logs, job files; every file optional).
+Output: RunRecords with every table filled from what is there, ``missing`` naming what is not,
+and the row accounting of every file.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from metaprov.errors import InputError
+from metaprov.ingest.dask_csv import CSV_FILES, read_dask_csvs, run_id
+from metaprov.ingest.job import read_job
+from metaprov.records import RunRecords
+
+log = logging.getLogger("metaprov")
+
+__all__ = ["read_run", "CSV_FILES"]
+
+
+def darshan_files(run: Path) -> list[Path]:
+    """The Darshan logs of a run directory (complete and partial), sorted by name."""
+    return sorted(
+        p
+        for p in run.iterdir()
+        if p.is_file() and (p.name.endswith(".darshan") or p.name.endswith(".darshan_partial"))
+    )
+
+
+def read_run(path: str | Path, *, darshan: bool = True, progress: bool = False) -> RunRecords:
+    """Read a run directory completely.
+
+    Args:
+        path: the run directory.
+        darshan: also read the Darshan logs (``*.darshan``, ``*.darshan_partial``) if present.
+        progress: show a progress bar on stderr.
+
+    Returns:
+        The run's records. ``records.missing`` lists the absent inputs and
+        ``records.accounting`` says, per file, how many rows were read and used.
+
+    Raises:
+        InputError: the path does not exist, is not a directory, or holds none of the CSV files.
+
+    Example:
+        >>> records = read_run("runs/D2024-04-19_19:01:00_R1_W8")  # doctest: +SKIP
+        >>> records.tasks[["key", "worker", "thread", "start", "end"]].head()  # doctest: +SKIP
+    """
+    run = Path(path)
+    if not run.exists():
+        raise InputError(
+            "no such directory",
+            path=run,
+            hint="give the path of a run directory holding the Mofka-Dask CSV files",
+        )
+    if not run.is_dir():
+        raise InputError(
+            "is a file, not a run directory",
+            path=run,
+            hint="give the directory that holds the CSV files, not a file in it",
+        )
+    present = [n for n in CSV_FILES if (run / n).exists()]
+    if not present:
+        raise InputError(
+            f"holds none of the run files ({', '.join(CSV_FILES)})",
+            path=run,
+            hint="is this a run directory? a capture writes them with metaprov.capture",
+        )
+    records = RunRecords(path=str(run))
+    logs = darshan_files(run) if darshan else []
+    from tqdm.auto import tqdm
+
+    with tqdm(
+        total=len(CSV_FILES) + 1 + (1 if logs else 0),
+        desc=f"reading {run.name}",
+        unit="file",
+        disable=not progress,
+        leave=False,
+    ) as bar:
+        read_dask_csvs(run, records, progress=bar)
+        read_job(run, records)
+        bar.update(1)
+        if logs:
+            from metaprov.ingest.darshan import read_darshan_logs
+
+            records.darshan = read_darshan_logs(logs, records.accounting)
+            bar.update(1)
+        elif darshan:
+            records.missing.append("*.darshan")
+    records.run_id = run_id(records)
+    return records

@@ -1,0 +1,257 @@
+"""Read one Mofka-Dask CSV file into an Arrow table of text columns, accounting for every row.
+
+Input: a CSV written by ``pandas.DataFrame.to_csv`` (first column: the unnamed row index).
+Output: a :class:`CsvTable` (text columns as pandas Series, the 1-based file line of each row).
+
+Every column is read as text so that 64-bit thread ids never pass through float and garbage in
+one cell affects only that cell. Rows with the wrong number of fields (a truncated last row, a
+stray comma), blank lines and rows with bytes that are not UTF-8 are not used and are recorded in
+the accounting with their line number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from metaprov.errors import InputError
+from metaprov.records import Accounting
+
+_DICT = pa.dictionary(pa.int32(), pa.string())
+
+
+@dataclass
+class CsvTable:
+    """Text columns of one CSV file and the file line of each row."""
+
+    name: str
+    columns: dict[str, pd.Series]
+    lines: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def get(self, col: str) -> pd.Series:
+        """The column, or an all-NA text column when the file lacks it."""
+        if col in self.columns:
+            return self.columns[col]
+        return pd.Series(pd.array([None] * len(self.lines), dtype="str"), dtype="str")
+
+    def take(self, mask: np.ndarray) -> CsvTable:
+        return CsvTable(
+            self.name,
+            {k: v[mask].reset_index(drop=True) for k, v in self.columns.items()},
+            self.lines[mask],
+        )
+
+
+def _header(path: Path) -> list[str]:
+    with path.open("rb") as fh:
+        first = fh.readline()
+    try:
+        text = first.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError("the header is not UTF-8 text", path=path, line=1) from exc
+    # The header holds plain column names; quoting is not used by pandas for these.
+    return [c.strip().strip('"') for c in text.rstrip("\r\n").split(",")]
+
+
+def read_csv(
+    path: Path,
+    *,
+    required: list[str],
+    optional: list[str],
+    extended: tuple[str, ...] = (),
+    dictionary: tuple[str, ...] = (),
+    acct: Accounting,
+) -> CsvTable | None:
+    """Read ``path`` as text columns.
+
+    Args:
+        path: the CSV file.
+        required: columns without which the file cannot be used (an :class:`InputError`).
+        optional: known columns that may be absent (then all NA, with a warning).
+        extended: columns some writers add (e.g. the metaprov capture); absent without a warning.
+        dictionary: low-cardinality columns to read dictionary-encoded (less memory).
+        acct: accounting that receives rows read / not used.
+
+    Returns:
+        The table, or ``None`` for a zero-byte file (recorded in the accounting).
+    """
+    name = path.name
+    if path.stat().st_size == 0:
+        acct.file(name)
+        acct.warn(
+            name, "empty file (zero bytes, no header)", detail="treated as a file with no rows"
+        )
+        return None
+    header = _header(path)
+    if not header or all(h == "" for h in header):
+        acct.file(name)
+        acct.warn(name, "no header line", line=1)
+        return None
+    known = set(required) | set(optional) | set(extended)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            f"missing required column(s) {', '.join(repr(m) for m in missing)}; the header has {header}",
+            path=path,
+            line=1,
+            column=missing[0],
+            hint="is this a Mofka-Dask / metaprov capture file?",
+        )
+    for c in optional:
+        if c not in header:
+            acct.warn(name, "missing optional column (values treated as absent)", line=1, column=c)
+    dupes = {c for c in header if header.count(c) > 1}
+    if dupes:
+        raise InputError(f"duplicate column name(s) {sorted(dupes)}", path=path, line=1)
+    extra = [c for c in header if c not in known and c != ""]
+    for c in extra:
+        acct.warn(name, "unknown extra column ignored", line=1, column=c)
+
+    bad_rows: list[tuple[int, str]] = []
+
+    def on_invalid(row: pacsv.InvalidRow) -> str:
+        bad_rows.append(
+            (row.number or 0, f"expected {row.expected_columns} fields, found {row.actual_columns}")
+        )
+        return "skip"
+
+    types = {c: (_DICT if c in dictionary else pa.string()) for c in header}
+    read_opts = pacsv.ReadOptions(use_threads=False, block_size=1 << 24)
+    parse_opts = pacsv.ParseOptions(invalid_row_handler=on_invalid, ignore_empty_lines=False)
+    conv_opts = pacsv.ConvertOptions(
+        column_types=types,
+        include_columns=[c for c in header if c in known],
+        strings_can_be_null=True,
+        null_values=[""],
+        quoted_strings_can_be_null=False,
+    )
+    try:
+        table = pacsv.read_csv(
+            path, read_options=read_opts, parse_options=parse_opts, convert_options=conv_opts
+        )
+    except pa.ArrowInvalid as exc:
+        if "UTF8" not in str(exc) and "utf8" not in str(exc).lower():
+            raise InputError(f"cannot parse as CSV: {exc}", path=path) from exc
+        return _read_with_bad_bytes(path, header, known, required, optional, acct, bad_rows)
+    return _finish(name, table, bad_rows, acct)
+
+
+def _finish(
+    name: str, table: pa.Table, bad_rows: list[tuple[int, str]], acct: Accounting
+) -> CsvTable:
+    n_out = table.num_rows
+    skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
+    total = n_out + len(skipped)
+    lines = np.setdiff1d(np.arange(2, total + 2, dtype=np.int64), skipped, assume_unique=True)
+    acct.read(name, total)
+    if bad_rows:
+        acct.drop(
+            name,
+            "malformed row (wrong number of fields; e.g. truncated)",
+            [r for r, _ in bad_rows],
+            detail=[d for _, d in bad_rows],
+        )
+    cols = {c: table.column(c).to_pandas(types_mapper=_types_mapper) for c in table.column_names}
+    ct = CsvTable(name, cols, lines[:n_out])
+    # A blank line parses as a row of nulls: not a row of data.
+    if n_out:
+        allnull = np.ones(n_out, dtype=bool)
+        for s in cols.values():
+            allnull &= s.isna().to_numpy()
+        if allnull.any():
+            acct.drop(name, "blank line", ct.lines[allnull])
+            ct = ct.take(~allnull)
+    return ct
+
+
+def _types_mapper(t: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pd.StringDtype("pyarrow", na_value=np.nan)
+    return None
+
+
+def _read_with_bad_bytes(
+    path: Path,
+    header: list[str],
+    known: set[str],
+    required: list[str],
+    optional: list[str],
+    acct: Accounting,
+    bad_rows: list[tuple[int, str]],
+) -> CsvTable:
+    """Slow path for a file holding non-UTF-8 bytes: find the lines, drop them, read the rest."""
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    keep: list[bytes] = []
+    bad_lines: list[int] = []
+    for i, ln in enumerate(lines):
+        try:
+            ln.decode("utf-8")
+        except UnicodeDecodeError:
+            bad_lines.append(i + 1)
+            keep.append(b"")  # keep the line count: a blank line here, removed below
+            continue
+        keep.append(ln)
+    name = path.name
+    bad_rows.clear()
+    table = pacsv.read_csv(
+        pa.BufferReader(b"\n".join(keep)),
+        read_options=pacsv.ReadOptions(use_threads=False),
+        parse_options=pacsv.ParseOptions(
+            invalid_row_handler=lambda r: (
+                bad_rows.append(
+                    (
+                        r.number or 0,
+                        f"expected {r.expected_columns} fields, found {r.actual_columns}",
+                    )
+                ),
+                "skip",
+            )[1],
+            ignore_empty_lines=False,
+        ),
+        convert_options=pacsv.ConvertOptions(
+            column_types={c: pa.string() for c in header},
+            include_columns=[c for c in header if c in known],
+            strings_can_be_null=True,
+            null_values=[""],
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    ct = _finish_silent(table, bad_rows)
+    acct.read(name, len(ct.lines) + len(bad_rows))
+    if bad_rows:
+        acct.drop(
+            name,
+            "malformed row (wrong number of fields; e.g. truncated)",
+            [r for r, _ in bad_rows],
+            detail=[d for _, d in bad_rows],
+        )
+    is_bad = np.isin(ct.lines, bad_lines)
+    acct.drop(name, "bytes that are not UTF-8", ct.lines[is_bad], detail="row not used")
+    ct = ct.take(~is_bad)
+    ct.name = name
+    allnull = np.ones(len(ct), dtype=bool)
+    for s in ct.columns.values():
+        allnull &= s.isna().to_numpy()
+    if allnull.any():
+        acct.drop(name, "blank line", ct.lines[allnull])
+        ct = ct.take(~allnull)
+    return ct
+
+
+def _finish_silent(table: pa.Table, bad_rows: list[tuple[int, str]]) -> CsvTable:
+    n_out = table.num_rows
+    skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
+    lines = np.setdiff1d(
+        np.arange(2, n_out + len(skipped) + 2, dtype=np.int64), skipped, assume_unique=True
+    )
+    cols = {c: table.column(c).to_pandas(types_mapper=_types_mapper) for c in table.column_names}
+    return CsvTable("", cols, lines[:n_out])

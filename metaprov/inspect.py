@@ -1,0 +1,170 @@
+"""Summaries of a run for people (text) and scripts (JSON).
+
+Input: :class:`~metaprov.records.RunRecords`.
+Output: a JSON-ready dict (:func:`summarize`) and its text rendering (:func:`format_summary`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from metaprov.records import RunRecords
+from metaprov.timeutil import format_utc
+
+
+def _counts(s: pd.Series) -> dict[str, int]:
+    vc = s.fillna("(none)").astype(str).value_counts()
+    return {str(k): int(v) for k, v in sorted(vc.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def summarize(records: RunRecords) -> dict[str, Any]:
+    """Everything ``metaprov inspect`` shows, as plain JSON types."""
+    t = records.tasks
+    first, last = records.span
+    executed = t[~t["never_ran"].astype(bool)]
+    tr = records.transfers
+    per_transfer = tr.drop_duplicates("transfer") if len(tr) else tr
+    summary: dict[str, Any] = {
+        "run": {
+            "path": records.path,
+            "run_id": records.run_id,
+            "first_event": format_utc(first),
+            "last_event": format_utc(last),
+            "duration_s": None if first is None else round((last - first).total_seconds(), 6),
+            "missing_inputs": list(records.missing),
+        },
+        "job": _jsonable(records.job),
+        "scheduler": _jsonable(records.scheduler),
+        "software": _jsonable(records.software),
+        "tasks": {
+            "total": int(len(t)),
+            "executed": int(len(executed)),
+            "never_ran": int(t["never_ran"].astype(bool).sum()),
+            "erred": int(t["erred"].astype(bool).sum()),
+            "retried": int(t["retried"].astype(bool).sum()),
+            "by_state": _counts(t["state"]),
+            "by_prefix": _counts(t["prefix"]),
+            "time_source": _counts(executed["time_source"]) if len(executed) else {},
+            "compute_seconds": round(float(executed["duration"].sum()), 6)
+            if len(executed)
+            else 0.0,
+        },
+        "executions": int(len(records.executions)),
+        "transitions": {
+            "total": int(len(records.transitions)),
+            "by_observer": _counts(records.transitions["observer"]),
+        },
+        "workers": {
+            "total": int(len(records.workers)),
+            "addresses": records.workers["address"].astype(str).tolist(),
+            "threads_per_worker": _counts(records.workers["threads"].astype("string")),
+        },
+        "threads": int(len(records.threads)),
+        "clients": records.clients["client"].astype(str).tolist(),
+        "graphs": {
+            "total": int(len(records.graphs)),
+            "tasks": int(records.graphs["n_tasks"].sum()) if len(records.graphs) else 0,
+            "edges": int(len(records.dependencies)),
+        },
+        "transfers": {
+            "distinct": int(per_transfer["transfer"].nunique()) if len(tr) else 0,
+            "keys_moved": int(len(tr)),
+            "bytes": int(tr["nbytes"].fillna(0).sum()) if len(tr) else 0,
+            "to_clients": int(per_transfer["destination"].isna().sum()) if len(tr) else 0,
+            "logged_by": _counts(per_transfer["logged_by"]) if len(tr) else {},
+        },
+        "configs": records.configs["name"].astype(str).tolist(),
+        "accounting": records.accounting.to_dict(),
+    }
+    if records.darshan is not None or records.io is not None:
+        try:
+            from metaprov.inspect_io import summarize_io
+        except ImportError:  # pragma: no cover - the I/O part ships with the Darshan reader
+            pass
+        else:
+            summary["io"] = summarize_io(records)
+    return summary
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out[k] = _jsonable(v)
+        elif isinstance(v, pd.Timestamp):
+            out[k] = format_utc(v)
+        elif isinstance(v, (str, int, float, bool, list)) or v is None:
+            out[k] = v
+        else:
+            out[k] = str(v)
+    return out
+
+
+def _top(d: dict[str, int], n: int = 10) -> str:
+    items = list(d.items())
+    text = ", ".join(f"{k} {v}" for k, v in items[:n])
+    if len(items) > n:
+        text += f", ... ({len(items) - n} more)"
+    return text or "-"
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """Render :func:`summarize`'s dict as a short human report."""
+    run, tasks, tr = s["run"], s["tasks"], s["transfers"]
+    lines = [
+        f"run        {run['path']}",
+        f"run id     {run['run_id']}",
+        f"span       {run['first_event']} .. {run['last_event']} ({run['duration_s']} s)",
+    ]
+    job = s.get("job") or {}
+    if job.get("id"):
+        lines.append(
+            f"job        {job.get('id')} on {job.get('server', '?')} user {job.get('user', '?')}"
+        )
+    if s["scheduler"].get("address"):
+        lines.append(f"scheduler  {s['scheduler']['address']}")
+    lines += [
+        f"tasks      {tasks['total']} ({tasks['executed']} executed, {tasks['never_ran']} never ran, "
+        f"{tasks['erred']} erred, {tasks['retried']} retried); compute {tasks['compute_seconds']:.3f} s",
+        f"  by state   {_top(tasks['by_state'])}",
+        f"  by prefix  {_top(tasks['by_prefix'])}",
+        f"  times from {_top(tasks['time_source'])}",
+        f"transitions {s['transitions']['total']} ({_top(s['transitions']['by_observer'])})",
+        f"workers    {s['workers']['total']}, threads seen {s['threads']}, threads per worker {', '.join(f'{k} (x{v})' for k, v in s['workers']['threads_per_worker'].items()) or '-'}",
+        f"clients    {len(s['clients'])}",
+        f"graphs     {s['graphs']['total']} ({s['graphs']['tasks']} tasks, {s['graphs']['edges']} edges)",
+        f"transfers  {tr['distinct']} distinct, {tr['keys_moved']} keys, {tr['bytes']:,} bytes, "
+        f"{tr['to_clients']} to clients; sides {_top(tr['logged_by'])}",
+        f"configs    {', '.join(s['configs']) or '-'}",
+    ]
+    if run["missing_inputs"]:
+        lines.append(f"missing    {', '.join(run['missing_inputs'])}")
+    if "io" in s:
+        try:
+            from metaprov.inspect_io import format_io
+
+            lines += format_io(s["io"])
+        except ImportError:  # pragma: no cover
+            pass
+    lines.append("accounting (rows read / used; not used by reason)")
+    for name, a in s["accounting"]["files"].items():
+        if not a["present"]:
+            lines.append(f"  {name:28s} missing")
+            continue
+        reasons = "; ".join(f"{k}: {v}" for k, v in a["not_used"].items())
+        lines.append(f"  {name:28s} {a['rows_read']:>9} / {a['rows_used']:<9} {reasons}")
+        for f in a.get("findings", []):
+            if f["reason"] in a["not_used"]:
+                continue
+            ex = f["examples"][0] if f["examples"] else {}
+            where = (
+                f" (line {ex.get('line')}"
+                + (f", column {ex.get('column')}" if ex.get("column") else "")
+                + ")"
+                if ex.get("line")
+                else ""
+            )
+            lines.append(f"    warning: {f['reason']}{where}")
+    return "\n".join(lines)
