@@ -1,0 +1,171 @@
+"""Record a Dask distributed run yourself, without a Mofka deployment.
+
+Input: a running Dask cluster (scheduler and workers).
+Output: a run directory in the same CSV schema the Mofka-Dask plugins produce
+(``scheduler_transition.csv``, ``worker_transition.csv``, ``worker_transfer.csv``, ``graph.csv``,
+``worker.csv``, ``client.csv``), so every metaprov reader works unchanged, plus extra files that
+close the gaps of those plugins: ``worker_execution.csv`` (thread and exact compute window of
+every execution attempt), ``workers_info.csv`` (pid, host name, threads, memory, versions per
+worker), ``dask-config.json`` (effective Dask configuration) and ``metaprov-run.json``.
+
+Three ways to switch it on (see ``docs/capture.md``)::
+
+    # 1. around a block of work
+    with metaprov.capture.record(client, "runs/my-run"):
+        client.compute(...).result()
+
+    # 2. from a script, for the client's lifetime
+    client.register_plugin(SchedulerCapture("runs/my-run"), name="metaprov-capture")
+    client.register_plugin(WorkerCapture(), name="metaprov-capture")
+
+    # 3. on a cluster
+    #   METAPROV_CAPTURE_DIR=runs/my-run dask scheduler --preload metaprov.capture
+    #   dask worker tcp://... --preload metaprov.capture
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import distributed  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "metaprov.capture needs dask.distributed: pip install 'metaprov[capture]'"
+    ) from exc
+
+from metaprov.capture._files import (
+    EXTRA_FILES,
+    MOFKA_FILES,
+    PLUGIN_NAME,
+    configured_directory,
+)
+from metaprov.capture.merge import merge_parts, merge_run
+from metaprov.capture.scheduler import SchedulerCapture
+from metaprov.capture.worker import WorkerCapture
+
+__all__ = [
+    "SchedulerCapture",
+    "WorkerCapture",
+    "Capture",
+    "record",
+    "dask_setup",
+    "merge_parts",
+    "merge_run",
+    "MOFKA_FILES",
+    "EXTRA_FILES",
+    "PLUGIN_NAME",
+]
+
+
+@dataclass
+class Capture:
+    """Handle returned by :func:`record`: where the run goes and, after the block, what was written.
+
+    Attributes:
+        directory: the run directory (absolute).
+        summary: contents of ``metaprov-run.json`` once the block has exited (rows per file,
+            workers, incomplete parts, notes); empty inside the block.
+    """
+
+    directory: Path
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def files(self) -> dict[str, int]:
+        """Rows written per file (after the block)."""
+        return dict(self.summary.get("files", {}))
+
+
+async def _finalize_on_scheduler(dask_scheduler: Any, name: str) -> dict[str, Any]:
+    plugin = dask_scheduler.plugins.get(name)
+    if plugin is None:
+        return {}
+    try:
+        return await plugin.finalize()
+    finally:
+        dask_scheduler.plugins.pop(name, None)
+
+
+@contextmanager
+def record(
+    client: Any,
+    directory: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    workers: bool = True,
+    flush_interval: float = 2.0,
+) -> Iterator[Capture]:
+    """Capture everything the cluster does while the block runs.
+
+    Registers :class:`SchedulerCapture` and :class:`WorkerCapture` (also on workers that join
+    later); on exit, even after an exception, the workers flush, the parts are merged, and the
+    files are complete and consistent when the ``with`` statement ends.
+
+    Args:
+        client: a connected, synchronous ``distributed.Client``.
+        directory: the run directory (created); it must be writable by the workers and readable
+            by the scheduler (same machine, or a shared file system).
+        overwrite: replace an earlier capture in ``directory`` (default: refuse with an error).
+        workers: also record on the workers (transitions, transfers, executions).
+        flush_interval: seconds between periodic flushes of buffered rows.
+
+    Yields:
+        A :class:`Capture`; its ``summary`` is filled when the block exits.
+
+    Example:
+        >>> with record(client, "runs/my-run") as cap:  # doctest: +SKIP
+        ...     client.compute(graph).result()
+        >>> cap.files["scheduler_transition.csv"]  # doctest: +SKIP
+        412
+    """
+    run_dir = Path(directory).expanduser().absolute()
+    cap = Capture(run_dir)
+    client.register_plugin(
+        SchedulerCapture(run_dir, overwrite=overwrite, flush_interval=flush_interval),
+        name=PLUGIN_NAME,
+    )
+    try:
+        if workers:
+            client.register_plugin(
+                WorkerCapture(run_dir, flush_interval=flush_interval), name=PLUGIN_NAME
+            )
+        yield cap
+    finally:
+        try:
+            if workers:
+                # Runs teardown on every worker: buffered rows are on disk when this returns.
+                client.unregister_worker_plugin(PLUGIN_NAME)
+        finally:
+            cap.summary = client.run_on_scheduler(_finalize_on_scheduler, name=PLUGIN_NAME) or {}
+
+
+def dask_setup(dask_object: Any) -> Any:
+    """``--preload metaprov.capture`` entry point for ``dask scheduler`` and ``dask worker``.
+
+    The directory comes from ``$METAPROV_CAPTURE_DIR`` or the dask config key
+    ``metaprov.capture.directory``; workers without either use the scheduler's directory.
+
+    Args:
+        dask_object: the ``Scheduler`` or ``Worker`` being started.
+
+    Returns:
+        For a worker, the awaitable that installs the plugin (Dask awaits it).
+    """
+    from distributed import Scheduler, Worker
+
+    directory = configured_directory()
+    if isinstance(dask_object, Scheduler):
+        dask_object.add_plugin(SchedulerCapture(directory), name=PLUGIN_NAME)
+        return None
+    if isinstance(dask_object, Worker):
+        return dask_object.plugin_add(WorkerCapture(directory), name=PLUGIN_NAME)
+    raise TypeError(
+        f"metaprov.capture preload expects a Scheduler or a Worker, not {type(dask_object).__name__} "
+        "(use --preload, not --preload-nanny)"
+    )

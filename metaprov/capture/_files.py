@@ -1,0 +1,270 @@
+"""File layout and buffered CSV writing shared by the capture plugins.
+
+Input: rows (tuples of plain Python values) produced by the scheduler and worker plugins.
+Output: CSV files in the Mofka-Dask schema (``pandas.DataFrame.to_csv`` layout: an unnamed index
+column first, ``QUOTE_MINIMAL``, ``\\n`` line ends, ``None`` as an empty cell, floats as their
+shortest ``repr``), plus the names of every file a capture directory holds.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+#: Name under which both plugins are registered (scheduler and worker plugin namespaces differ).
+PLUGIN_NAME = "metaprov-capture"
+#: Scheduler metadata key where the scheduler plugin publishes the capture directory.
+METADATA_KEY = "metaprov-capture"
+#: Environment variable naming the capture directory (used by ``--preload`` and by default).
+ENV_DIRECTORY = "METAPROV_CAPTURE_DIR"
+#: Dask config key naming the capture directory (``DASK_METAPROV__CAPTURE__DIRECTORY``).
+CONFIG_DIRECTORY = "metaprov.capture.directory"
+#: Sub-directory where every worker process writes its own part files until they are merged.
+PARTS_DIR = "metaprov-parts"
+#: Version of the capture directory layout written to ``metaprov-run.json``.
+LAYOUT = "metaprov-capture/1"
+
+# The Mofka-Dask schemas, column for column (see docs/capture.md and design/inputs.md).
+SCHEDULER_TRANSITION = (
+    "key",
+    "thread",
+    "worker",
+    "prefix",
+    "group",
+    "start",
+    "finish",
+    "stimulus_id",
+    "called_from",
+    "begins",
+    "ends",
+    "duration",
+    "size",
+    "time",
+)
+WORKER_TRANSITION = ("key", "start", "finish", "called_from", "time")
+WORKER_TRANSFER = (
+    "start",
+    "stop",
+    "middle",
+    "duration",
+    "keys",
+    "total",
+    "bandwidth",
+    "who",
+    "type",
+    "called_from",
+    "time",
+    "compressed",
+)
+GRAPH = ("client", "keys", "dependencies", "time")
+WORKER = ("worker", "action", "stimulus_id", "time")
+CLIENT = ("client", "action", "time")
+
+# Extra files (not in the Mofka schema) that close its gaps.
+#: One row per execution attempt seen by a worker: exact compute window on the worker's clock.
+WORKER_EXECUTION = ("key", "worker", "thread", "start", "stop", "outcome", "run_id", "time")
+#: One row per worker: process id, host name, threads, memory, versions, config hash.
+WORKERS_INFO = (
+    "worker",
+    "name",
+    "pid",
+    "hostname",
+    "nthreads",
+    "memory_limit",
+    "local_directory",
+    "nanny",
+    "python",
+    "dask",
+    "distributed",
+    "config_sha256",
+    "time",
+)
+
+#: Mofka-schema files and their columns.
+MOFKA_FILES: dict[str, tuple[str, ...]] = {
+    "scheduler_transition.csv": SCHEDULER_TRANSITION,
+    "worker_transition.csv": WORKER_TRANSITION,
+    "worker_transfer.csv": WORKER_TRANSFER,
+    "graph.csv": GRAPH,
+    "worker.csv": WORKER,
+    "client.csv": CLIENT,
+}
+#: Extra CSV files and their columns.
+EXTRA_FILES: dict[str, tuple[str, ...]] = {
+    "worker_execution.csv": WORKER_EXECUTION,
+    "workers_info.csv": WORKERS_INFO,
+}
+#: Tables each worker process writes as parts (``<table>.<part-id>.csv``), merged at the end.
+WORKER_TABLES: dict[str, tuple[str, ...]] = {
+    "worker_transition": WORKER_TRANSITION,
+    "worker_transfer": WORKER_TRANSFER,
+    "worker_execution": WORKER_EXECUTION,
+}
+RUN_JSON = "metaprov-run.json"
+CONFIG_JSON = "dask-config.json"
+#: Every name a capture writes at the top of its directory.
+OUTPUT_NAMES = (*MOFKA_FILES, *EXTRA_FILES, RUN_JSON, CONFIG_JSON)
+
+
+class CsvSink:
+    """Buffered, append-only CSV file with a fixed header.
+
+    Rows are kept in memory and written in batches (every ``flush_rows`` rows, on :meth:`flush`
+    and on :meth:`close`), so a plugin hook costs one ``list.append``. With ``index=True`` the
+    file has the unnamed running index column that ``pandas.DataFrame.to_csv`` writes.
+    """
+
+    def __init__(
+        self, path: Path, columns: Sequence[str], *, index: bool, flush_rows: int = 10_000
+    ) -> None:
+        self.path = Path(path)
+        self.columns = tuple(columns)
+        self.index = index
+        self._flush_rows = max(1, int(flush_rows))
+        self._rows: list[tuple[Any, ...]] = []
+        self._written = 0
+        self._lock = threading.Lock()
+        self._fh = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - long-lived
+        self._writer = csv.writer(self._fh, lineterminator="\n")
+        self._writer.writerow(("", *self.columns) if index else self.columns)
+        self._fh.flush()
+
+    @property
+    def rows(self) -> int:
+        """Rows appended so far (written or still buffered)."""
+        return self._written + len(self._rows)
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Buffer one row (values in column order); writes a batch when the buffer is full."""
+        self._rows.append(row)
+        if len(self._rows) >= self._flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows and flush the file to the OS."""
+        with self._lock:
+            # Swap first: a row appended while we write lands in the new buffer, not lost.
+            rows, self._rows = self._rows, []
+            if self._fh.closed:
+                return
+            if rows:
+                if self.index:
+                    start = self._written
+                    self._writer.writerows((i, *r) for i, r in enumerate(rows, start))
+                else:
+                    self._writer.writerows(rows)
+                self._written += len(rows)
+            self._fh.flush()
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        self.flush()
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+
+def now() -> float:
+    """Epoch seconds (the same clock the Mofka plugins used)."""
+    return time.time()
+
+
+def utc_stamp(t: float | None = None) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` for epoch seconds (now by default)."""
+    return datetime.fromtimestamp(now() if t is None else t, tz=timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ"
+    )
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(map(str, value))
+    if isinstance(value, Path):
+        return str(value)
+    # Callables, classes and other objects a config may hold: keep a readable trace.
+    return repr(value)
+
+
+def json_text(data: Any) -> str:
+    """Deterministic, JSON-safe text for any config-like structure."""
+    return json.dumps(data, indent=1, sort_keys=True, default=_json_default, ensure_ascii=False)
+
+
+def dask_config_snapshot() -> tuple[str, str]:
+    """The effective ``dask.config.config`` of this process as JSON text, and its sha256."""
+    import dask
+
+    text = json_text(dask.config.config) + "\n"
+    return text, hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json_text(data) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def versions() -> dict[str, str]:
+    """Python, dask, distributed and metaprov versions of this process."""
+    import platform
+
+    import dask
+    import distributed
+
+    from metaprov import __version__
+
+    return {
+        "python": platform.python_version(),
+        "dask": dask.__version__,
+        "distributed": distributed.__version__,
+        "metaprov": __version__,
+    }
+
+
+def existing_outputs(directory: Path) -> list[str]:
+    """Names of capture outputs already present in ``directory``."""
+    names = [n for n in OUTPUT_NAMES if (directory / n).exists()]
+    if (directory / PARTS_DIR).exists():
+        names.append(PARTS_DIR + "/")
+    return names
+
+
+def remove_outputs(directory: Path, names: Iterable[str]) -> None:
+    """Delete capture outputs (only files this package writes)."""
+    import shutil
+
+    for name in names:
+        p = directory / name.rstrip("/")
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def configured_directory() -> str | None:
+    """The capture directory named by ``$METAPROV_CAPTURE_DIR`` or the dask config, if any."""
+    env = os.environ.get(ENV_DIRECTORY)
+    if env:
+        return env
+    try:
+        import dask
+
+        value = dask.config.get(CONFIG_DIRECTORY, default=None)
+    except Exception:  # a broken user config must not stop the scheduler
+        value = None
+    return str(value) if value else None
+
+
+def default_directory() -> Path:
+    """``./metaprov-run-<UTC time>``: a fresh directory per scheduler start."""
+    stamp = datetime.now(tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path.cwd() / f"metaprov-run-{stamp}"

@@ -1,0 +1,309 @@
+"""Worker side of the capture: a Dask ``WorkerPlugin`` writing this process's part files.
+
+Input: the worker's task state transitions, its transfer logs and its task states.
+Output, under ``<run>/metaprov-parts/`` (one set per worker, named by process id and a token):
+
+- ``worker_transition.<part>.csv`` — Mofka schema ``key,start,finish,called_from,time``. The
+  ``ready->executing`` and ``executing->memory|error`` rows carry the *exact* compute start and
+  stop of the task (worker clock), not the time the hook ran, so these rows give the true
+  compute window;
+- ``worker_transfer.<part>.csv`` — every entry of the worker's incoming and outgoing transfer
+  logs, written exactly once when Dask appends it (no polling, no re-sent duplicates);
+- ``worker_execution.<part>.csv`` — one row per execution attempt: thread id, compute window,
+  outcome (closes the gap of failed-then-retried attempts, whose thread the scheduler never sees);
+- ``worker_info.<part>.json`` — address, name, pid, host name, threads, memory limit, versions,
+  hash of the effective Dask config; rewritten with ``closed`` at teardown.
+
+The scheduler plugin (or :func:`metaprov.capture.merge_parts`) merges the parts into the single
+files of the Mofka schema. Every hook runs on the worker's event-loop thread, and each worker
+writes only its own files, so concurrent workers never share a file handle.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from metaprov.capture._files import (
+    METADATA_KEY,
+    PARTS_DIR,
+    WORKER_EXECUTION,
+    WORKER_TRANSFER,
+    WORKER_TRANSITION,
+    CsvSink,
+    configured_directory,
+    dask_config_snapshot,
+    now,
+    versions,
+    write_json_atomic,
+)
+
+log = logging.getLogger("metaprov.capture")
+
+# States in which a task's function may still be running on a worker thread.
+_RUNNING = frozenset({"executing", "long-running", "cancelled", "resumed"})
+
+
+class _TapDeque(deque):  # type: ignore[type-arg]
+    """A ``deque`` that also hands every appended entry to a callback.
+
+    Dask appends one dict per transfer to ``Worker.transfer_incoming_log`` /
+    ``transfer_outgoing_log`` (bounded deques). Tapping ``append`` records each entry exactly
+    once, even when more entries arrive between two hooks than the deque can hold.
+    """
+
+    def __init__(self, items: Any, maxlen: int | None, sink: Callable[[dict[str, Any]], None]):
+        super().__init__(items, maxlen)
+        self._sink = sink
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        try:
+            self._sink(item)
+        except Exception:  # capture must never break a transfer
+            log.debug("metaprov capture: transfer entry not recorded", exc_info=True)
+
+
+class WorkerCapture(WorkerPlugin):
+    """Record a worker's transitions, transfers and executions into the capture directory.
+
+    Args:
+        directory: the run directory. ``None``: ask the scheduler (where
+            :class:`~metaprov.capture.SchedulerCapture` publishes it), then
+            ``$METAPROV_CAPTURE_DIR`` / dask config ``metaprov.capture.directory``.
+            It must be on a file system the worker can write and the scheduler can read.
+        flush_rows: rows buffered per file before a batch is written.
+        flush_interval: seconds between periodic flushes (bounds what a crash can lose).
+
+    Example:
+        >>> client.register_plugin(WorkerCapture("runs/my-run"), name="metaprov-capture")  # doctest: +SKIP
+    """
+
+    idempotent = False
+    name = "metaprov-capture"
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        flush_rows: int = 10_000,
+        flush_interval: float = 2.0,
+    ) -> None:
+        self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
+        self.flush_rows = flush_rows
+        self.flush_interval = flush_interval
+        self._sinks: dict[str, CsvSink] = {}
+        self._pending: dict[Any, list[Any]] = {}
+        self._closed = True
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def setup(self, worker: Any) -> None:
+        """Open this worker's part files and start recording (called by Dask)."""
+        directory = self.directory
+        if directory is None:
+            try:
+                meta = await worker.scheduler.get_metadata(keys=[METADATA_KEY], default=None)
+            except Exception:
+                meta = None
+            directory = (meta or {}).get("directory") or configured_directory()
+        if directory is None:
+            log.warning(
+                "metaprov capture: no directory for worker %s (start the scheduler with "
+                "SchedulerCapture or set $METAPROV_CAPTURE_DIR); nothing is recorded",
+                worker.address,
+            )
+            return
+        self.worker = worker
+        self.run_dir = Path(directory)
+        self.parts = self.run_dir / PARTS_DIR
+        self.parts.mkdir(parents=True, exist_ok=True)
+        # Several workers can share a process (processes=False) and a pid can be reused.
+        self.part_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.address = str(worker.address)
+        self._pending = {}
+        self._sinks = {
+            "worker_transition": CsvSink(
+                self._part("worker_transition"),
+                WORKER_TRANSITION,
+                index=False,
+                flush_rows=self.flush_rows,
+            ),
+            "worker_transfer": CsvSink(
+                self._part("worker_transfer"),
+                WORKER_TRANSFER,
+                index=False,
+                flush_rows=self.flush_rows,
+            ),
+            "worker_execution": CsvSink(
+                self._part("worker_execution"),
+                WORKER_EXECUTION,
+                index=False,
+                flush_rows=self.flush_rows,
+            ),
+        }
+        self._transition_rows = self._sinks["worker_transition"].append
+        self._closed = False
+        self._setup_time = now()
+        self._tap_transfer_logs(worker)
+        self._write_info(closed=None)
+        self._timer = None
+        if self.flush_interval and self.flush_interval > 0:
+            from tornado.ioloop import PeriodicCallback
+
+            self._timer = PeriodicCallback(self.flush, self.flush_interval * 1000)
+            self._timer.start()
+
+    def teardown(self, worker: Any) -> None:
+        """Write everything buffered, restore the worker's logs, mark this part closed."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.stop()
+        t = now()
+        # Executions still open (worker closing mid-task): keep what was observed.
+        for row in self._pending.values():
+            self._transition_rows(tuple(row))
+        self._pending.clear()
+        for sink in self._sinks.values():
+            sink.close()
+        self._untap_transfer_logs(worker)
+        self._write_info(closed=t)
+
+    def flush(self) -> None:
+        """Write the buffered rows of every part file."""
+        for sink in self._sinks.values():
+            sink.flush()
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        """Record one worker-side transition (called by Dask on every state change)."""
+        if self._closed:
+            return
+        t = now()
+        if finish == "executing" and start not in _RUNNING:
+            # Held back until the task leaves execution: then the row gets the true start.
+            self._pending[key] = [str(key), start, finish, self.address, t]
+            return
+        if start in _RUNNING and finish not in _RUNNING:
+            self._end_execution(key, start, finish, t)
+            return
+        self._transition_rows((str(key), start, finish, self.address, t))
+
+    def _end_execution(self, key: Any, start: str, finish: str, t: float) -> None:
+        opened = self._pending.pop(key, None)
+        begin = stop = None
+        thread = run_id = None
+        ts = self.worker.state.tasks.get(key)
+        if ts is not None:
+            run_id = getattr(ts, "run_id", None)
+            thread = self.worker.state.threads.get(key)
+            # Dask appends {"action": "compute", start, stop} (scheduler clock) when the function
+            # returns; take the last one, provided it belongs to this execution.
+            for entry in reversed(ts.startstops):
+                if entry.get("action") == "compute":
+                    delay = float(getattr(self.worker, "scheduler_delay", 0.0) or 0.0)
+                    b, e = entry["start"] - delay, entry["stop"] - delay
+                    if opened is None or e >= opened[4] - 0.001:
+                        begin, stop = b, e
+                    break
+        if opened is not None:
+            if begin is not None:
+                opened[4] = begin
+            self._transition_rows(tuple(opened))
+        self._transition_rows((str(key), start, finish, self.address, t if stop is None else stop))
+        if opened is not None or begin is not None:
+            self._sinks["worker_execution"].append(
+                (
+                    str(key),
+                    self.address,
+                    thread,
+                    begin if begin is not None else (opened[4] if opened else None),
+                    stop if stop is not None else t,
+                    finish,
+                    run_id,
+                    t,
+                )
+            )
+
+    # -- transfers ---------------------------------------------------------------------------
+
+    def _tap_transfer_logs(self, worker: Any) -> None:
+        for attr, kind in (
+            ("transfer_incoming_log", "incoming_transfer"),
+            ("transfer_outgoing_log", "outgoing_transfer"),
+        ):
+            old = getattr(worker, attr, None)
+            if old is None or isinstance(old, _TapDeque):
+                continue
+            setattr(worker, attr, _TapDeque(old, old.maxlen, self._transfer_sink(kind)))
+
+    def _untap_transfer_logs(self, worker: Any) -> None:
+        for attr in ("transfer_incoming_log", "transfer_outgoing_log"):
+            cur = getattr(worker, attr, None)
+            if isinstance(cur, _TapDeque):
+                setattr(worker, attr, deque(cur, cur.maxlen))
+
+    def _transfer_sink(self, kind: str) -> Callable[[dict[str, Any]], None]:
+        append = self._sinks["worker_transfer"].append
+        address = self.address
+
+        def record(e: dict[str, Any]) -> None:
+            if self._closed:
+                return
+            append(
+                (
+                    e.get("start"),
+                    e.get("stop"),
+                    e.get("middle"),
+                    e.get("duration"),
+                    str(e.get("keys")),
+                    e.get("total"),
+                    e.get("bandwidth"),
+                    e.get("who"),
+                    kind,
+                    address,
+                    now(),
+                    e.get("compressed"),
+                )
+            )
+
+        return record
+
+    # -- info --------------------------------------------------------------------------------
+
+    def _part(self, table: str) -> Path:
+        return self.parts / f"{table}.{self.part_id}.csv"
+
+    def _write_info(self, *, closed: float | None) -> None:
+        w = self.worker
+        _, config_sha = dask_config_snapshot()
+        memory_limit = getattr(getattr(w, "memory_manager", None), "memory_limit", None)
+        nanny = getattr(w, "nanny", None)
+        info = {
+            "worker": self.address,
+            "name": None if w.name is None else str(w.name),
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "nthreads": int(w.state.nthreads),
+            "memory_limit": None if memory_limit is None else int(memory_limit),
+            "local_directory": str(w.local_directory),
+            "nanny": None if nanny is None else str(nanny),
+            **versions(),
+            "config_sha256": config_sha,
+            "part": self.part_id,
+            "setup_time": self._setup_time,
+            "closed_time": closed,
+            "rows": {name: sink.rows for name, sink in self._sinks.items()},
+        }
+        write_json_atomic(self.parts / f"worker_info.{self.part_id}.json", info)
