@@ -73,7 +73,7 @@ CLIENT = ("client", "action", "time")
 WORKER_EXECUTION = ("key", "worker", "thread", "start", "stop", "outcome", "run_id", "time")
 #: One row per worker: process id, host name, threads, memory, versions, config hash.
 WORKERS_INFO = (
-    "worker",
+    "address",
     "name",
     "pid",
     "hostname",

@@ -92,8 +92,8 @@ def _workers_table(
     for address in sorted(set(by_worker) | set(scheduler_workers)):
         mine = by_worker.get(address, {})
         theirs = scheduler_workers.get(address, {})
-        row = {c: mine.get(c, theirs.get(c)) for c in WORKERS_INFO if c != "time"}
-        row["worker"] = address
+        row = {c: mine.get(c, theirs.get(c)) for c in WORKERS_INFO if c not in ("address", "time")}
+        row["address"] = address
         row["time"] = mine.get("setup_time", theirs.get("added"))
         rows.append(row)
     return rows
@@ -185,7 +185,7 @@ def merge_run(run_dir: str | Path, *, keep_parts: bool = False) -> dict[str, Any
         except ValueError as exc:
             raise InputError(f"invalid JSON: {exc}", path=meta_path) from exc
     known = {
-        w["worker"]: w for w in meta.get("workers", []) if isinstance(w, dict) and w.get("worker")
+        w["address"]: w for w in meta.get("workers", []) if isinstance(w, dict) and w.get("address")
     }
     merged = merge_parts(run, scheduler_workers=known, keep_parts=keep_parts)
     if meta:

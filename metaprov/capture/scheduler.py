@@ -19,8 +19,10 @@ passes it to ``update_graph``).
 from __future__ import annotations
 
 import asyncio
+import getpass
 import logging
 import os
+import platform
 import socket
 from pathlib import Path
 from typing import Any
@@ -300,7 +302,7 @@ class SchedulerCapture(SchedulerPlugin):
             return
         t = now()
         self._sinks["worker"].append((worker, "remove", stimulus_id, t))
-        self._workers.setdefault(worker, {"worker": worker})["removed"] = t
+        self._workers.setdefault(worker, {"address": worker})["removed"] = t
 
     def add_client(self, scheduler: Any, client: str) -> None:
         """Record a client connecting."""
@@ -316,7 +318,7 @@ class SchedulerCapture(SchedulerPlugin):
 
     def _remember_worker(self, address: str, *, added: float) -> None:
         ws = self.scheduler.workers.get(address)
-        info: dict[str, Any] = {"worker": address, "added": added}
+        info: dict[str, Any] = {"address": address, "added": added}
         if ws is not None:
             pkgs = (getattr(ws, "versions", None) or {}).get("packages", {})
             info.update(
@@ -344,6 +346,9 @@ class SchedulerCapture(SchedulerPlugin):
             "started_epoch": self._t0,
             "stopped": None if stopped is None else utc_stamp(stopped),
             "stopped_epoch": stopped,
+            "user": _user(),
+            # Versions of the scheduler's process; each worker's are in workers_info.csv.
+            "versions": {**versions(), "platform": platform.platform()},
             "scheduler": {
                 "address": self._address,
                 "pid": os.getpid(),
@@ -368,3 +373,10 @@ class SchedulerCapture(SchedulerPlugin):
         }
         write_json_atomic(self.run_dir / RUN_JSON, data)
         return data
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (containers)
+        return None
