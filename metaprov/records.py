@@ -57,7 +57,7 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         (
             "never_ran",
             "boolean",
-            "no execution was observed (in a graph only, or released/forgotten)",
+            "no execution and no result observed (e.g. only in a submitted graph)",
         ),
         ("wanted", "boolean", "a client asked for this key's result"),
     ],

@@ -141,9 +141,9 @@ def _uint64(ct: CsvTable, col: str, acct: Accounting) -> pd.Series:
             column=col,
             detail=str(raw.iloc[idx[0]])[:80],
         )
-    return pd.Series(
-        pd.array(out.to_pandas(), dtype="UInt64") if len(out) else pd.array([], dtype="UInt64")
-    )
+    values = pc.fill_null(out, 0).to_numpy(zero_copy_only=False).astype(np.uint64)
+    mask = pc.is_null(out).to_numpy(zero_copy_only=False)
+    return pd.Series(pd.arrays.IntegerArray(values, mask))
 
 
 def _read(run: Path, name: str, acct: Accounting) -> CsvTable | None:
@@ -611,7 +611,7 @@ def consolidate(
     n_exec = ex.groupby("key").size().reindex(all_keys, fill_value=0).to_numpy()
     final = ex.sort_values(["key", "attempt"]).drop_duplicates("key", keep="last").set_index("key")
     for col in ("worker", "thread", "start", "end", "time_source"):
-        tasks[col] = final[col].reindex(all_keys).to_numpy()
+        tasks[col] = final[col].reindex(all_keys).array
     tasks["duration"] = (tasks["end"] - tasks["start"]).dt.total_seconds() if len(tasks) else []
     n_tr = records.transitions.groupby("key").size().reindex(all_keys, fill_value=0).to_numpy()
     tasks["n_transitions"] = n_tr
@@ -625,7 +625,14 @@ def consolidate(
     )
     tasks["erred"] = (s_erred + w_err + erred_exec) > 0
     tasks["retried"] = (n_exec > 1) | (n_proc > 1)
-    tasks["never_ran"] = n_exec == 0
+    # A key moved between workers, or with a result size, existed in memory: it ran somewhere.
+    moved = (
+        all_keys.isin(records.transfers["key"].dropna().unique())
+        if len(records.transfers)
+        else False
+    )
+    has_size = tasks["nbytes"].notna().to_numpy() if "nbytes" in tasks else False
+    tasks["never_ran"] = (n_exec == 0) & ~moved & ~has_size
     if len(graph_keys):
         gk = graph_keys.sort_values(["graph"], kind="stable")
         firstg = gk.drop_duplicates("key", keep="first").set_index("key")["graph"]
