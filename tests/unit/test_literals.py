@@ -12,7 +12,7 @@ from metaprov.ingest.literals import normalise_key, parse_cells
 
 
 def _items(p):
-    return list(zip(p.cell.tolist(), p.key.tolist(), p.value.tolist()))
+    return list(zip(p.cell.tolist(), p.key.tolist(), p.value.tolist(), strict=True))
 
 
 def test_dict_int_plain_and_tuple_keys():
@@ -69,7 +69,7 @@ def test_nested_tuple_key_falls_back_to_literal_parser():
 def test_deps_shape():
     deps = {"list-8": {"h1", "h2"}, "h2": set(), ("a", 1): {("b", 0), "h1"}}
     p = parse_cells(pd.Series([repr(deps)]), "deps")
-    got = sorted((k, v) for k, v in zip(p.key.tolist(), p.value.tolist()))
+    got = sorted((k, v) for k, v in zip(p.key.tolist(), p.value.tolist(), strict=True))
     assert got == sorted(
         [
             ("list-8", "h1"),
