@@ -1,0 +1,95 @@
+"""The capture's CSV writer and schemas: pandas-compatible files with the Mofka-Dask columns."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+
+from metaprov.capture._files import (  # noqa: E402
+    MOFKA_FILES,
+    CsvSink,
+    existing_outputs,
+    json_text,
+)
+
+
+def test_sink_writes_the_pandas_to_csv_layout(tmp_path):
+    rows = [
+        ("a-1", None, 1795000000.1234567, 0),
+        ("('x-9f', 3, 0)", "tcp://1.2.3.4:5", 1.5e-05, 2**64 - 1),
+        ('he said "hi", twice\nthen left', "", 0.1, None),
+    ]
+    sink = CsvSink(
+        tmp_path / "t.csv", ("key", "worker", "time", "thread"), index=True, flush_rows=2
+    )
+    for r in rows:
+        sink.append(r)
+    sink.close()
+    # What pandas writes for the same cells (as Python objects, as the Mofka consumer held them)
+    # is what the sink wrote, byte for byte. (A float64 column would lose the 64-bit thread id.)
+    expected = pd.DataFrame(rows, columns=["key", "worker", "time", "thread"], dtype=object)
+    assert (tmp_path / "t.csv").read_text() == expected.to_csv(lineterminator="\n")
+    back = pd.read_csv(tmp_path / "t.csv", index_col=0, dtype=str, keep_default_na=False)
+    assert list(back.index) == ["0", "1", "2"]
+    assert back["key"].tolist() == [r[0] for r in rows]
+    # Floats round-trip exactly; thread ids keep all 64 bits as text.
+    assert float(back["time"].iloc[0]) == 1795000000.1234567
+    assert int(back["thread"].iloc[1]) == 2**64 - 1
+
+
+def test_sink_index_runs_on_across_batches_and_header_exists_when_empty(tmp_path):
+    empty = CsvSink(tmp_path / "e.csv", ("client", "action", "time"), index=True)
+    empty.close()
+    assert (tmp_path / "e.csv").read_text() == ",client,action,time\n"
+    sink = CsvSink(tmp_path / "n.csv", ("k",), index=True, flush_rows=3)
+    for i in range(7):
+        sink.append((f"k{i}",))
+        if i == 4:
+            sink.flush()
+    assert sink.rows == 7
+    sink.close()
+    sink.close()  # idempotent
+    df = pd.read_csv(tmp_path / "n.csv", index_col=0)
+    assert df.index.tolist() == list(range(7))
+    assert df["k"].tolist() == [f"k{i}" for i in range(7)]
+
+
+def test_part_sinks_have_no_index_column(tmp_path):
+    sink = CsvSink(tmp_path / "p.csv", ("key", "time"), index=False)
+    sink.append(("a", 1.0))
+    sink.close()
+    assert (tmp_path / "p.csv").read_text() == "key,time\na,1.0\n"
+
+
+def test_column_lists_equal_the_real_mofka_files(pmda_r1):
+    for name, columns in MOFKA_FILES.items():
+        header = (pmda_r1 / name).read_text().splitlines()[0]
+        assert header == "," + ",".join(columns), name
+
+
+def test_json_text_is_deterministic_and_json_safe():
+    data = {"b": {2, 1}, "a": (1, 2), "f": len, "p": {"nested": None}}
+    text = json_text(data)
+    assert text == json_text(dict(reversed(list(data.items()))))
+    back = json.loads(text)
+    assert back["b"] == ["1", "2"] and back["a"] == [1, 2]
+    assert "built-in function len" in back["f"]
+
+
+def test_existing_outputs_sees_only_capture_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert existing_outputs(tmp_path) == []
+    (tmp_path / "graph.csv").write_text(",client,keys,dependencies,time\n")
+    (tmp_path / "metaprov-parts").mkdir()
+    assert existing_outputs(tmp_path) == ["graph.csv", "metaprov-parts/"]
+
+
+def test_dict_reprs_parse_with_a_literal_parser():
+    # graph.csv / worker_transfer.csv cells are Python literals: what we write must parse safely.
+    deps = {("x-1", 0): {"y-2"}, "y-2": set()}
+    assert ast.literal_eval(str(deps)) == deps
