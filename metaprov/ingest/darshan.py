@@ -163,6 +163,18 @@ COUNTER_MODULES: dict[int, tuple[str, int, list[str], list[str]]] = {
 }
 
 _LOG_SUFFIXES = (".darshan", ".darshan_partial")
+_CALL_COUNTERS = [
+    "POSIX_READS",
+    "POSIX_WRITES",
+    "STDIO_READS",
+    "STDIO_WRITES",
+    "MPIIO_INDEP_READS",
+    "MPIIO_INDEP_WRITES",
+    "MPIIO_COLL_READS",
+    "MPIIO_COLL_WRITES",
+]
+# findings that do not make a log "damaged" (the data read is complete and right)
+_BENIGN = ("no DXT trace", "partial log", "segments without thread id", "counters not read")
 _PID_RE = re.compile(r"_id(\d+)-(\d+)_")
 _PTHREAD_KEY = b"pthread_id="
 
@@ -612,17 +624,25 @@ def _read_one(path: Path) -> _LogResult:
                     hostnames.extend(seg["hosts"])
                     res.segments.append(seg)
     if not any_dxt_region:
-        res.problem(
-            "no DXT trace",
-            "the log has no DXT_POSIX/DXT_MPIIO data (DXT disabled?): only counters were read",
+        # An empty DXT region is normal for a process that did no traced I/O (uname, mpiexec);
+        # it is worth a warning only when the counters show read/write calls DXT should hold.
+        calls = sum(
+            float(c.loc[c["counter"].isin(_CALL_COUNTERS), "value"].clip(lower=0).sum())
+            for c in res.counters
         )
+        if calls > 0:
+            res.problem(
+                "no DXT trace",
+                f"the counters show {int(calls)} read/write call(s) but the log has no "
+                "DXT_POSIX/DXT_MPIIO data (DXT disabled, or out of memory?): only counters read",
+            )
     row["n_segments"] = n_segments
     row["layout"] = min(layouts) if len(layouts) == 1 else (None if not layouts else max(layouts))
     row["hostname"] = hostnames[0] if hostnames else None
-    if res.problems and row["status"] == "ok":
-        serious = [r for r, _ in res.problems if r != "no DXT trace"]
-        if serious:
-            row["status"] = "damaged"
+    if row["status"] == "ok" and any(
+        not any(b in reason for b in _BENIGN) for reason, _ in res.problems
+    ):
+        row["status"] = "damaged"
     return res
 
 
