@@ -71,14 +71,15 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("outcome", STR, "state left executing into: memory, error, cancelled, ..."),
         ("time_source", STR, "'worker' or 'scheduler'"),
     ],
+    # The largest table (~7 rows per task): text columns are Categorical to keep memory low.
     "transitions": [
-        ("key", STR, "Dask key"),
-        ("observer", STR, "'scheduler' or 'worker'"),
-        ("address", STR, "address of the observer (called_from)"),
-        ("from_state", STR, "state before"),
-        ("to_state", STR, "state after"),
+        ("key", "category", "Dask key"),
+        ("observer", "category", "'scheduler' or 'worker'"),
+        ("address", "category", "address of the observer (called_from)"),
+        ("from_state", "category", "state before"),
+        ("to_state", "category", "state after"),
         ("time", TIME, "when the plugin saw it (UTC)"),
-        ("stimulus_id", STR, "cause (scheduler only)"),
+        ("stimulus_id", "category", "cause (scheduler only)"),
         ("line", "Int64", "line number in the source file"),
     ],
     "transfers": [

@@ -27,27 +27,31 @@ _DICT = pa.dictionary(pa.int32(), pa.string())
 
 @dataclass
 class CsvTable:
-    """Text columns of one CSV file and the file line of each row."""
+    """Text columns of one CSV file (Arrow) and the 1-based file line of each row."""
 
     name: str
-    columns: dict[str, pd.Series]
+    table: pa.Table
     lines: np.ndarray
 
     def __len__(self) -> int:
         return len(self.lines)
 
+    @property
+    def columns(self) -> list[str]:
+        return self.table.column_names
+
+    def arrow(self, col: str) -> pa.ChunkedArray:
+        """The column as Arrow text (all null when the file lacks it)."""
+        if col in self.table.column_names:
+            return self.table.column(col)
+        return pa.chunked_array([pa.nulls(len(self.lines), pa.string())])
+
     def get(self, col: str) -> pd.Series:
-        """The column, or an all-NA text column when the file lacks it."""
-        if col in self.columns:
-            return self.columns[col]
-        return pd.Series(pd.array([None] * len(self.lines), dtype="str"), dtype="str")
+        """The column as pandas: dictionary columns as Categorical, others as text."""
+        return self.arrow(col).to_pandas(types_mapper=_types_mapper).reset_index(drop=True)
 
     def take(self, mask: np.ndarray) -> CsvTable:
-        return CsvTable(
-            self.name,
-            {k: v[mask].reset_index(drop=True) for k, v in self.columns.items()},
-            self.lines[mask],
-        )
+        return CsvTable(self.name, self.table.filter(pa.array(mask)), self.lines[mask])
 
 
 def _header(path: Path) -> list[str]:
@@ -116,32 +120,14 @@ def read_csv(
         acct.warn(name, "unknown extra column ignored", line=1, column=c)
 
     bad_rows: list[tuple[int, str]] = []
-
-    def on_invalid(row: pacsv.InvalidRow) -> str:
-        bad_rows.append(
-            (row.number or 0, f"expected {row.expected_columns} fields, found {row.actual_columns}")
-        )
-        return "skip"
-
-    types = {c: (_DICT if c in dictionary else pa.string()) for c in header}
-    read_opts = pacsv.ReadOptions(use_threads=False, block_size=1 << 24)
-    parse_opts = pacsv.ParseOptions(invalid_row_handler=on_invalid, ignore_empty_lines=False)
-    conv_opts = pacsv.ConvertOptions(
-        column_types=types,
-        include_columns=[c for c in header if c in known],
-        strings_can_be_null=True,
-        null_values=[""],
-        quoted_strings_can_be_null=False,
-    )
+    opts = _options(header, known, dictionary, bad_rows)
     try:
-        table = pacsv.read_csv(
-            path, read_options=read_opts, parse_options=parse_opts, convert_options=conv_opts
-        )
+        table = pacsv.read_csv(path, **opts)
     except pa.ArrowInvalid as exc:
-        if "UTF8" not in str(exc) and "utf8" not in str(exc).lower():
+        if "utf8" not in str(exc).lower():
             raise InputError(f"cannot parse as CSV: {exc}", path=path) from exc
-        return _read_with_bad_bytes(path, header, known, required, optional, acct, bad_rows)
-    return _finish(name, table, bad_rows, acct)
+        return _read_with_bad_bytes(path, opts, acct, bad_rows)
+    return _drop_blank(_finish(name, table, bad_rows, acct), acct)
 
 
 def _finish(
@@ -159,16 +145,19 @@ def _finish(
             [r for r, _ in bad_rows],
             detail=[d for _, d in bad_rows],
         )
-    cols = {c: table.column(c).to_pandas(types_mapper=_types_mapper) for c in table.column_names}
-    ct = CsvTable(name, cols, lines[:n_out])
-    # A blank line parses as a row of nulls: not a row of data.
-    if n_out:
-        allnull = np.ones(n_out, dtype=bool)
-        for s in cols.values():
-            allnull &= s.isna().to_numpy()
-        if allnull.any():
-            acct.drop(name, "blank line", ct.lines[allnull])
-            ct = ct.take(~allnull)
+    return CsvTable(name, table, lines[:n_out])
+
+
+def _drop_blank(ct: CsvTable, acct: Accounting) -> CsvTable:
+    """A blank line parses as a row of nulls: not a row of data."""
+    if not len(ct):
+        return ct
+    allnull = np.ones(len(ct), dtype=bool)
+    for col in ct.table.columns:
+        allnull &= col.is_null().to_numpy(zero_copy_only=False)
+    if allnull.any():
+        acct.drop(ct.name, "blank line", ct.lines[allnull])
+        ct = ct.take(~allnull)
     return ct
 
 
@@ -178,80 +167,48 @@ def _types_mapper(t: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
     return None
 
 
-def _read_with_bad_bytes(
-    path: Path,
-    header: list[str],
-    known: set[str],
-    required: list[str],
-    optional: list[str],
-    acct: Accounting,
-    bad_rows: list[tuple[int, str]],
-) -> CsvTable:
-    """Slow path for a file holding non-UTF-8 bytes: find the lines, drop them, read the rest."""
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    keep: list[bytes] = []
-    bad_lines: list[int] = []
-    for i, ln in enumerate(lines):
-        try:
-            ln.decode("utf-8")
-        except UnicodeDecodeError:
-            bad_lines.append(i + 1)
-            keep.append(b"")  # keep the line count: a blank line here, removed below
-            continue
-        keep.append(ln)
-    name = path.name
-    bad_rows.clear()
-    table = pacsv.read_csv(
-        pa.BufferReader(b"\n".join(keep)),
-        read_options=pacsv.ReadOptions(use_threads=False),
-        parse_options=pacsv.ParseOptions(
-            invalid_row_handler=lambda r: (
-                bad_rows.append(
-                    (
-                        r.number or 0,
-                        f"expected {r.expected_columns} fields, found {r.actual_columns}",
-                    )
-                ),
-                "skip",
-            )[1],
-            ignore_empty_lines=False,
+def _options(
+    header: list[str], known: set[str], dictionary: tuple[str, ...], bad_rows: list[tuple[int, str]]
+) -> dict:
+    def on_invalid(row: pacsv.InvalidRow) -> str:
+        bad_rows.append(
+            (row.number or 0, f"expected {row.expected_columns} fields, found {row.actual_columns}")
+        )
+        return "skip"
+
+    return {
+        # Single-threaded so that the parser reports the line number of every skipped row.
+        "read_options": pacsv.ReadOptions(use_threads=False, block_size=1 << 24),
+        "parse_options": pacsv.ParseOptions(
+            invalid_row_handler=on_invalid, ignore_empty_lines=False
         ),
-        convert_options=pacsv.ConvertOptions(
-            column_types={c: pa.string() for c in header},
+        "convert_options": pacsv.ConvertOptions(
+            column_types={c: (_DICT if c in dictionary else pa.string()) for c in header},
             include_columns=[c for c in header if c in known],
             strings_can_be_null=True,
             null_values=[""],
             quoted_strings_can_be_null=False,
         ),
-    )
-    ct = _finish_silent(table, bad_rows)
-    acct.read(name, len(ct.lines) + len(bad_rows))
-    if bad_rows:
-        acct.drop(
-            name,
-            "malformed row (wrong number of fields; e.g. truncated)",
-            [r for r, _ in bad_rows],
-            detail=[d for _, d in bad_rows],
-        )
+    }
+
+
+def _read_with_bad_bytes(
+    path: Path, opts: dict, acct: Accounting, bad_rows: list[tuple[int, str]]
+) -> CsvTable:
+    """Slow path for a file holding non-UTF-8 bytes: find those lines, blank them, read the rest."""
+    keep: list[bytes] = []
+    bad_lines: list[int] = []
+    for i, ln in enumerate(path.read_bytes().split(b"\n")):
+        try:
+            ln.decode("utf-8")
+        except UnicodeDecodeError:
+            bad_lines.append(i + 1)
+            keep.append(b"")  # keeps the line numbering; the row is dropped below
+            continue
+        keep.append(ln)
+    bad_rows.clear()
+    table = pacsv.read_csv(pa.BufferReader(b"\n".join(keep)), **opts)
+    ct = _finish(path.name, table, bad_rows, acct)
     is_bad = np.isin(ct.lines, bad_lines)
-    acct.drop(name, "bytes that are not UTF-8", ct.lines[is_bad], detail="row not used")
-    ct = ct.take(~is_bad)
-    ct.name = name
-    allnull = np.ones(len(ct), dtype=bool)
-    for s in ct.columns.values():
-        allnull &= s.isna().to_numpy()
-    if allnull.any():
-        acct.drop(name, "blank line", ct.lines[allnull])
-        ct = ct.take(~allnull)
-    return ct
-
-
-def _finish_silent(table: pa.Table, bad_rows: list[tuple[int, str]]) -> CsvTable:
-    n_out = table.num_rows
-    skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
-    lines = np.setdiff1d(
-        np.arange(2, n_out + len(skipped) + 2, dtype=np.int64), skipped, assume_unique=True
-    )
-    cols = {c: table.column(c).to_pandas(types_mapper=_types_mapper) for c in table.column_names}
-    return CsvTable("", cols, lines[:n_out])
+    acct.drop(path.name, "bytes that are not UTF-8", ct.lines[is_bad], detail="row not used")
+    return _drop_blank(ct.take(~is_bad), acct)
