@@ -101,7 +101,7 @@ class WorkerCapture(WorkerPlugin):
         self.flush_rows = flush_rows
         self.flush_interval = flush_interval
         self._sinks: dict[str, CsvSink] = {}
-        self._pending: dict[Any, list[Any]] = {}
+        self._pending: dict[Any, tuple[list[Any], float]] = {}
         self._closed = True
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class WorkerCapture(WorkerPlugin):
             self._timer.stop()
         t = now()
         # Executions still open (worker closing mid-task): keep what was observed.
-        for row in self._pending.values():
+        for row, _ in self._pending.values():
             self._transition_rows(tuple(row))
         self._pending.clear()
         for sink in self._sinks.values():
@@ -193,30 +193,42 @@ class WorkerCapture(WorkerPlugin):
         t = now()
         if finish == "executing" and start not in _RUNNING:
             # Held back until the task leaves execution: then the row gets the true start.
-            self._pending[key] = [str(key), start, finish, self.address, t]
+            self._pending[key] = ([str(key), start, finish, self.address, t], self._delay())
             return
         if start in _RUNNING and finish not in _RUNNING:
             self._end_execution(key, start, finish, t)
             return
         self._transition_rows((str(key), start, finish, self.address, t))
 
+    def _delay(self) -> float:
+        return float(getattr(self.worker, "scheduler_delay", 0.0) or 0.0)
+
     def _end_execution(self, key: Any, start: str, finish: str, t: float) -> None:
-        opened = self._pending.pop(key, None)
+        pending = self._pending.pop(key, None)
+        opened, d0 = (None, None) if pending is None else pending
         begin = stop = None
         thread = run_id = None
         ts = self.worker.state.tasks.get(key)
         if ts is not None:
             run_id = getattr(ts, "run_id", None)
             thread = self.worker.state.threads.get(key)
-            # Dask appends {"action": "compute", start, stop} (scheduler clock) when the function
-            # returns; take the last one, provided it belongs to this execution.
-            for entry in reversed(ts.startstops):
-                if entry.get("action") == "compute":
-                    delay = float(getattr(self.worker, "scheduler_delay", 0.0) or 0.0)
-                    b, e = entry["start"] - delay, entry["stop"] - delay
-                    if opened is None or e >= opened[4] - 0.001:
+            # Dask appends {"action": "compute", start, stop} when the function returns, shifted
+            # to the scheduler's clock by the worker's scheduler_delay *as it was when the task
+            # started*. That estimate moves by 10-20 ms at heartbeats, so undo the shift with the
+            # value seen at ready->executing (d0) unless only the current one (d1) puts the window
+            # between the two hooks, where it must lie.
+            entry = next((e for e in reversed(ts.startstops) if e.get("action") == "compute"), None)
+            if entry is not None:
+                lo = -float("inf") if opened is None else opened[4]
+                candidates = [d for d in (d0, self._delay()) if d is not None]
+                for d in candidates:
+                    b, e = entry["start"] - d, entry["stop"] - d
+                    if b >= lo - 1e-4 and e <= t + 1e-4:
                         begin, stop = b, e
-                    break
+                        break
+                else:
+                    if opened is None or entry["stop"] - candidates[0] >= lo - 0.001:
+                        begin, stop = entry["start"] - candidates[0], entry["stop"] - candidates[0]
         if opened is not None:
             if begin is not None:
                 opened[4] = begin

@@ -186,6 +186,29 @@ def test_worker_rows_give_the_true_compute_window_and_thread(tmp_path):
     assert ex["worker"] == "tcp://10.0.0.2:4000"
 
 
+def test_a_heartbeat_between_start_and_end_does_not_shift_the_window(tmp_path):
+    # Dask shifts compute times by the scheduler_delay seen when the task *started*; a heartbeat
+    # can change that estimate by tens of ms before the task ends. Undoing the shift with the
+    # new value would make consecutive tasks on one thread overlap.
+    import time
+
+    w = _FakeWorker()
+    w.scheduler_delay = 0.020
+    p = _setup_worker(tmp_path, w)
+    ts = NS(startstops=[], run_id=1)
+    w.state.tasks["k"] = ts
+    p.transition("k", "ready", "executing")
+    t_start = time.time()
+    ts.startstops.append({"action": "compute", "start": t_start + 0.020, "stop": t_start + 0.0205})
+    w.scheduler_delay = -0.015  # heartbeat while the task ran
+    time.sleep(0.002)
+    p.transition("k", "executing", "memory")
+    p.teardown(w)
+    ex = _parts(tmp_path, "worker_execution").iloc[0]
+    assert float(ex["start"]) == pytest.approx(t_start, abs=1e-6)
+    assert float(ex["stop"]) == pytest.approx(t_start + 0.0005, abs=1e-6)
+
+
 def test_execution_cut_by_teardown_keeps_its_observed_row(tmp_path):
     w = _FakeWorker()
     p = _setup_worker(tmp_path, w)

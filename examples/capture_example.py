@@ -1,0 +1,110 @@
+"""Produce a small, real Dask run record with metaprov's capture (the data in ``examples/run``).
+
+Input: nothing but this script; it starts its own LocalCluster (2 worker processes x 2 threads).
+Output: a run directory in the Mofka-Dask CSV schema (plus the capture's extra files).
+
+The workload is small but has everything provenance should show: tasks that write and read files,
+dependencies, data moving between the two workers, one task that fails for good, one that fails
+once and succeeds on its retry, and a dask.array reduction (tuple keys)::
+
+    python examples/capture_example.py examples/run --overwrite
+    metaprov inspect examples/run
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import dask.array as da
+from distributed import Client, LocalCluster
+
+from metaprov.capture import record
+
+
+def measure(i: int, workdir: str) -> dict:
+    """Write a sample file, read it back, and describe it (file I/O on a worker thread)."""
+    path = Path(workdir) / f"sample-{i}.dat"
+    path.write_bytes(bytes((i * 7 + j) % 256 for j in range(1024 * (i + 1))))
+    data = path.read_bytes()
+    time.sleep(0.01)  # long enough for the two threads of a worker to overlap
+    return {"name": path.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def pair(a: dict, b: dict) -> dict:
+    """Combine two measurements (its inputs sit on different workers: a transfer)."""
+    return {"names": [a["name"], b["name"]], "bytes": a["bytes"] + b["bytes"]}
+
+
+def total(*pairs: dict) -> int:
+    """Sum all pairs."""
+    return sum(p["bytes"] for p in pairs)
+
+
+def normalise(value: int, marker: str) -> float:
+    """Fails the first time it runs (a marker file remembers), succeeds on the retry."""
+    if not os.path.exists(marker):
+        Path(marker).write_text("attempt 1 failed\n")
+        raise RuntimeError("transient failure (first attempt)")
+    return value / 1024
+
+
+def validate(value: int) -> None:
+    """Always fails: the erred task of the run."""
+    raise ValueError(f"total {value} is not a multiple of 1000")
+
+
+def run(directory: Path, *, overwrite: bool = False) -> dict:
+    """Start a LocalCluster, run the workload under capture, return the capture summary."""
+    workdir = tempfile.mkdtemp(prefix="metaprov-example-")
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        w0, w1 = sorted(client.scheduler_info()["workers"])
+        with record(client, directory, overwrite=overwrite) as cap:
+            # Measurements alternate between the two workers ...
+            samples = [
+                client.submit(measure, i, workdir, key=("measure", i), workers=[(w0, w1)[i % 2]])
+                for i in range(8)
+            ]
+            # ... so each pair needs one input from the other worker.
+            pairs = [
+                client.submit(pair, samples[i], samples[i + 1], key=("pair", i // 2), workers=[w0])
+                for i in range(0, 8, 2)
+            ]
+            grand = client.submit(total, *pairs, key="total", workers=[w1])
+            norm = client.submit(normalise, grand, os.path.join(workdir, "marker"), key="normalise", retries=1)
+            check = client.submit(validate, grand, key="validate")
+            arr = client.compute(da.arange(64, chunks=16).sum())
+            print("total bytes:", grand.result(), "normalised:", norm.result(), "array sum:", arr.result())
+            try:
+                check.result()
+            except ValueError as exc:
+                print("validate failed as intended:", exc)
+    print(f"run written to {cap.directory}")
+    for name, rows in sorted(cap.files.items()):
+        print(f"  {name:28s} {rows:5d} rows")
+    return cap.summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", type=Path, help="run directory to write, e.g. examples/run")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier capture there")
+    args = parser.parse_args()
+    run(args.directory, overwrite=args.overwrite)
+
+
+if __name__ == "__main__":
+    main()

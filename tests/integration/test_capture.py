@@ -1,0 +1,327 @@
+"""A real Dask run captured end to end: what the files say equals what Dask itself reports.
+
+A LocalCluster (2 worker processes x 2 threads, 127.0.0.1) runs a graph with dependencies,
+transfers between the workers, a failing task, a task that succeeds on its retry and tasks doing
+file I/O. Every task function also writes a ground-truth record (key, ``threading.get_ident()``,
+pid) from inside the task. The capture is then checked against Dask's own reports (worker
+execution events, scheduler task states, transfer logs, futures) and the ground truth, and read
+back with :func:`metaprov.read_run`; when the PROV export and the store exist, it is exported,
+loaded and queried with SPARQL, and the counts must match again.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from distributed import Client, LocalCluster, get_worker  # noqa: E402
+
+from metaprov.capture import MOFKA_FILES, record  # noqa: E402
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+
+# -- task functions (run on the workers; they log what the task itself sees) -------------------
+
+
+def _truth(truth_dir: str, **extra) -> None:
+    key = get_worker().get_current_task()
+    rec = {"key": str(key), "thread": threading.get_ident(), "pid": os.getpid(), **extra}
+    Path(truth_dir, f"{uuid.uuid4().hex}.json").write_text(json.dumps(rec))
+
+
+def load(i: int, workdir: str, truth: str) -> int:
+    p = Path(workdir, f"in-{i}.bin")
+    p.write_bytes(b"x" * (1000 * (i + 1)))
+    n = len(p.read_bytes())
+    time.sleep(0.02)  # lets both threads of a worker run at once
+    _truth(truth)
+    return n
+
+
+def add(a: int, b: int, truth: str) -> int:
+    _truth(truth)
+    return a + b
+
+
+def flaky(x: int, marker: str, truth: str) -> int:
+    _truth(truth)
+    if not os.path.exists(marker):
+        Path(marker).write_text("failed once")
+        raise RuntimeError("first attempt fails")
+    return x
+
+
+def broken(x: int, truth: str) -> int:
+    _truth(truth)
+    raise ValueError("always fails")
+
+
+def io_task(i: int, workdir: str, truth: str) -> int:
+    p = Path(workdir, f"io-{i}.txt")
+    with open(p, "w") as fh:
+        fh.write("x" * 4096)
+    with open(p) as fh:
+        n = len(fh.read())
+    time.sleep(0.05)
+    _truth(truth)
+    return n
+
+
+# -- Dask's own reports -------------------------------------------------------------------------
+
+
+def _worker_events(dask_worker) -> list[tuple[str, str, str]]:
+    from distributed.worker_state_machine import ExecuteFailureEvent, ExecuteSuccessEvent
+
+    return [
+        (str(ev.key), type(ev).__name__, dask_worker.address)
+        for ev in dask_worker.state.stimulus_log
+        if isinstance(ev, (ExecuteSuccessEvent, ExecuteFailureEvent))
+    ]
+
+
+def _worker_transfers(dask_worker) -> dict[str, int]:
+    return {
+        "incoming_transfer": len(dask_worker.transfer_incoming_log),
+        "outgoing_transfer": len(dask_worker.transfer_outgoing_log),
+    }
+
+
+def _scheduler_edges(dask_scheduler) -> list[tuple[str, str]]:
+    return sorted(
+        (str(ts.key), str(d.key)) for ts in dask_scheduler.tasks.values() for d in ts.dependencies
+    )
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def _read_truth(truth: Path) -> pd.DataFrame:
+    return pd.DataFrame([json.loads(p.read_text()) for p in sorted(truth.glob("*.json"))])
+
+
+def _csv(run: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(run / name, index_col=0, dtype=str, keep_default_na=False)
+
+
+@pytest.fixture(scope="module")
+def captured(client, tmp_path_factory):
+    """Run the workload under capture; return the run dir, Dask's reports and the ground truth."""
+    base = tmp_path_factory.mktemp("capture")
+    run, workdir, truth = base / "run", base / "work", base / "truth"
+    workdir.mkdir()
+    truth.mkdir()
+    w0, w1 = sorted(client.scheduler_info()["workers"])
+    reports: dict = {}
+    with record(client, run) as cap:
+        loads = [
+            client.submit(
+                load, i, str(workdir), str(truth), key=("load", i), workers=[(w0, w1)[i % 2]]
+            )
+            for i in range(6)
+        ]
+        sums = [
+            client.submit(
+                add, loads[i], loads[i + 1], str(truth), key=("add", i // 2), workers=[w0]
+            )
+            for i in range(0, 6, 2)
+        ]
+        total = client.submit(add, sums[0], sums[1], str(truth), key="total", workers=[w1])
+        retried = client.submit(
+            flaky, total, str(workdir / "marker"), str(truth), key="flaky", retries=1
+        )
+        failing = client.submit(broken, sums[2], str(truth), key="broken")
+        assert retried.result() == 1000 * (1 + 2 + 3 + 4)
+        with pytest.raises(ValueError, match="always fails"):
+            failing.result()
+        futures = [*loads, *sums, total, retried, failing]
+        # What Dask itself reports, taken while the futures still hold every task.
+        reports["events"] = [e for evs in client.run(_worker_events).values() for e in evs]
+        reports["transfers"] = client.run(_worker_transfers)
+        reports["edges"] = client.run_on_scheduler(_scheduler_edges)
+        reports["status"] = {str(f.key): f.status for f in futures}
+        reports["workers"] = client.run(
+            lambda dask_worker: (os.getpid(), dask_worker.state.nthreads)
+        )
+    client.cancel(futures)
+    return {
+        "run": run,
+        "cap": cap,
+        "truth": _read_truth(truth),
+        "reports": reports,
+        "keys": set(reports["status"]),
+    }
+
+
+# -- the capture's files against Dask's reports -------------------------------------------------
+
+
+def test_files_have_exactly_the_mofka_columns_and_are_complete(captured):
+    run = captured["run"]
+    for name, columns in MOFKA_FILES.items():
+        header = (run / name).read_text().splitlines()[0]
+        assert header == "," + ",".join(columns), name
+        df = _csv(run, name)
+        assert df.index.tolist() == [str(i) for i in range(len(df))], name
+        # record() returned only once every row was on disk.
+        assert captured["cap"].files[name] == len(df), name
+    assert not (run / "metaprov-parts").exists()
+    meta = json.loads((run / "metaprov-run.json").read_text())
+    assert meta["status"] == "complete" and meta["incomplete_workers"] == []
+    assert meta["versions"]["distributed"] == distributed.__version__
+    config = json.loads((run / "dask-config.json").read_text())
+    assert "distributed" in config
+
+
+def test_executions_equal_dask_worker_events_and_ground_truth(captured):
+    run, truth = captured["run"], captured["truth"]
+    events = pd.DataFrame(captured["reports"]["events"], columns=["key", "event", "worker"])
+    events = events[events["key"].isin(captured["keys"])]
+    ex = _csv(run, "worker_execution.csv")
+    ex = ex[ex["key"].isin(captured["keys"])]
+    # 6 loads + 3 adds + total + flaky twice + broken = 13 executions.
+    assert len(truth) == len(events) == len(ex) == 13
+    assert ex.groupby("key").size().to_dict() == events.groupby("key").size().to_dict()
+    assert ex.groupby("key").size()["flaky"] == 2
+    outcome = {"ExecuteSuccessEvent": "memory", "ExecuteFailureEvent": "error"}
+    assert sorted(zip(ex["key"], ex["outcome"], strict=True)) == sorted(
+        zip(events["key"], events["event"].map(outcome), strict=True)
+    )
+    # The worker transitions carry the same executions, with the true compute window.
+    wt = _csv(run, "worker_transition.csv")
+    starts = wt[(wt["finish"] == "executing") & wt["key"].isin(captured["keys"])]
+    assert len(starts) == 13
+    # erred tasks: what the futures say
+    st = _csv(run, "scheduler_transition.csv")
+    erred = set(st.loc[st["finish"] == "erred", "key"])
+    assert (
+        erred == {k for k, s in captured["reports"]["status"].items() if s == "error"} == {"broken"}
+    )
+
+
+def test_thread_ids_equal_what_the_tasks_saw(captured):
+    run, truth = captured["run"], captured["truth"]
+    ex = _csv(run, "worker_execution.csv")
+    ex = ex[ex["key"].isin(captured["keys"])]
+    # Every execution (also the failed first attempt of 'flaky') ran on the thread recorded.
+    seen = sorted(zip(truth["key"], truth["thread"].astype(str), strict=True))
+    assert sorted(zip(ex["key"], ex["thread"], strict=True)) == seen
+    # The scheduler rows of finished/erred tasks carry the thread of the final attempt.
+    st = _csv(run, "scheduler_transition.csv")
+    done = st[
+        (st["start"] == "processing")
+        & st["finish"].isin(["memory", "erred"])
+        & st["key"].isin(captured["keys"])
+    ]
+    assert set(zip(done["key"], done["thread"], strict=True)) <= set(seen)
+    # Each worker process maps to its pid; both threads of each worker ran tasks.
+    info = _csv(run, "workers_info.csv")
+    pids = {str(p) for p, _ in captured["reports"]["workers"].values()}
+    assert set(info["pid"]) == pids and set(info["nthreads"]) == {"2"}
+    assert set(truth["pid"].astype(str)) <= pids
+
+
+def test_dependencies_equal_the_scheduler_task_graph(captured):
+    run = captured["run"]
+    g = _csv(run, "graph.csv")
+    edges = set()
+    for cell in g["dependencies"]:
+        for k, deps in ast.literal_eval(cell).items():
+            edges |= {(str(k), str(d)) for d in deps}
+    dask_edges = {e for e in map(tuple, captured["reports"]["edges"]) if e[0] in captured["keys"]}
+    mine = {e for e in edges if e[0] in captured["keys"]}
+    assert mine == dask_edges
+    assert len(mine) == 6 + 2 + 1 + 1  # adds, total, flaky, broken
+
+
+def test_transfers_equal_the_worker_logs_without_duplicates(captured):
+    run = captured["run"]
+    tr = _csv(run, "worker_transfer.csv")
+    logged = captured["reports"]["transfers"]
+    for kind in ("incoming_transfer", "outgoing_transfer"):
+        assert (tr["type"] == kind).sum() == sum(v[kind] for v in logged.values()), kind
+    # The adds pinned to w0 fetched the odd loads from w1 (possibly several keys per transfer).
+    incoming = {
+        str(k)
+        for cell in tr.loc[tr["type"] == "incoming_transfer", "keys"]
+        for k in ast.literal_eval(cell)
+    }
+    assert {"('load', 1)", "('load', 3)", "('load', 5)"} <= incoming
+    assert not tr.drop(columns="time").duplicated().any()
+    # Transfer keys use the same string form as the transition files.
+    keys = {str(k) for cell in tr["keys"] for k in ast.literal_eval(cell)}
+    assert "('load', 1)" in keys
+
+
+def test_read_run_gives_the_same_counts(captured):
+    metaprov = pytest.importorskip("metaprov")
+    records = metaprov.read_run(captured["run"], darshan=False)
+    ex = records.executions[records.executions["key"].isin(captured["keys"])]
+    assert len(ex) == len(captured["truth"]) == 13
+    tasks = records.tasks.set_index("key")
+    assert tasks.loc["flaky", "n_executions"] == 2 and bool(tasks.loc["flaky", "retried"])
+    assert bool(tasks.loc["broken", "erred"]) and not bool(tasks.loc["total", "erred"])
+    dep = records.dependencies.drop_duplicates(["key", "dependency"])
+    assert len(dep[dep["key"].isin(captured["keys"])]) == 10
+    w = records.workers.set_index("address")
+    assert w["pid"].notna().all() and (w["threads"] == 2).all()
+    # Final executions carry the thread the task saw.
+    truth = captured["truth"]
+    final = ex.sort_values("attempt").groupby("key").tail(1)
+    seen = set(zip(truth["key"], truth["thread"].astype("uint64"), strict=True))
+    assert set(zip(final["key"], final["thread"].astype("uint64"), strict=True)) <= seen
+
+
+def test_concurrent_file_io_threads_are_recorded_exactly(client, tmp_path):
+    """Many I/O tasks at once: both threads of both workers run tasks, and each is recorded."""
+    workdir, truth = tmp_path / "work", tmp_path / "truth"
+    workdir.mkdir()
+    truth.mkdir()
+    with record(client, tmp_path / "run"):
+        futures = client.map(
+            io_task,
+            range(16),
+            workdir=str(workdir),
+            truth=str(truth),
+            key=[("io", i) for i in range(16)],
+        )
+        assert sum(client.gather(futures)) == 16 * 4096
+    ex = _csv(tmp_path / "run", "worker_execution.csv")
+    seen = _read_truth(truth)
+    assert len(ex) == len(seen) == 16
+    assert sorted(zip(ex["key"], ex["thread"], strict=True)) == sorted(
+        zip(seen["key"], seen["thread"].astype(str), strict=True)
+    )
+    # 2 workers x 2 threads: four distinct thread ids, each mapped to its own worker process.
+    assert ex.groupby("worker")["thread"].nunique().to_dict() == dict.fromkeys(set(ex["worker"]), 2)
+    assert len(set(ex["worker"])) == 2
+    # The compute window recorded encloses nothing else on that thread: windows never overlap.
+    ex = ex.assign(start=ex["start"].astype(float), stop=ex["stop"].astype(float))
+    for _, grp in ex.sort_values("start").groupby(["worker", "thread"]):
+        assert (grp["start"].iloc[1:].to_numpy() >= grp["stop"].iloc[:-1].to_numpy()).all()
