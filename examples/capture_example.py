@@ -84,10 +84,13 @@ def run(directory: Path, *, overwrite: bool = False) -> dict:
                 for i in range(0, 8, 2)
             ]
             grand = client.submit(total, *pairs, key="total", workers=[w1])
-            norm = client.submit(normalise, grand, os.path.join(workdir, "marker"), key="normalise", retries=1)
+            marker = os.path.join(workdir, "marker")
+            norm = client.submit(normalise, grand, marker, key="normalise", retries=1)
             check = client.submit(validate, grand, key="validate")
             arr = client.compute(da.arange(64, chunks=16).sum())
-            print("total bytes:", grand.result(), "normalised:", norm.result(), "array sum:", arr.result())
+            print(
+                f"total bytes {grand.result()}, normalised {norm.result()}, array sum {arr.result()}"
+            )
             try:
                 check.result()
             except ValueError as exc:
