@@ -445,30 +445,42 @@ def link_io(
         is_wk = wsrc_worker[order_w]
 
         est: dict[str, Any] = {"offset": None, "low": None, "high": None, "plateaus": []}
-        if estimate_offsets and is_wk.any() and len(sidx):
-            wsel = ex_sorted[is_wk]
+        if not estimate_offsets:
+            est["note"] = "offset estimation turned off"
+        elif not len(sidx):
+            est["note"] = "no task-thread segments"
+        else:
+            # Worker-clock windows give Darshan's lateness; without them the scheduler's windows
+            # give the (larger) scheduler-vs-process clock difference, searched over +-2 s.
+            use = is_wk if is_wk.any() else ~is_wk
+            rng = offset_range if is_wk.any() else (-scheduler_tolerance, scheduler_tolerance)
+            wsel = ex_sorted[use]
             est = estimate_offset(
                 seg_start[sidx],
                 seg_end[sidx],
                 sg,
                 ex_start[wsel],
                 ex_end[wsel],
-                grp_sorted[is_wk],
-                low=offset_range[0],
-                high=offset_range[1],
+                grp_sorted[use],
+                low=rng[0],
+                high=rng[1],
             )
-        elif not estimate_offsets:
-            est["note"] = "offset estimation turned off"
-        else:
-            est["note"] = "no worker-clock windows or no task-thread segments"
+            if not is_wk.any():
+                est["note"] = "scheduler-clock windows: " + est["note"]
         off_us = int(round((est["offset"] or 0.0) * _US))
         offset_of_seg[in_log] = off_us / _US
 
-        # representative offsets: the chosen one and the edges of every best-fitting range
+        # Representative offsets: the chosen one, and the edges and middle of every range of
+        # offsets that fits the data as well (the 32 nearest the chosen one). A segment whose
+        # task changes between them is ambiguous.
+        plats = sorted(
+            est.get("plateaus") or [],
+            key=lambda p: min(abs(p[0] * _US - off_us), abs(p[1] * _US - off_us)),
+        )[:32]
         reps = [off_us]
-        for p0, p1 in est.get("plateaus") or []:
-            reps += [int(round(p0 * _US)), int(round(p1 * _US))]
-        reps = sorted(set(reps))
+        for p0, p1 in plats:
+            reps += [int(round(p0 * _US)), int(round(p1 * _US)), int(round((p0 + p1) / 2 * _US))]
+        reps = sorted(set(reps) - {off_us})
 
         st = np.full(len(sidx), "", dtype=object)
         ru = np.full(len(sidx), "", dtype=object)
@@ -491,8 +503,6 @@ def link_io(
                 # stability over the offsets the data allow
                 unstable = np.zeros(len(gi), bool)
                 for r in reps:
-                    if r == off_us:
-                        continue
                     idx_r, _ = _contained(ss0 - r, se0 - r, ws, we, cm)
                     unstable |= (idx_r >= 0) & (idx_r != idx)
                 ok_in = (idx >= 0) & ~twice & ~unstable
@@ -526,7 +536,19 @@ def link_io(
                 ss, se = seg_start[sidx[todo]] - off_us, seg_end[sidx[todo]] - off_us
                 a, b = _near(ss, se, ws, cm, stol)
                 best, clear = _nearest(ss, se, ws, we, a, b, tol)
-                okn = (best >= 0) & clear
+                moved = np.zeros(len(todo), bool)
+                for r in reps:
+                    ss_r = seg_start[sidx[todo]] - r
+                    se_r = seg_end[sidx[todo]] - r
+                    a_r, b_r = _near(ss_r, se_r, ws, cm, stol)
+                    best_r, _ = _nearest(ss_r, se_r, ws, we, a_r, b_r, tol)
+                    moved |= (best_r >= 0) & (best >= 0) & (best_r != best)
+                unsure = (best >= 0) & clear & moved
+                st[todo[unsure]], ru[todo[unsure]] = "ambiguous", "offset-uncertain"
+                rs[todo[unsure]] = (
+                    "its nearest task changes within the clock offsets the data allow"
+                )
+                okn = (best >= 0) & clear & ~moved
                 st[todo[okn]], ru[todo[okn]] = "linked", "scheduler-nearest"
                 rs[todo[okn]] = ""
                 lk[todo[okn]] = ssel[best[okn]]

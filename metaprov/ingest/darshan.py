@@ -479,7 +479,7 @@ def parse_pthread_extra(extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     where = np.strings.find(text, _PTHREAD_KEY)
     found = where >= 0
     p0 = np.where(found, where + len(_PTHREAD_KEY), 0)
-    width = 20  # 2**64 - 1 has 20 digits
+    width = 21  # 2**64 - 1 has 20 digits; a 21st digit makes the text invalid
     cols = p0[:, None] + np.arange(width)[None, :]
     inside = cols < extra.shape[1]
     digits = np.take_along_axis(clean, np.minimum(cols, extra.shape[1] - 1), axis=1)
@@ -487,14 +487,16 @@ def parse_pthread_extra(extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     run = np.cumprod(is_digit, axis=1).astype(bool)
     ndig = run.sum(axis=1)
     val = np.zeros(n, dtype=np.uint64)
-    approx = np.zeros(n, dtype=np.float64)
-    for j in range(width):
-        d = (digits[:, j].astype(np.int64) - 48).clip(0, 9)
-        m = run[:, j]
-        val = np.where(m, val * np.uint64(10) + d.astype(np.uint64), val)
-        approx = np.where(m, approx * 10.0 + d, approx)
-    # The digits must end the text or be followed by a non-digit; an id beyond 2**64 is invalid.
-    ok = found & (ndig > 0) & (approx < 1.8446744073709552e19)
+    for j in range(20):
+        d = (digits[:, j].astype(np.int64) - 48).clip(0, 9).astype(np.uint64)
+        val = np.where(run[:, j], val * np.uint64(10) + d, val)
+    # 20 digits above 18446744073709551615 overflowed: compare digit by digit
+    top = np.frombuffer(b"18446744073709551615", dtype=np.uint8)
+    d20 = digits[:, :20]
+    differs = d20 != top[None, :]
+    first = differs.argmax(axis=1)
+    over = (ndig == 20) & differs.any(axis=1) & (d20[np.arange(n), first] > top[first])
+    ok = found & (ndig > 0) & (ndig <= 20) & ~over
     return val, ok
 
 
