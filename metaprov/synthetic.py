@@ -126,9 +126,10 @@ def format_floats(values: np.ndarray) -> pa.Array:
     """Format float64 values exactly as ``pandas.DataFrame.to_csv`` does (Python ``repr``).
 
     Arrow's shortest round-trip formatting gives the same digits as ``repr`` but prints integral
-    values without ``.0`` and switches to exponent notation at other thresholds; those cases are
-    patched (the rare ones outside ``[1e-4, 1e16)`` through numpy's ``repr``-compatible ``str``).
-    NaN becomes an empty field.
+    values without ``.0`` and uses exponent notation at other thresholds. So: values that Python
+    prints positionally (``1e-4 <= |v| < 1e16``) and Arrow printed without an exponent keep Arrow's
+    digits (plus ``.0`` when integral); the rest (rare in this workload) go through numpy's
+    ``str``, which is ``repr``. NaN becomes an empty field.
 
     Args:
         values: float64 array.
@@ -138,11 +139,11 @@ def format_floats(values: np.ndarray) -> pa.Array:
     """
     v = np.ascontiguousarray(values, dtype=np.float64)
     out = pc.cast(pa.array(v), pa.string())
-    integral = np.isfinite(v) & (v == np.trunc(v))
-    if integral.any():
-        out = pc.if_else(pa.array(integral), pc.binary_join_element_wise(out, ".0", ""), out)
     a = np.abs(v)
-    odd = ~((a >= 1e-4) & (a < 1e16)) & (v != 0)
+    odd = ~(((a >= 1e-4) & (a < 1e16)) | (v == 0)) | ~np.isfinite(v)
+    odd |= pc.match_substring(out, "e").to_numpy(zero_copy_only=False)
+    no_point = pc.invert(pc.match_substring(out, "."))
+    out = pc.if_else(no_point, pc.binary_join_element_wise(out, ".0", ""), out)
     if odd.any():
         repl = v[odd].astype(str)
         repl[np.isnan(v[odd])] = ""
@@ -692,7 +693,9 @@ def _events(p: _Plan, rng: np.random.Generator) -> _Events:
     w_wr = np.where(p.transfer, tr_stop, w_rw) + rng.uniform(5e-5, 3e-4, n)
     r_w_rw = wp_first + rng.uniform(2e-4, 1.5e-3, len(rt))
     r_w_wr = r_w_rw + rng.uniform(5e-5, 3e-4, len(rt))
-    r_er = p.retry_end + rng.uniform(1e-3, 4e-3, len(rt))
+    # The worker drops the failed attempt when the scheduler's release reaches it, before the
+    # retry can arrive (w_rw of the retry is >= r_sched_pr + 220 us).
+    r_er = r_sched_pr + rng.uniform(5e-5, 1.5e-4, len(rt))
     return _Events(
         sched_rw=sched_rw,
         msg=msg,
