@@ -122,7 +122,18 @@ def read_csv(
     bad_rows: list[tuple[int, str]] = []
     opts = _options(header, known, dictionary, bad_rows)
     try:
-        table = pacsv.read_csv(path, **opts)
+        try:
+            table = pacsv.read_csv(path, **opts)
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc):
+                raise
+            # One row (a whole submitted graph in graph.csv) is larger than a block: retry with
+            # a block as large as the file.
+            bad_rows.clear()
+            opts["read_options"] = pacsv.ReadOptions(
+                use_threads=False, block_size=min(path.stat().st_size + 1, 2**31 - 1)
+            )
+            table = pacsv.read_csv(path, **opts)
     except pa.ArrowInvalid as exc:
         if "utf8" not in str(exc).lower():
             raise InputError(f"cannot parse as CSV: {exc}", path=path) from exc
