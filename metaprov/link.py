@@ -107,7 +107,7 @@ def estimate_offset(
     *,
     low: float = -0.02,
     high: float = 0.2,
-    max_pairs: int = 2_000_000,
+    max_pairs: int = 1_000_000,
 ) -> dict[str, Any]:
     """The clock offset (seconds to subtract from segment times) that fits the most segments.
 
@@ -177,25 +177,20 @@ def estimate_offset(
             "used": int(len(used)),
             "note": f"no segment fits a task window at any offset in [{low}, {high}] s",
         }
-    # Sweep: +1 where an interval opens, -1 just after it closes (closed intervals).
-    x = np.concatenate([lo_d, hi_d + 1])
-    dv = np.concatenate([np.ones(len(lo_d), np.int64), -np.ones(len(hi_d), np.int64)])
-    order = np.lexsort((-dv, x))
-    x, dv = x[order], dv[order]
-    cov = np.cumsum(dv)
-    # coverage holds on [x[i], x[i+1]) after event i; keep the last event per coordinate
-    last = np.r_[x[1:] != x[:-1], True]
-    xu, cu = x[last], cov[last]
-    best = int(cu.max())
-    plateaus: list[tuple[int, int]] = []
-    idx = np.flatnonzero(cu == best)
-    for i in idx.tolist():
-        start = int(xu[i])
-        stop = int(xu[i + 1]) - 1 if i + 1 < len(xu) else hi_us
-        if plateaus and plateaus[-1][1] + 1 >= start:
-            plateaus[-1] = (plateaus[-1][0], stop)
-        else:
-            plateaus.append((start, stop))
+    # Sweep over the µs grid of [low, high]: +1 where an interval opens, -1 just after it
+    # closes (closed intervals). Counting per grid point replaces a sort of the events.
+    nbin = hi_us - lo_us + 2
+    delta = np.bincount(lo_d - lo_us, minlength=nbin) - np.bincount(
+        hi_d + 1 - lo_us, minlength=nbin
+    )
+    cov = np.cumsum(delta[:-1])
+    best = int(cov.max())
+    at_best = np.r_[False, cov == best, False]
+    edges = np.flatnonzero(at_best[1:] != at_best[:-1])
+    plateaus = [
+        (int(a0) + lo_us, int(a1) - 1 + lo_us)
+        for a0, a1 in zip(edges[::2], edges[1::2], strict=True)
+    ]
 
     # Choose: the plateau nearest to no correction; inside it, the point nearest to 0 that keeps
     # a margin from its edges (the midpoint when it is narrow).
@@ -323,9 +318,11 @@ def link_io(
     # ---- per-log facts ----
     log_names = logs["log"].astype(str).tolist()
     log_index = {name: i for i, name in enumerate(log_names)}
-    seg_log = (
-        seg["log"].astype(str).map(log_index).to_numpy(dtype=np.int64) if n else np.zeros(0, int)
-    )
+    if n:
+        codes, uniques = pd.factorize(seg["log"], sort=False)
+        seg_log = np.array([log_index[str(u)] for u in uniques], dtype=np.int64)[codes]
+    else:
+        seg_log = np.zeros(0, np.int64)
     roles = logs["role"].astype(str).to_numpy()
     in_run = logs["in_run"].fillna(True).to_numpy(dtype=bool)
     has_pt = seg["pthread"].notna().to_numpy() if n else np.zeros(0, bool)
@@ -390,59 +387,75 @@ def link_io(
                 worker_of_log[li] = w
                 votes_of_log[li] = 0
 
-    # ---- output arrays ----
-    status = np.full(n, "", dtype=object)
-    rule = np.full(n, "", dtype=object)
-    reason = np.full(n, "", dtype=object)
+    # ---- output arrays (integer codes into short lists of texts: fast at 10^6 rows) ----
+    status = _Labels(n)
+    rule = _Labels(n)
+    reason = _Labels(n, default="")
     link_ex = np.full(n, -1, np.int64)
     offset_of_seg = np.zeros(n, np.float64)
     seg_start = utc_to_us(seg["start"]) if n else np.zeros(0, np.int64)
     seg_end = utc_to_us(seg["end"]) if n else np.zeros(0, np.int64)
+    # segments grouped by log once: index arrays instead of full-length masks per process
+    by_log = np.argsort(seg_log, kind="stable")
+    log_bounds = np.searchsorted(seg_log[by_log], np.arange(len(logs) + 1))
 
-    # ---- 5. what cannot be linked: outside the run, non-worker processes ----
-    out = ~in_run[seg_log] if n else np.zeros(0, bool)
-    status[out], rule[out] = "unlinked", "outside-run"
-    reason[out] = "log from a program outside the run (other user, or disjoint in time)"
-    mapped_mask = np.zeros(len(logs), bool)
-    mapped_mask[list(worker_of_log)] = True
-    unmapped = ~out & ~mapped_mask[seg_log] if n else np.zeros(0, bool)
-    is_worker_role = (roles == "worker")[seg_log] if n else np.zeros(0, bool)
-    m1 = unmapped & ~is_worker_role
-    status[m1], rule[m1] = "process", "process-role"
-    reason[m1] = np.char.add("process runs no tasks: role ", roles[seg_log[m1]].astype(str)).astype(
-        object
-    )
-    m2 = unmapped & is_worker_role & has_pt
-    status[m2], rule[m2] = "process", "unmapped-process"
-    reason[m2] = "worker process whose threads ran none of the recorded tasks"
-    m3 = unmapped & is_worker_role & ~has_pt
-    status[m3], rule[m3] = "unlinked", "no-thread-id"
-    reason[m3] = "no thread id recorded, and the process is not matched to a worker"
+    def of_log(li: int) -> np.ndarray:
+        return by_log[log_bounds[li] : log_bounds[li + 1]]
+
+    # ---- 5. what cannot be linked: outside the run, processes that run no task ----
+    for li in range(len(logs)):
+        idx = of_log(li)
+        if not len(idx) or li in worker_of_log:
+            continue
+        if not in_run[li]:
+            status.set(idx, "unlinked")
+            rule.set(idx, "outside-run")
+            reason.set(idx, "log from a program outside the run (other user, or disjoint in time)")
+        elif roles[li] != "worker":
+            status.set(idx, "process")
+            rule.set(idx, "process-role")
+            reason.set(idx, f"process runs no tasks: role {roles[li]}")
+        else:
+            with_pt = idx[has_pt[idx]]
+            status.set(with_pt, "process")
+            rule.set(with_pt, "unmapped-process")
+            reason.set(with_pt, "worker process whose threads ran none of the recorded tasks")
+            no_pt = idx[~has_pt[idx]]
+            status.set(no_pt, "unlinked")
+            rule.set(no_pt, "no-thread-id")
+            reason.set(no_pt, "no thread id recorded, and the process is not matched to a worker")
 
     # ---- 3./4. mapped worker processes ----
     proc_rows: dict[int, dict[str, Any]] = {}
+    ex_by_worker = pd.Series(np.arange(len(ex))).groupby(ex_worker, sort=False).indices
+    tol_ms = f"{tolerance * 1e3:g} ms"
     for li in sorted(worker_of_log):
         w = worker_of_log[li]
-        in_log = (seg_log == li) & ~out
-        ex_w = np.flatnonzero(ex_worker == w)
+        idx = of_log(li)
+        ex_w = np.asarray(ex_by_worker.get(w, np.zeros(0, np.int64)), dtype=np.int64)
         task_threads = np.unique(ex_thread[ex_w])
-        on_task = in_log & has_pt & np.isin(pt, task_threads)
-        no_task = in_log & has_pt & ~on_task
-        status[no_task], rule[no_task] = "process", "thread-ran-no-task"
-        reason[no_task] = "thread ran no task: I/O of the worker process"
-        nopt = in_log & ~has_pt
-        status[nopt], rule[nopt] = "unlinked", "no-thread-id"
-        reason[nopt] = "no thread id recorded: cannot tell which task (or the process) issued it"
+        hp = has_pt[idx]
+        on = hp & np.isin(pt[idx], task_threads)
+        no_task = idx[hp & ~on]
+        status.set(no_task, "process")
+        rule.set(no_task, "thread-ran-no-task")
+        reason.set(no_task, "thread ran no task: I/O of the worker process")
+        nopt = idx[~hp]
+        status.set(nopt, "unlinked")
+        rule.set(nopt, "no-thread-id")
+        reason.set(nopt, "no thread id recorded: cannot tell which task (or the process) issued it")
 
-        sidx = np.flatnonzero(on_task)
-        # windows of this worker, grouped by thread (group = index in task_threads)
-        wk_group = np.searchsorted(task_threads, ex_thread[ex_w])
+        # task-thread segments sorted by (thread, start): each thread is then one slice, and
+        # searchsorted gets sorted queries
+        sidx = idx[on]
         sg = np.searchsorted(task_threads, pt[sidx])
-        wsrc_worker = ~ex_sched[ex_w]
+        o = np.lexsort((seg_start[sidx], sg))
+        sidx, sg = sidx[o], sg[o]
+        wk_group = np.searchsorted(task_threads, ex_thread[ex_w])
         order_w = np.lexsort((ex_start[ex_w], wk_group))
         ex_sorted = ex_w[order_w]
         grp_sorted = wk_group[order_w]
-        is_wk = wsrc_worker[order_w]
+        is_wk = ~ex_sched[ex_sorted]
 
         est: dict[str, Any] = {"offset": None, "low": None, "high": None, "plateaus": []}
         if not estimate_offsets:
@@ -468,7 +481,7 @@ def link_io(
             if not is_wk.any():
                 est["note"] = "scheduler-clock windows: " + est["note"]
         off_us = int(round((est["offset"] or 0.0) * _US))
-        offset_of_seg[in_log] = off_us / _US
+        offset_of_seg[idx] = off_us / _US
 
         # Representative offsets: the chosen one, and the edges and middle of every range of
         # offsets that fits the data as well (the 32 nearest the chosen one). A segment whose
@@ -477,93 +490,102 @@ def link_io(
             est.get("plateaus") or [],
             key=lambda p: min(abs(p[0] * _US - off_us), abs(p[1] * _US - off_us)),
         )[:32]
-        reps = [off_us]
+        reps_set = {off_us}
         for p0, p1 in plats:
-            reps += [int(round(p0 * _US)), int(round(p1 * _US)), int(round((p0 + p1) / 2 * _US))]
-        reps = sorted(set(reps) - {off_us})
+            reps_set |= {
+                int(round(p0 * _US)),
+                int(round(p1 * _US)),
+                int(round((p0 + p1) / 2 * _US)),
+            }
+        reps = sorted(reps_set - {off_us})
 
-        st = np.full(len(sidx), "", dtype=object)
-        ru = np.full(len(sidx), "", dtype=object)
-        rs = np.full(len(sidx), "", dtype=object)
-        lk = np.full(len(sidx), -1, np.int64)
-        for g in np.unique(sg).tolist():
-            gi = np.flatnonzero(sg == g)
-            gsel = grp_sorted == g
-            ss0 = seg_start[sidx[gi]]
-            se0 = seg_end[sidx[gi]]
+        seg_b = np.searchsorted(sg, np.arange(len(task_threads) + 1))
+        win_b = np.searchsorted(grp_sorted, np.arange(len(task_threads) + 1))
+        for g in range(len(task_threads)):
+            gi = sidx[seg_b[g] : seg_b[g + 1]]
+            if not len(gi):
+                continue
+            wins = ex_sorted[win_b[g] : win_b[g + 1]]
+            wk = is_wk[win_b[g] : win_b[g + 1]]
+            ss0, se0 = seg_start[gi], seg_end[gi]
+            decided = np.zeros(len(gi), bool)
             # worker-clock windows of this thread
-            wsel = ex_sorted[gsel & is_wk]
+            wsel = wins[wk]
             if len(wsel):
                 ws, we = ex_start[wsel], ex_end[wsel]
                 cm = np.maximum.accumulate(we)
                 ss, se = ss0 - off_us, se0 - off_us
-                idx, twice = _contained(ss, se, ws, we, cm)
+                cidx, twice = _contained(ss, se, ws, we, cm)
                 a, b = _near(ss, se, ws, cm, tol)
                 k = b - a
                 # stability over the offsets the data allow
                 unstable = np.zeros(len(gi), bool)
                 for r in reps:
                     idx_r, _ = _contained(ss0 - r, se0 - r, ws, we, cm)
-                    unstable |= (idx_r >= 0) & (idx_r != idx)
-                ok_in = (idx >= 0) & ~twice & ~unstable
-                st[gi[ok_in]], ru[gi[ok_in]] = "linked", "worker-window"
-                lk[gi[ok_in]] = wsel[idx[ok_in]]
-                amb_off = (idx >= 0) & ~twice & unstable
-                st[gi[amb_off]], ru[gi[amb_off]] = "ambiguous", "offset-uncertain"
-                rs[gi[amb_off]] = "its task changes within the clock offsets the data allow"
-                amb2 = (idx >= 0) & twice
-                st[gi[amb2]], ru[gi[amb2]] = "ambiguous", "several-windows"
-                rs[gi[amb2]] = "inside overlapping windows of several tasks on this thread"
-                rest = idx < 0
-                one = rest & (k == 1)
-                st[gi[one]], ru[gi[one]] = "linked", "worker-window-tolerance"
-                lk[gi[one]] = wsel[a[one]]
-                rs[gi[one]] = f"outside the window by at most {tolerance * 1e3:g} ms"
-                many = rest & (k > 1)
-                st[gi[many]], ru[gi[many]] = "ambiguous", "several-windows"
-                rs[gi[many]] = f"within {tolerance * 1e3:g} ms of several task windows"
-                none = rest & (k == 0)
-                st[gi[none]], ru[gi[none]] = "unlinked", "no-window"
-                rs[gi[none]] = (
-                    f"on a task thread but more than {tolerance * 1e3:g} ms from every task window"
-                )
+                    unstable |= (idx_r >= 0) & (idx_r != cidx)
+                inside = cidx >= 0
+                ok_in = inside & ~twice & ~unstable
+                status.set(gi[ok_in], "linked")
+                rule.set(gi[ok_in], "worker-window")
+                link_ex[gi[ok_in]] = wsel[cidx[ok_in]]
+                amb_off = inside & ~twice & unstable
+                status.set(gi[amb_off], "ambiguous")
+                rule.set(gi[amb_off], "offset-uncertain")
+                reason.set(gi[amb_off], "its task changes within the clock offsets the data allow")
+                amb2 = inside & twice
+                status.set(gi[amb2], "ambiguous")
+                rule.set(gi[amb2], "several-windows")
+                reason.set(gi[amb2], "inside overlapping windows of several tasks on this thread")
+                one = ~inside & (k == 1)
+                status.set(gi[one], "linked")
+                rule.set(gi[one], "worker-window-tolerance")
+                reason.set(gi[one], f"outside the window by at most {tol_ms}")
+                link_ex[gi[one]] = wsel[a[one]]
+                many = ~inside & (k > 1)
+                status.set(gi[many], "ambiguous")
+                rule.set(gi[many], "several-windows")
+                reason.set(gi[many], f"within {tol_ms} of several task windows")
+                decided = inside | (k >= 1)
             # scheduler-clock windows: only for what worker windows did not decide
-            ssel = ex_sorted[gsel & ~is_wk]
-            todo = gi[(st[gi] == "") | (ru[gi] == "no-window")]
+            ssel = wins[~wk]
+            todo = np.flatnonzero(~decided)
             if len(ssel) and len(todo):
                 ws, we = ex_start[ssel], ex_end[ssel]
                 cm = np.maximum.accumulate(we)
-                ss, se = seg_start[sidx[todo]] - off_us, seg_end[sidx[todo]] - off_us
-                a, b = _near(ss, se, ws, cm, stol)
-                best, clear = _nearest(ss, se, ws, we, a, b, tol)
+                t0, t1 = ss0[todo], se0[todo]
+                a, b = _near(t0 - off_us, t1 - off_us, ws, cm, stol)
+                best, clear = _nearest(t0 - off_us, t1 - off_us, ws, we, a, b, tol)
                 moved = np.zeros(len(todo), bool)
                 for r in reps:
-                    ss_r = seg_start[sidx[todo]] - r
-                    se_r = seg_end[sidx[todo]] - r
-                    a_r, b_r = _near(ss_r, se_r, ws, cm, stol)
-                    best_r, _ = _nearest(ss_r, se_r, ws, we, a_r, b_r, tol)
+                    a_r, b_r = _near(t0 - r, t1 - r, ws, cm, stol)
+                    best_r, _ = _nearest(t0 - r, t1 - r, ws, we, a_r, b_r, tol)
                     moved |= (best_r >= 0) & (best >= 0) & (best_r != best)
+                tg = gi[todo]
                 unsure = (best >= 0) & clear & moved
-                st[todo[unsure]], ru[todo[unsure]] = "ambiguous", "offset-uncertain"
-                rs[todo[unsure]] = (
-                    "its nearest task changes within the clock offsets the data allow"
+                status.set(tg[unsure], "ambiguous")
+                rule.set(tg[unsure], "offset-uncertain")
+                reason.set(
+                    tg[unsure], "its nearest task changes within the clock offsets the data allow"
                 )
                 okn = (best >= 0) & clear & ~moved
-                st[todo[okn]], ru[todo[okn]] = "linked", "scheduler-nearest"
-                rs[todo[okn]] = ""
-                lk[todo[okn]] = ssel[best[okn]]
+                status.set(tg[okn], "linked")
+                rule.set(tg[okn], "scheduler-nearest")
+                link_ex[tg[okn]] = ssel[best[okn]]
                 amb = (best >= 0) & ~clear
-                st[todo[amb]], ru[todo[amb]] = "ambiguous", "several-windows"
-                rs[todo[amb]] = "several scheduler windows about equally near"
-                non = best < 0
-                st[todo[non]], ru[todo[non]] = "unlinked", "no-window"
-                rs[todo[non]] = (
-                    f"on a task thread but more than {scheduler_tolerance:g} s from every window"
-                )
-        leftover = st == ""
-        st[leftover], ru[leftover] = "unlinked", "no-window"
-        rs[leftover] = "on a task thread but no window of it could be used"
-        status[sidx], rule[sidx], reason[sidx], link_ex[sidx] = st, ru, rs, lk
+                status.set(tg[amb], "ambiguous")
+                rule.set(tg[amb], "several-windows")
+                reason.set(tg[amb], "several scheduler windows about equally near")
+                decided[todo[best >= 0]] = True
+            rest = gi[~decided]
+            status.set(rest, "unlinked")
+            rule.set(rest, "no-window")
+            reason.set(
+                rest,
+                f"on a task thread but outside every task window (by more than {tol_ms}"
+                + (
+                    f", or {scheduler_tolerance:g} s for scheduler windows)" if (~wk).any() else ")"
+                ),
+            )
         proc_rows[li] = {
             "worker": w,
             "votes": votes_of_log.get(li, 0),
@@ -574,44 +596,43 @@ def link_io(
         }
 
     # every segment must have been decided; anything left is a bug, reported not hidden
-    undecided = status == ""
+    undecided = status.codes < 0
     if undecided.any():  # pragma: no cover - defensive
-        status[undecided], rule[undecided] = "unlinked", "no-window"
-        reason[undecided] = "not decided (internal): please report"
+        status.set(undecided, "unlinked")
+        rule.set(undecided, "no-window")
+        reason.set(undecided, "not decided (internal): please report")
 
     # ---- assemble ----
-    keys = ex["key"].astype(str).to_numpy(dtype=object)
-    attempts = ex["attempt"].to_numpy(dtype="float64", na_value=np.nan)
     has_link = link_ex >= 0
-    key_col = np.full(n, None, dtype=object)
-    key_col[has_link] = keys[link_ex[has_link]]
+    key_arr = pa.array(ex["key"].astype(STR).array)  # Arrow-backed: no Python strings
+    if isinstance(key_arr, pa.ChunkedArray):
+        key_arr = key_arr.combine_chunks()
+    take = pa.array(np.where(has_link, link_ex, 0), mask=~has_link)
+    attempts = ex["attempt"].to_numpy(dtype="float64", na_value=np.nan)
     att = np.full(n, np.nan)
     att[has_link] = attempts[link_ex[has_link]]
     worker_col = np.full(len(logs), None, dtype=object)
     for li, w in worker_of_log.items():
         worker_col[li] = w
     pid_arr = logs["pid"].to_numpy(dtype="float64", na_value=np.nan)
-    host_arr = logs["hostname"].astype(object).where(logs["hostname"].notna(), None).to_numpy()
+    host_list = [None if pd.isna(h) else str(h) for h in logs["hostname"].tolist()]
     corr = np.rint(offset_of_seg * _US).astype(np.int64)
     start_c = seg_start - corr
     end_c = seg_end - corr
+    pid_seg = pid_arr[seg_log] if n else np.zeros(0)
     links = pd.DataFrame(
         {
             "segment": np.arange(n, dtype=np.int64),
-            "log": seg["log"].to_numpy() if n else [],
-            "pthread": seg["pthread"].array if n else pd.array([], dtype="UInt64"),
-            "status": _cat(status),
-            "rule": _cat(rule),
-            "reason": _cat(reason),
-            "key": pd.array(key_col, dtype=STR),
-            "attempt": pd.array(np.where(np.isnan(att), None, att), dtype="Int64")
-            if n
-            else pd.array([], dtype="Int64"),
-            "worker": pd.array(worker_col[seg_log], dtype=STR) if n else pd.array([], dtype=STR),
-            "pid": pd.array(pid_arr[seg_log], dtype="Float64").astype("Int64")
-            if n
-            else pd.array([], dtype="Int64"),
-            "host": pd.array(host_arr[seg_log], dtype=STR) if n else pd.array([], dtype=STR),
+            "log": seg["log"].reset_index(drop=True),
+            "pthread": seg["pthread"].reset_index(drop=True),
+            "status": status.column(),
+            "rule": rule.column(),
+            "reason": reason.column(),
+            "key": pd.Series(pd.array(key_arr.take(take), dtype=STR)),
+            "attempt": pd.array(att, dtype="Float64").astype("Int64"),
+            "worker": _codes_to_str(seg_log, list(worker_col)),
+            "pid": pd.array(pid_seg, dtype="Float64").astype("Int64"),
+            "host": _codes_to_str(seg_log, host_list),
             "start": pd.Series(start_c.view("datetime64[us]")).dt.tz_localize("UTC"),
             "end": pd.Series(end_c.view("datetime64[us]")).dt.tz_localize("UTC"),
         }
@@ -637,25 +658,48 @@ def link_io(
     return records
 
 
-def _cat(values: np.ndarray) -> pd.Series:
-    """Object array of few distinct strings -> string column (factorised: fast at 10^6 rows)."""
-    codes, uniques = pd.factorize(pd.Series(values, dtype=object), sort=False)
-    dictionary = pa.array([str(u) for u in uniques], type=pa.string())
-    arr = pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), dictionary)
+def _codes_to_str(codes: np.ndarray, texts: list[str | None]) -> pd.Series:
+    """A string column from integer codes into ``texts`` (None: missing)."""
+    dictionary = pa.array(texts, type=pa.string())
+    arr = pa.DictionaryArray.from_arrays(pa.array(np.asarray(codes, dtype=np.int32)), dictionary)
     return pd.Series(pd.array(arr.dictionary_decode(), dtype=STR))
+
+
+class _Labels:
+    """One text label per segment, kept as integer codes (a few distinct texts, 10^6 rows)."""
+
+    def __init__(self, n: int, default: str | None = None) -> None:
+        self.texts: list[str] = []
+        self._code: dict[str, int] = {}
+        self.codes = np.full(n, -1, np.int32)
+        if default is not None:
+            self.codes[:] = self.code(default)
+
+    def code(self, text: str) -> int:
+        if text not in self._code:
+            self._code[text] = len(self.texts)
+            self.texts.append(text)
+        return self._code[text]
+
+    def set(self, where: np.ndarray, text: str) -> None:
+        if np.size(where):
+            self.codes[where] = self.code(text)
+
+    def column(self) -> pd.Series:
+        return _codes_to_str(np.where(self.codes < 0, 0, self.codes), self.texts or [""])
 
 
 def _processes(
     logs: pd.DataFrame,
     seg_log: np.ndarray,
-    status: np.ndarray,
+    status: _Labels,
     proc_rows: dict[int, dict[str, Any]],
     worker_col: np.ndarray,
 ) -> pd.DataFrame:
     nlog = len(logs)
     counts = {}
     for s in STATUSES:
-        mask = status == s
+        mask = status.codes == status.code(s)
         counts[s] = np.bincount(seg_log[mask], minlength=nlog) if len(seg_log) else np.zeros(nlog)
     total = np.bincount(seg_log, minlength=nlog) if len(seg_log) else np.zeros(nlog, int)
     df = pd.DataFrame(
