@@ -79,7 +79,7 @@ MP_TERMS: frozenset[str] = frozenset(
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
     pid threadId taskCount
     graphIndex wantedCount edgeCount name key state wanted erred retried neverRan
-    attempt outcome timeSource duration startEpoch endEpoch epoch nbytes
+    attempt outcome incomplete timeSource duration startEpoch endEpoch epoch nbytes
     transferId totalBytes compressedBytes bandwidth keyCount loggedBy
     fromState toState stimulusId observer sourceLine
     path bytesRead bytesWritten readCount writeCount firstTime lastTime
@@ -249,12 +249,16 @@ def quote(value: str) -> str:
     return str(quote_array([value])[0].as_py())
 
 
-def _join(*parts: Any) -> pa.Array:
-    """Element-wise concatenation of string arrays and str scalars (null in, null out)."""
-    cols = [
-        p if isinstance(p, (pa.Array, pa.ChunkedArray)) else pa.scalar(str(p), pa.large_string())
-        for p in parts
-    ]
+def concat(*parts: Any) -> pa.Array:
+    """Element-wise concatenation of string arrays and ``str`` constants (null in, null out)."""
+    cols: list[Any] = []
+    for p in parts:
+        if isinstance(p, pa.ChunkedArray):
+            p = p.combine_chunks()
+        if isinstance(p, pa.Array):
+            cols.append(p if p.type == pa.large_string() else pc.cast(p, pa.large_string()))
+        else:
+            cols.append(pa.scalar(str(p), pa.large_string()))
     return pc.binary_join_element_wise(*cols, pa.scalar("", pa.large_string()))
 
 
@@ -301,7 +305,7 @@ class RunIris:
     # --- columns ---------------------------------------------------------------------------
     def _seg(self, kind: str, values: Any, encode: bool = True) -> pa.Array:
         vals = quote_array(values) if encode else _ints(values)
-        return _join(f"{self.run}/{kind}/", vals)
+        return concat(f"{self.run}/{kind}/", vals)
 
     def tasks(self, keys: Any) -> pa.Array:
         """``<run>/task/<key>`` for each key."""
@@ -309,15 +313,15 @@ class RunIris:
 
     def executions(self, task_iris: pa.Array, attempts: Any) -> pa.Array:
         """``<task>/execution/<attempt>`` from task IRIs (see :meth:`tasks`)."""
-        return _join(task_iris, "/execution/", _ints(attempts))
+        return concat(task_iris, "/execution/", _ints(attempts))
 
     def associations(self, execution_iris: pa.Array) -> pa.Array:
         """``<execution>/association``: the qualified association of an execution."""
-        return _join(execution_iris, "/association")
+        return concat(execution_iris, "/association")
 
     def chunks(self, task_iris: pa.Array) -> pa.Array:
         """``<task>/chunk``: the data chunk holding a task's result."""
-        return _join(task_iris, "/chunk")
+        return concat(task_iris, "/chunk")
 
     def workers(self, addresses: Any) -> pa.Array:
         """``<run>/worker/<address>``."""
@@ -325,11 +329,11 @@ class RunIris:
 
     def processes(self, worker_iris: pa.Array) -> pa.Array:
         """``<worker>/process``: the worker's operating-system process."""
-        return _join(worker_iris, "/process")
+        return concat(worker_iris, "/process")
 
     def threads(self, worker_iris: pa.Array, thread_ids: Any) -> pa.Array:
         """``<worker>/thread/<thread id>``."""
-        return _join(worker_iris, "/thread/", _ints(thread_ids))
+        return concat(worker_iris, "/thread/", _ints(thread_ids))
 
     def clients(self, client_ids: Any) -> pa.Array:
         """``<run>/client/<client id>``."""
@@ -357,11 +361,11 @@ class RunIris:
 
     def replicas(self, transfer_iris: pa.Array, keys: Any) -> pa.Array:
         """``<transfer>/replica/<key>``: the copy of a key made by a transfer."""
-        return _join(transfer_iris, "/replica/", quote_array(keys))
+        return concat(transfer_iris, "/replica/", quote_array(keys))
 
     def transitions(self, observers: Any, lines: Any) -> pa.Array:
         """``<run>/transition/<observer>/<line>`` (line in the observer's transition file)."""
-        return _join(f"{self.run}/transition/", quote_array(observers), "/", _ints(lines))
+        return concat(f"{self.run}/transition/", quote_array(observers), "/", _ints(lines))
 
     def run_files(self, names: Any) -> pa.Array:
         """``<run>/input/<file name>``: files of the run directory (configurations, logs)."""
@@ -373,7 +377,7 @@ class RunIris:
 
     def file_versions(self, file_iris: pa.Array, versions: Any) -> pa.Array:
         """``<file>/version/<n>``."""
-        return _join(file_iris, "/version/", _ints(versions))
+        return concat(file_iris, "/version/", _ints(versions))
 
     def io_records(self, kind: str, ids: Any) -> pa.Array:
         """``<run>/<kind>/<id>`` for qualified I/O usages/generations (``kind`` e.g. 'io-usage')."""

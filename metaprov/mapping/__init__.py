@@ -1,0 +1,214 @@
+"""Mapping stage: :class:`~metaprov.records.RunRecords` -> W3C PROV triples (lazily, in column blocks).
+
+Input: the records of one run. Output: a :class:`ProvGraph`, which builds nothing until a
+writer (or the store) pulls its blocks. The mapping is an ordered list of ``add_*`` steps, one
+module per part of the model (see ``docs/model.md``)::
+
+    job          run, job, user, nodes, run files (configurations)
+    agents       clients, scheduler, workers, worker processes, threads
+    graphs       task graphs, task prefixes, task groups
+    tasks        tasks, executions (+ qualified associations, dependency usage), data chunks
+    transfers    transfers and the replicas they generate
+    transitions  state transitions (only with ``detail="transitions"``)
+
+Another module adds its part with :func:`register_step` (e.g. Darshan I/O).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from metaprov.errors import UsageError
+from metaprov.mapping.block import Block
+from metaprov.mapping.terms import DEFAULT_BASE, RunIris, run_id_of
+
+if TYPE_CHECKING:
+    from metaprov.records import RunRecords
+
+log = logging.getLogger("metaprov")
+
+DETAILS = ("tasks", "transitions")
+DEFAULT_CHUNK_ROWS = 200_000
+
+Step = Callable[["MapContext"], Iterator[Block]]
+
+
+@dataclass
+class _StepEntry:
+    name: str
+    func: Step
+
+
+_STEPS: list[_StepEntry] = []
+
+
+def register_step(name: str, func: Step, *, after: str | None = None) -> None:
+    """Add a mapping step (a function ``MapContext -> Iterator[Block]``).
+
+    Args:
+        name: unique step name (re-registering a name replaces the step in place).
+        func: the step.
+        after: insert right after this step; default at the end.
+    """
+    for i, entry in enumerate(_STEPS):
+        if entry.name == name:
+            _STEPS[i] = _StepEntry(name, func)
+            return
+    entry = _StepEntry(name, func)
+    if after is None:
+        _STEPS.append(entry)
+        return
+    names = [e.name for e in _STEPS]
+    if after not in names:
+        raise ValueError(f"no mapping step {after!r}; steps are {names}")
+    _STEPS.insert(names.index(after) + 1, entry)
+
+
+def steps() -> list[str]:
+    """Names of the registered mapping steps, in order."""
+    _ensure_builtin_steps()
+    return [e.name for e in _STEPS]
+
+
+def _ensure_builtin_steps() -> None:
+    if any(e.name == "job" for e in _STEPS):
+        return
+    from metaprov.mapping import agents, graphs, job, tasks, transfers, transitions
+
+    builtin = [
+        ("job", job.add_job),
+        ("agents", agents.add_agents),
+        ("graphs", graphs.add_graphs),
+        ("tasks", tasks.add_tasks),
+        ("transfers", transfers.add_transfers),
+        ("transitions", transitions.add_transitions),
+    ]
+    # Built-ins go first, in this order, ahead of anything registered by other modules.
+    for i, (name, func) in enumerate(builtin):
+        _STEPS.insert(i, _StepEntry(name, func))
+
+
+@dataclass
+class MapContext:
+    """What every step sees: the records, the IRI minter, options and a cache for shared columns."""
+
+    records: RunRecords
+    iris: RunIris
+    detail: str = "tasks"
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def cached(self, name: str, make: Callable[[], Any]) -> Any:
+        """Compute a shared value once per export (e.g. the set of keys that have a data chunk)."""
+        if name not in self.cache:
+            self.cache[name] = make()
+        return self.cache[name]
+
+
+class ProvGraph:
+    """The PROV graph of one run, built lazily, block by block, when a writer pulls it.
+
+    Attributes:
+        records: the run's records.
+        run_id: content-derived run id.
+        run_iri: IRI of the mp:Run.
+        graph_iri: IRI of the named graph holding this run (N-Quads, TriG).
+        base: instance base IRI.
+        detail: ``tasks`` or ``transitions``.
+    """
+
+    def __init__(
+        self,
+        records: RunRecords,
+        base: str = DEFAULT_BASE,
+        detail: str = "tasks",
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    ) -> None:
+        if detail not in DETAILS:
+            raise UsageError(f"unknown detail {detail!r}", hint=f"use one of: {', '.join(DETAILS)}")
+        _check_base(base)
+        self.records = records
+        self.base = base.rstrip("/")
+        self.detail = detail
+        self.chunk_rows = chunk_rows
+        self.run_id = run_id_of(records)
+        self.iris = RunIris(self.base, self.run_id)
+        self.run_iri = self.iris.run
+        self.graph_iri = self.iris.graph
+
+    def blocks(self) -> Iterator[Block]:
+        """Every block of the graph, step by step (a fresh pass each call; deterministic order)."""
+        _ensure_builtin_steps()
+        ctx = MapContext(self.records, self.iris, self.detail, self.chunk_rows)
+        for entry in list(_STEPS):
+            for block in entry.func(ctx):
+                if len(block):
+                    yield block
+
+    def batches(self) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
+        """Column batches of N-Triples terms: (subjects, predicates, objects) string arrays."""
+        for block in self.blocks():
+            for s, p, o in block.triples():
+                yield s, pa.repeat(pa.scalar(p, pa.large_string()), len(s)), o
+
+    def count_triples(self) -> int:
+        """Number of triples (builds the blocks, formats nothing)."""
+        import pyarrow.compute as pc
+
+        n = 0
+        for block in self.blocks():
+            for col in block.columns:
+                if isinstance(col.values, str):
+                    n += len(block)
+                elif col.multi:
+                    n += len(pc.list_flatten(col.values)) - pc.list_flatten(col.values).null_count
+                else:
+                    n += len(col.values) - col.values.null_count
+        return n
+
+
+def to_prov(
+    records: RunRecords,
+    base: str = DEFAULT_BASE,
+    detail: str = "tasks",
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> ProvGraph:
+    """Map a run's records to W3C PROV (lazily).
+
+    Args:
+        records: the run (from :func:`metaprov.read_run`).
+        base: base IRI for instances; IRIs are ``<base>/run/<run-id>/...``.
+        detail: ``"tasks"`` (executions, chunks, transfers, ...) or ``"transitions"`` (also every
+            state transition as an mp:Transition event).
+        chunk_rows: rows per block for the large tables (bounds memory, not the output).
+
+    Returns:
+        A :class:`ProvGraph`; pass it to :func:`metaprov.write`.
+
+    Example:
+        >>> graph = to_prov(read_run("runs/R1"), base="https://example.org/prov")  # doctest: +SKIP
+        >>> write(graph, "r1.ttl")  # doctest: +SKIP
+    """
+    return ProvGraph(records, base=base, detail=detail, chunk_rows=chunk_rows)
+
+
+def _check_base(base: str) -> None:
+    bad = set(' <>"{}|^`\\\n\r\t')
+    if "://" not in base and not base.startswith("urn:"):
+        raise UsageError(
+            f"base IRI {base!r} is not absolute", hint="give e.g. --base https://example.org/prov"
+        )
+    if any(c in bad for c in base):
+        raise UsageError(
+            f"base IRI {base!r} contains characters not allowed in an IRI",
+            hint="percent-encode them",
+        )
+
+
+__all__ = ["to_prov", "ProvGraph", "MapContext", "register_step", "steps", "Block"]

@@ -1,0 +1,141 @@
+"""Agents: clients, the scheduler, workers, worker processes and threads.
+
+Input: ``records.clients``, ``records.scheduler``, ``records.workers``, ``records.threads`` and
+the worker/thread columns of executions and transfers (agents seen only there are still agents).
+Output: blocks of mp:Client, mp:Scheduler, mp:Worker, mp:WorkerProcess and mp:Thread, chained by
+``prov:actedOnBehalfOf``: thread -> worker process -> worker -> scheduler -> client -> user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyarrow as pa
+
+from metaprov.mapping.block import Block, lit_int, lit_str, lit_time
+from metaprov.mapping.job import host_of, user_iri
+from metaprov.mapping.terms import MP, PROV, RDF, XSD
+
+if TYPE_CHECKING:
+    from metaprov.mapping import MapContext
+
+LARGE = pa.large_string()
+
+
+def worker_table(ctx: MapContext) -> pd.DataFrame:
+    """Every worker address (workers table plus any address seen elsewhere), sorted by address."""
+
+    def make() -> pd.DataFrame:
+        rec = ctx.records
+        seen = [
+            rec.workers["address"],
+            rec.executions["worker"],
+            rec.tasks["worker"],
+            rec.threads["worker"],
+            rec.transfers["source"],
+            rec.transfers["destination"],
+        ]
+        addrs = pd.unique(pd.concat([s.dropna().astype(str) for s in seen], ignore_index=True))
+        extra = sorted(set(addrs) - set(rec.workers["address"].dropna().astype(str)))
+        w = rec.workers.dropna(subset=["address"]).drop_duplicates("address")
+        if extra:
+            from metaprov.records import conform
+
+            w = pd.concat(
+                [w, conform("workers", pd.DataFrame({"address": extra}))], ignore_index=True
+            )
+        return w.sort_values("address", kind="stable").reset_index(drop=True)
+
+    return ctx.cached("workers", make)
+
+
+def thread_table(ctx: MapContext) -> pd.DataFrame:
+    """Every (worker, thread) pair with its task count, sorted."""
+
+    def make() -> pd.DataFrame:
+        rec = ctx.records
+        ex = rec.executions.dropna(subset=["worker", "thread"])[["worker", "thread"]]
+        t = rec.threads.dropna(subset=["worker", "thread"])[["worker", "thread", "n_tasks"]]
+        both = pd.concat(
+            [t, ex.assign(n_tasks=pd.array([pd.NA] * len(ex), dtype="Int64"))], ignore_index=True
+        )
+        both = both.drop_duplicates(["worker", "thread"], keep="first")
+        return both.sort_values(["worker", "thread"], kind="stable").reset_index(drop=True)
+
+    return ctx.cached("threads", make)
+
+
+def add_agents(ctx: MapContext) -> Iterator[Block]:
+    """Clients, scheduler, workers, worker processes, threads."""
+    rec = ctx.records
+    iris = ctx.iris
+    u_iri = user_iri(ctx)
+
+    clients = (
+        rec.clients.dropna(subset=["client"])
+        .drop_duplicates("client")
+        .sort_values("client", kind="stable")
+    )
+    client_iris = iris.clients(clients["client"])
+    if len(clients):
+        cb = Block(client_iris)
+        cb.add(RDF.type, MP.Client)
+        cb.add(MP.clientId, lit_str(clients["client"]), "str")
+        cb.add(MP.addedAt, lit_time(clients["added"]), "typed", XSD.dateTime)
+        cb.add(MP.removedAt, lit_time(clients["removed"]), "typed", XSD.dateTime)
+        if u_iri:
+            cb.add(PROV.actedOnBehalfOf, u_iri)
+        cb.add(MP.run, iris.run)
+        yield cb
+
+    sb = Block(pa.array([iris.scheduler], LARGE))
+    sb.add(RDF.type, MP.Scheduler)
+    address = (rec.scheduler or {}).get("address")
+    sb.add(MP.address, pa.array([str(address) if address else None], LARGE), "str")
+    if len(clients):
+        sb.add(PROV.actedOnBehalfOf, pa.array([client_iris.to_pylist()], pa.large_list(LARGE)))
+    host = host_of(address)
+    if host:
+        sb.add(MP.node, iris.nodes([host]))
+    sb.add(MP.run, iris.run)
+    yield sb
+
+    workers = worker_table(ctx)
+    if len(workers):
+        w_iris = iris.workers(workers["address"])
+        wb = Block(w_iris)
+        wb.add(RDF.type, MP.Worker)
+        wb.add(MP.address, lit_str(workers["address"]), "str")
+        wb.add(MP.workerName, lit_str(workers["name"]), "str")
+        wb.add(MP.nannyAddress, lit_str(workers["nanny"]), "str")
+        wb.add(MP.nthreads, lit_int(workers["threads"]), "typed", XSD.integer)
+        wb.add(MP.memoryLimit, lit_int(workers["memory_limit"]), "typed", XSD.integer)
+        wb.add(MP.localDirectory, lit_str(workers["local_directory"]), "str")
+        wb.add(MP.addedAt, lit_time(workers["added"]), "typed", XSD.dateTime)
+        wb.add(MP.removedAt, lit_time(workers["removed"]), "typed", XSD.dateTime)
+        wb.add(PROV.actedOnBehalfOf, iris.scheduler)
+        hosts = workers["hostname"].where(workers["hostname"].notna(), workers["host"])
+        hosts = hosts.where(hosts.notna(), workers["address"].map(host_of))
+        wb.add(MP.node, iris.nodes(hosts))
+        wb.add(MP.run, iris.run)
+        yield wb
+
+        p_iris = iris.processes(w_iris)
+        pb = Block(p_iris)
+        pb.add(RDF.type, MP.WorkerProcess)
+        pb.add(MP.pid, lit_int(workers["pid"]), "typed", XSD.integer)
+        pb.add(PROV.actedOnBehalfOf, w_iris)
+        pb.add(MP.node, iris.nodes(hosts))
+        yield pb
+
+    threads = thread_table(ctx)
+    if len(threads):
+        w_of = iris.workers(threads["worker"])
+        tb = Block(iris.threads(w_of, threads["thread"]))
+        tb.add(RDF.type, MP.Thread)
+        tb.add(MP.threadId, lit_int(threads["thread"]), "typed", XSD.integer)
+        tb.add(MP.taskCount, lit_int(threads["n_tasks"]), "typed", XSD.integer)
+        tb.add(PROV.actedOnBehalfOf, iris.processes(w_of))
+        yield tb

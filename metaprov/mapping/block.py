@@ -1,0 +1,235 @@
+"""Column blocks: the unit the mapping produces and every writer consumes.
+
+Input: record columns (pandas / numpy / pyarrow). Output: :class:`Block` objects, one row per
+subject, one :class:`Column` per predicate, holding *raw* values (IRIs without ``<>``, literal
+lexical forms without quotes). Writers format them for their syntax with vectorised string
+operations; :meth:`Block.triples` gives N-Triples terms.
+
+A null value in a column means "no triple". A multi-valued column holds a pyarrow list array
+(one list of values per subject), e.g. the dependencies a task execution used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metaprov.mapping.terms import RDF, XSD, as_text_array, concat
+from metaprov.timeutil import utc_to_epoch, xsd_datetime
+
+LARGE = pa.large_string()
+Kind = Literal["iri", "str", "typed"]
+
+
+@dataclass
+class Column:
+    """One predicate over the rows of a block.
+
+    Attributes:
+        predicate: full predicate IRI.
+        values: large_string array (or list<large_string> when ``multi``) of raw values, or a
+            ``str`` constant shared by every row.
+        kind: ``iri`` (values are IRIs), ``str`` (xsd:string literals, may need escaping) or
+            ``typed`` (literals of ``datatype`` whose lexical forms never need escaping).
+        datatype: datatype IRI for ``typed`` literals.
+    """
+
+    predicate: str
+    values: pa.Array | str
+    kind: Kind = "iri"
+    datatype: str | None = None
+
+    @property
+    def multi(self) -> bool:
+        return isinstance(self.values, (pa.ListArray, pa.LargeListArray))
+
+
+@dataclass
+class Block:
+    """Rows of subjects of one class, with their predicates as columns.
+
+    The first column is always ``rdf:type`` with a constant class IRI (writers rely on it: every
+    subject has at least one triple, and Turtle/JSON-LD open each subject with it).
+    """
+
+    subjects: pa.Array
+    columns: list[Column] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.subjects)
+
+    @property
+    def rdf_type(self) -> str:
+        first = self.columns[0]
+        assert first.predicate == RDF.type and isinstance(first.values, str)
+        return first.values
+
+    def add(
+        self, predicate: str, values: Any, kind: Kind = "iri", datatype: str | None = None
+    ) -> Block:
+        """Append a column; ``values`` None or all-null adds nothing. Returns self for chaining."""
+        if values is None:
+            return self
+        if not isinstance(values, str):
+            if isinstance(values, pa.ChunkedArray):
+                values = values.combine_chunks()
+            if not isinstance(values, pa.Array):
+                values = as_text_array(values)
+            if len(values) != len(self.subjects):
+                raise ValueError(
+                    f"column {predicate} has {len(values)} rows, block has {len(self.subjects)}"
+                )
+            if values.null_count == len(values):
+                return self
+            if pa.types.is_string(values.type):
+                values = pc.cast(values, LARGE)
+        self.columns.append(Column(predicate, values, kind, datatype))
+        return self
+
+    def triples(self) -> Iterator[tuple[pa.Array, str, pa.Array]]:
+        """Per column: (subject terms, predicate term, object terms) in N-Triples syntax.
+
+        Rows whose value is null are left out; multi-valued columns are flattened.
+        """
+        s_all = nt_iri(self.subjects)
+        for col in self.columns:
+            p = f"<{col.predicate}>"
+            vals = col.values
+            if isinstance(vals, str):
+                yield s_all, p, pa.repeat(pa.scalar(nt_term(vals, col), LARGE), len(s_all))
+                continue
+            if col.multi:
+                parents = pc.list_parent_indices(vals)
+                flat = pc.list_flatten(vals)
+                subj = s_all.take(parents)
+                vals = flat
+            else:
+                subj = s_all
+            valid = pc.is_valid(vals)
+            if vals.null_count:
+                subj = subj.filter(valid)
+                vals = vals.filter(valid)
+            yield subj, p, nt_terms(vals, col)
+
+
+# ---------------------------------------------------------------------------------------------
+# N-Triples term formatting (also used by Turtle and the PROV converters)
+# ---------------------------------------------------------------------------------------------
+
+_NT_NEEDS_ESCAPE = r'[\\"\n\r]'
+
+
+def nt_escape(values: pa.Array) -> pa.Array:
+    """Escape a string literal's lexical forms for N-Triples/Turtle: ``\\``, ``"``, LF, CR."""
+    if len(values) == 0 or not pc.any(pc.match_substring_regex(values, _NT_NEEDS_ESCAPE)).as_py():
+        return values
+    out = pc.replace_substring(values, "\\", "\\\\")
+    out = pc.replace_substring(out, '"', '\\"')
+    out = pc.replace_substring(out, "\n", "\\n")
+    return pc.replace_substring(out, "\r", "\\r")
+
+
+def nt_iri(values: pa.Array) -> pa.Array:
+    """``<iri>`` for each IRI."""
+    return concat("<", values, ">")
+
+
+def nt_terms(values: pa.Array, col: Column) -> pa.Array:
+    """N-Triples terms of a column's raw values."""
+    if col.kind == "iri":
+        return nt_iri(values)
+    if col.kind == "str" or col.datatype in (None, XSD.string):
+        return concat('"', nt_escape(values), '"')
+    return concat('"', values, f'"^^<{col.datatype}>')
+
+
+def nt_term(value: str, col: Column) -> str:
+    """N-Triples term of one raw value."""
+    return str(nt_terms(pa.array([value], LARGE), col)[0].as_py())
+
+
+# ---------------------------------------------------------------------------------------------
+# Literal columns from record columns (vectorised; null where there is no value)
+# ---------------------------------------------------------------------------------------------
+
+
+def _arrow(values: Any) -> pa.Array:
+    if isinstance(values, pd.Series):
+        return pa.Array.from_pandas(values)
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values
+    return pa.array(values)
+
+
+def lit_int(values: Any) -> pa.Array:
+    """Integers (nullable Int64 / UInt64 columns) as decimal lexical forms."""
+    return pc.cast(_arrow(values), LARGE)
+
+
+def lit_double(values: Any) -> pa.Array:
+    """Doubles as shortest round-trip lexical forms; NaN and infinities become null."""
+    arr = pc.cast(_arrow(values), pa.float64())
+    arr = pc.if_else(pc.is_finite(arr), arr, pa.scalar(None, pa.float64()))
+    return pc.cast(arr, LARGE)
+
+
+def lit_time(values: pd.Series) -> pa.Array:
+    """UTC times as ``xsd:dateTime`` lexical forms (``...ffffffZ``); NaT becomes null."""
+    text = xsd_datetime(values)
+    arr = pa.array(text, type=LARGE)
+    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, LARGE), arr)
+
+
+def lit_epoch(values: pd.Series) -> pa.Array:
+    """UTC times as epoch seconds (xsd:double lexical forms); NaT becomes null."""
+    return lit_double(utc_to_epoch(values))
+
+
+def lit_true(values: Any) -> pa.Array:
+    """``"true"`` where the (nullable) boolean is true, null elsewhere (flags written only when set)."""
+    arr = pc.cast(_arrow(values), pa.bool_())
+    arr = pc.fill_null(arr, False)
+    return pc.if_else(arr, pa.scalar("true", LARGE), pa.scalar(None, LARGE))
+
+
+def lit_str(values: Any) -> pa.Array:
+    """Text; empty strings become null (an absent value, not an empty literal)."""
+    arr = as_text_array(values)
+    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, LARGE), arr)
+
+
+def null_where(values: pa.Array, mask: Any) -> pa.Array:
+    """``values`` with nulls where ``mask`` is true."""
+    m = pa.array(np.asarray(mask, dtype=bool))
+    return pc.if_else(m, pa.scalar(None, values.type), values)
+
+
+def group_lists(parent_rows: np.ndarray, values: pa.Array, n_rows: int) -> pa.Array:
+    """A list column of ``n_rows`` lists: ``values[i]`` goes to row ``parent_rows[i]``.
+
+    Lists keep the order of ``values`` within a row (callers sort first for determinism); rows
+    without values get an empty list, which writers treat like null.
+    """
+    parent_rows = np.asarray(parent_rows, dtype=np.int64)
+    order = np.argsort(parent_rows, kind="stable")
+    counts = np.bincount(parent_rows, minlength=n_rows)
+    offsets = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    flat = values.take(pa.array(order)) if len(values) else values
+    if pa.types.is_string(flat.type):
+        flat = pc.cast(flat, LARGE)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), flat)
+
+
+def empty_to_null(lists: pa.Array) -> pa.Array:
+    """Empty lists become null lists."""
+    lengths = pc.list_value_length(lists)
+    return pc.if_else(pc.equal(lengths, 0), pa.scalar(None, lists.type), lists)

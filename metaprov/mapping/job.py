@@ -1,0 +1,202 @@
+"""Job level: the run, the batch job, the user, the nodes and the files of the run directory.
+
+Input: ``records.job``, ``records.scheduler``, ``records.software``, ``records.missing``,
+``records.configs``, ``records.span`` and the hosts of the agents. Output: blocks of mp:Run,
+mp:Job, mp:User, mp:Node and mp:RunFile (mp:Configuration subclasses, mp:JobOutput, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+
+from metaprov import __version__
+from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str
+from metaprov.mapping.terms import FILE_KIND_CLASS, MP, PROV, RDF, XSD
+from metaprov.records import TIME
+from metaprov.timeutil import format_utc, utc_to_us
+
+if TYPE_CHECKING:
+    from metaprov.mapping import MapContext
+
+LARGE = pa.large_string()
+_JOB_SKIP = {"id", "server", "user", "nodes", "name", "worker_log"}
+
+
+def host_of(address: Any) -> str | None:
+    """Host part of ``tcp://10.0.0.1:8786`` (None for a missing address)."""
+    if address is None or (isinstance(address, float) and pd.isna(address)) or address is pd.NA:
+        return None
+    text = str(address)
+    rest = text.split("://", 1)[-1]
+    return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+def job_iri(ctx: MapContext) -> str:
+    job = ctx.records.job or {}
+    jid = job.get("id")
+    if jid and job.get("server"):
+        jid = f"{jid}.{job['server']}"
+    return ctx.iris.job(str(jid) if jid else None)
+
+
+def user_iri(ctx: MapContext) -> str | None:
+    user = (ctx.records.job or {}).get("user")
+    return ctx.iris.user(str(user)) if user else None
+
+
+def node_roles(ctx: MapContext) -> pd.DataFrame:
+    """Every host (job role lists, worker and scheduler hosts) with its roles, sorted by host."""
+
+    def make() -> pd.DataFrame:
+        rec = ctx.records
+        rows: list[tuple[str, str]] = []
+        for role, hosts in sorted(((rec.job or {}).get("nodes") or {}).items()):
+            for h in hosts or []:
+                if h:
+                    rows.append((str(h), str(role)))
+        w = rec.workers
+        if len(w):
+            names = w["hostname"].where(w["hostname"].notna(), w["host"])
+            rows.extend((str(h), "worker") for h in names.dropna().unique())
+        sched = host_of(rec.scheduler.get("address")) if rec.scheduler else None
+        if sched:
+            rows.append((sched, "scheduler"))
+        df = pd.DataFrame(rows, columns=["host", "role"]).drop_duplicates()
+        return df.sort_values(["host", "role"], kind="stable").reset_index(drop=True)
+
+    return ctx.cached("node_roles", make)
+
+
+def add_job(ctx: MapContext) -> Iterator[Block]:
+    """Run, job, user, nodes and run files."""
+    rec = ctx.records
+    iris = ctx.iris
+    job = rec.job or {}
+    j_iri = job_iri(ctx)
+    u_iri = user_iri(ctx)
+
+    # --- the run -----------------------------------------------------------------------------
+    run = Block(pa.array([iris.run], LARGE))
+    run.add(RDF.type, MP.Run)
+    run.add(MP.runId, pa.array([ctx.iris.run_id], LARGE), "str")
+    name = job.get("name") or PurePath(str(rec.path)).name
+    run.add(MP.runName, pa.array([str(name)] if name else [None], LARGE), "str")
+    first, last = rec.span
+    run.add(PROV.startedAtTime, pa.array([format_utc(first)], LARGE), "typed", XSD.dateTime)
+    run.add(PROV.endedAtTime, pa.array([format_utc(last)], LARGE), "typed", XSD.dateTime)
+    if first is not None and last is not None:
+        times = pd.Series([first, last]).astype(TIME)
+        us = utc_to_us(times)
+        run.add(MP.startEpoch, lit_epoch(times.iloc[:1]), "typed", XSD.double)
+        run.add(MP.endEpoch, lit_epoch(times.iloc[1:]), "typed", XSD.double)
+        run.add(MP.duration, lit_double([(us[1] - us[0]) / 1e6]), "typed", XSD.double)
+    run.add(MP.partOfJob, pa.array([j_iri], LARGE))
+    agents = [iris.scheduler] + sorted(
+        iris.clients(sorted(rec.clients["client"].dropna().unique())).to_pylist()
+    )
+    run.add(PROV.wasAssociatedWith, _one_list(agents))
+    configs = rec.configs.sort_values("name", kind="stable")
+    classes = [FILE_KIND_CLASS.get(str(k), MP.RunFile) for k in configs["kind"].fillna("")]
+    used = [
+        iri
+        for iri, cls in zip(iris.run_files(configs["name"]).to_pylist(), classes, strict=True)
+        if _is_plan(cls)
+    ]
+    run.add(PROV.used, _one_list(used))
+    run.add(MP.missingInput, _one_list(sorted(str(m) for m in rec.missing)), "str")
+    software = [f"{k} {v}" for k, v in sorted((rec.software or {}).items())]
+    run.add(MP.software, _one_list(software), "str")
+    run.add(MP.exporter, pa.array([f"metaprov {__version__}"], LARGE), "str")
+    yield run
+
+    # --- the job and the user ------------------------------------------------------------------
+    jb = Block(pa.array([j_iri], LARGE))
+    jb.add(RDF.type, MP.Job)
+    jid = job.get("id")
+    jb.add(
+        MP.jobId,
+        pa.array(
+            [
+                f"{jid}.{job['server']}"
+                if jid and job.get("server")
+                else (str(jid) if jid else None)
+            ],
+            LARGE,
+        ),
+        "str",
+    )
+    props = [
+        f"{k}={v}"
+        for k, v in sorted(job.items())
+        if k not in _JOB_SKIP and isinstance(v, (str, int, float)) and v != ""
+    ]
+    if job.get("server"):
+        props.append(f"server={job['server']}")
+    jb.add(MP.jobProperty, _one_list(sorted(props)), "str")
+    if u_iri:
+        jb.add(PROV.wasAssociatedWith, pa.array([u_iri], LARGE))
+    roles = node_roles(ctx)
+    job_hosts = sorted(
+        {str(h) for hosts in (job.get("nodes") or {}).values() for h in hosts or [] if h}
+    )
+    jb.add(MP.node, _one_list(iris.nodes(job_hosts).to_pylist() if job_hosts else []))
+    yield jb
+
+    if u_iri:
+        ub = Block(pa.array([u_iri], LARGE))
+        ub.add(RDF.type, MP.User)
+        ub.add(MP.userName, pa.array([str(job["user"])], LARGE), "str")
+        yield ub
+
+    # --- nodes -----------------------------------------------------------------------------------
+    if len(roles):
+        hosts = roles.groupby("host", sort=True)["role"].agg(list)
+        nb = Block(iris.nodes(list(hosts.index)))
+        nb.add(RDF.type, MP.Node)
+        nb.add(MP.hostname, lit_str(list(hosts.index)), "str")
+        nb.add(MP.role, pa.array([sorted(r) for r in hosts], pa.large_list(LARGE)), "str")
+        nb.add(MP.run, iris.run)
+        yield nb
+
+    # --- files of the run directory ----------------------------------------------------------------
+    if len(configs):
+        for cls in sorted(set(classes)):
+            mask = [c == cls for c in classes]
+            part = configs[mask]
+            fb = Block(iris.run_files(part["name"]))
+            fb.add(RDF.type, cls)
+            fb.add(MP.fileName, lit_str(part["name"]), "str")
+            fb.add(MP.fileKind, lit_str(part["kind"]), "str")
+            fb.add(MP.sha256, lit_str(part["sha256"]), "str")
+            fb.add(MP.byteSize, lit_int(part["size"]), "typed", XSD.integer)
+            fb.add(MP.content, lit_str(part["text"]), "str")
+            if cls == MP.JobOutput:
+                fb.add(PROV.wasGeneratedBy, j_iri)
+            elif cls == MP.LogFile:
+                fb.add(PROV.wasGeneratedBy, iris.run)
+            fb.add(MP.run, iris.run)
+            yield fb
+
+
+_PLAN_CLASSES = {
+    MP.Configuration,
+    MP.DaskConfiguration,
+    MP.DarshanConfiguration,
+    MP.ServiceConfiguration,
+    MP.JobScript,
+    MP.NodeList,
+}
+
+
+def _is_plan(cls: str) -> bool:
+    return cls in _PLAN_CLASSES
+
+
+def _one_list(values: list[str]) -> pa.Array:
+    """A one-row list column (null when empty)."""
+    return pa.array([values if values else None], pa.large_list(LARGE))

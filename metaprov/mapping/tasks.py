@@ -1,0 +1,366 @@
+"""Tasks, their executions and their results: the hot path of the mapping.
+
+Input: ``records.tasks``, ``records.executions``, ``records.dependencies`` (and the keys of
+``records.transfers``). Output, in row chunks:
+
+- mp:Task per key: key, group, first graph, last state, flags, ``mp:dependsOn`` (static edges);
+- mp:TaskExecution per execution row: compute window (dateTimes, epochs, duration), attempt,
+  outcome, ``prov:wasAssociatedWith`` its thread (its worker when the thread is unknown), a
+  qualified ``prov:Association`` whose ``prov:hadPlan`` is the task prefix, and ``prov:used`` of
+  the data chunk of every dependency (dynamic edges);
+- mp:DataChunk per key with a result, ``prov:wasGeneratedBy`` its successful execution and
+  ``prov:atLocation`` the worker holding it.
+
+Everything is computed with pyarrow/numpy over whole columns; rows are sorted by key (then attempt)
+so the output order never depends on the input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, RunIris, concat
+from metaprov.timeutil import utc_to_us
+
+if TYPE_CHECKING:
+    from metaprov.mapping import MapContext
+
+LARGE = pa.large_string()
+_NAT = np.iinfo(np.int64).min
+
+
+def dict_map(values: Any, fn: Any) -> pa.Array:
+    """Apply a column function to the distinct values only, then spread it back (nulls stay null).
+
+    Worker addresses, prefixes, groups and states repeat millions of times: encoding each
+    distinct value once is much cheaper than encoding every row.
+    """
+    arr = values if isinstance(values, pa.Array) else pa.Array.from_pandas(values)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) == 0:
+        return pa.array([], LARGE)
+    enc = arr if isinstance(arr, pa.DictionaryArray) else pc.dictionary_encode(arr)
+    mapped = fn(enc.dictionary)
+    return mapped.take(enc.indices)
+
+
+@dataclass
+class TaskIndex:
+    """The sorted key space of the run, shared by the task, transfer and transition steps.
+
+    Attributes:
+        keys: every key (tasks table plus keys seen only elsewhere), sorted.
+        task_iri: IRI of each key's mp:Task.
+        has_chunk: whether the key has a data chunk (a result was held somewhere).
+        tasks: the tasks table aligned with ``keys`` (rows added for keys seen only elsewhere).
+    """
+
+    keys: pa.Array
+    task_iri: pa.Array
+    has_chunk: np.ndarray
+    tasks: pd.DataFrame
+
+    def rows(self, keys: Any) -> np.ndarray:
+        """Row of each key in :attr:`keys` (-1 when absent)."""
+        arr = keys if isinstance(keys, pa.Array) else pa.Array.from_pandas(keys)
+        idx = pc.index_in(pc.cast(arr, LARGE), value_set=self.keys)
+        return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def chunk_iri(self, rows: np.ndarray) -> pa.Array:
+        """Data chunk IRIs of the given rows."""
+        return concat(self.task_iri.take(pa.array(rows)), "/chunk")
+
+
+def task_index(ctx: MapContext) -> TaskIndex:
+    """Build (once per export) the sorted key space and which keys hold a result."""
+
+    def make() -> TaskIndex:
+        rec = ctx.records
+        tasks = rec.tasks.dropna(subset=["key"]).drop_duplicates("key")
+        base = pc.cast(pa.Array.from_pandas(tasks["key"]), LARGE)
+        others = [
+            rec.executions["key"],
+            rec.dependencies["key"],
+            rec.dependencies["dependency"],
+            rec.transfers["key"],
+        ]
+        extra_parts = []
+        for col in others:
+            a = pc.cast(pa.Array.from_pandas(col.dropna()), LARGE)
+            if len(a):
+                extra_parts.append(a.filter(pc.invert(pc.is_in(a, value_set=base))))
+        if extra_parts:
+            extra = pc.unique(pa.concat_arrays(extra_parts))
+            if len(extra):
+                from metaprov.records import conform
+
+                add = conform("tasks", pd.DataFrame({"key": extra.to_pandas()}))
+                tasks = pd.concat([tasks, add], ignore_index=True)
+                base = pa.concat_arrays([base, extra])
+        order = pc.sort_indices(base).to_numpy()
+        tasks = tasks.iloc[order].reset_index(drop=True)
+        keys = base.take(pa.array(order))
+        task_iri = ctx.iris.tasks(keys)
+        # A key has a result when it was in memory at the end, has a size, finished an execution
+        # in memory, or was transferred.
+        has = np.array(tasks["state"].eq("memory").fillna(False).to_numpy(dtype=bool), copy=True)
+        has |= tasks["nbytes"].notna().to_numpy(dtype=bool)
+        ex = rec.executions
+        ok_keys = pc.cast(
+            pa.Array.from_pandas(ex.loc[ex["outcome"].eq("memory").fillna(False), "key"]), LARGE
+        )
+        tr_keys = pc.cast(pa.Array.from_pandas(rec.transfers["key"].dropna()), LARGE)
+        has |= pc.is_in(keys, value_set=pa.concat_arrays([ok_keys, tr_keys])).to_numpy(
+            zero_copy_only=False
+        )
+        return TaskIndex(keys, task_iri, has, tasks)
+
+    return ctx.cached("task_index", make)
+
+
+@dataclass
+class Edges:
+    """Distinct dependency edges as CSR over task rows: ``targets[offsets[r]:offsets[r+1]]``."""
+
+    offsets: np.ndarray
+    targets: np.ndarray
+
+
+def dependency_edges(ctx: MapContext, idx: TaskIndex) -> Edges:
+    """Distinct (task, dependency) edges, sorted by task row then dependency row."""
+
+    def make() -> Edges:
+        dep = ctx.records.dependencies
+        n = len(idx.keys)
+        if not len(dep):
+            return Edges(np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
+        src = idx.rows(dep["key"])
+        dst = idx.rows(dep["dependency"])
+        ok = (src >= 0) & (dst >= 0)
+        pairs = (
+            np.unique(np.stack([src[ok], dst[ok]], axis=1), axis=0)
+            if ok.any()
+            else np.zeros((0, 2), np.int64)
+        )
+        counts = np.bincount(pairs[:, 0], minlength=n) if len(pairs) else np.zeros(n, np.int64)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return Edges(offsets, pairs[:, 1].astype(np.int64))
+
+    return ctx.cached("dependency_edges", make)
+
+
+def ragged_gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``rows``, the positions ``offsets[r]..offsets[r+1]``: (list offsets, positions)."""
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    out_off = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=out_off[1:])
+    total = int(out_off[-1])
+    if total == 0:
+        return out_off, np.zeros(0, np.int64)
+    pos = (
+        np.arange(total, dtype=np.int64)
+        - np.repeat(out_off[:-1], lengths)
+        + np.repeat(starts, lengths)
+    )
+    return out_off, pos
+
+
+def list_column(offsets: np.ndarray, values: pa.Array) -> pa.Array:
+    """A list<large_string> column from CSR offsets; empty lists become null (no triple)."""
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), values)
+    empty = (offsets[1:] - offsets[:-1]) == 0
+    if empty.any():
+        lists = pa.LargeListArray.from_arrays(
+            pa.array(offsets, pa.int64()), values, mask=pa.array(empty)
+        )
+    return lists
+
+
+def add_tasks(ctx: MapContext) -> Iterator[Block]:
+    """Tasks, executions (+ associations), data chunks."""
+    idx = task_index(ctx)
+    edges = dependency_edges(ctx, idx)
+    yield from _task_blocks(ctx, idx, edges)
+    ex = executions_sorted(ctx, idx)
+    yield from _execution_blocks(ctx, idx, edges, ex)
+    yield from _chunk_blocks(ctx, idx, ex)
+
+
+def _task_blocks(ctx: MapContext, idx: TaskIndex, edges: Edges) -> Iterator[Block]:
+    iris = ctx.iris
+    t = idx.tasks
+    n = len(t)
+    step = ctx.chunk_rows
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        part = t.iloc[a:b]
+        blk = Block(idx.task_iri.slice(a, b - a))
+        blk.add(RDF.type, MP.Task)
+        blk.add(MP.key, idx.keys.slice(a, b - a), "str")
+        blk.add(MP.taskGroup, dict_map(part["group"], iris.groups))
+        blk.add(MP.inGraph, dict_map(part["graph"], iris.task_graphs))
+        blk.add(MP.state, lit_str(part["state"]), "str")
+        blk.add(MP.wanted, lit_true(part["wanted"]), "typed", XSD.boolean)
+        blk.add(MP.erred, lit_true(part["erred"]), "typed", XSD.boolean)
+        blk.add(MP.retried, lit_true(part["retried"]), "typed", XSD.boolean)
+        blk.add(MP.neverRan, lit_true(part["never_ran"]), "typed", XSD.boolean)
+        o0, o1 = int(edges.offsets[a]), int(edges.offsets[b])
+        if o1 > o0:
+            vals = idx.task_iri.take(pa.array(edges.targets[o0:o1]))
+            blk.add(MP.dependsOn, list_column(edges.offsets[a : b + 1] - o0, vals))
+        yield blk
+
+
+def executions_sorted(ctx: MapContext, idx: TaskIndex) -> pd.DataFrame:
+    """Executions with their key's row (``row``), sorted by key then attempt; IRIs cached."""
+
+    def make() -> pd.DataFrame:
+        ex = ctx.records.executions.dropna(subset=["key"])
+        if not len(ex):
+            return ex.assign(row=pd.Series(dtype="int64"))
+        rows = idx.rows(ex["key"])
+        att = ex["attempt"].fillna(0).to_numpy(dtype=np.int64)
+        order = np.lexsort((att, rows))
+        ex = ex.iloc[order].reset_index(drop=True)
+        ex["row"] = rows[order]
+        ex["attempt"] = pd.array(att[order], dtype="Int64")
+        return ex
+
+    return ctx.cached("executions_sorted", make)
+
+
+def execution_iris(iris: RunIris, idx: TaskIndex, ex: pd.DataFrame) -> pa.Array:
+    """IRI of each (sorted) execution row."""
+    return iris.executions(idx.task_iri.take(pa.array(ex["row"].to_numpy())), ex["attempt"])
+
+
+def agent_iris(iris: RunIris, ex: pd.DataFrame) -> tuple[pa.Array, pa.Array]:
+    """(worker IRI, thread-or-worker IRI) per execution row."""
+    w = dict_map(ex["worker"], iris.workers)
+    th = iris.threads(w, pa.Array.from_pandas(ex["thread"]))
+    return w, pc.coalesce(th, w)
+
+
+def _execution_blocks(
+    ctx: MapContext, idx: TaskIndex, edges: Edges, ex: pd.DataFrame
+) -> Iterator[Block]:
+    iris = ctx.iris
+    n = len(ex)
+    if not n:
+        return
+    # The chunk-holding dependencies of each task: the dynamic "used" edges.
+    keep = idx.has_chunk[edges.targets] if len(edges.targets) else np.zeros(0, bool)
+    used_counts = (
+        np.add.reduceat(keep.astype(np.int64), edges.offsets[:-1])
+        if len(keep)
+        else np.zeros(len(idx.keys), np.int64)
+    )
+    if len(keep):
+        # reduceat returns the element itself for empty ranges: zero those.
+        used_counts = np.where(edges.offsets[1:] > edges.offsets[:-1], used_counts, 0)
+    used_offsets = np.zeros(len(idx.keys) + 1, np.int64)
+    np.cumsum(used_counts, out=used_offsets[1:])
+    used_targets = edges.targets[keep]
+    prefix_of = dict_map(idx.tasks["prefix"], iris.prefixes)
+    step = ctx.chunk_rows
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        part = ex.iloc[a:b]
+        rows = part["row"].to_numpy()
+        e_iri = execution_iris(iris, idx, part)
+        _, agent = agent_iris(iris, part)
+        start_us = utc_to_us(part["start"])
+        end_us = utc_to_us(part["end"])
+        known = (start_us != _NAT) & (end_us != _NAT)
+        dur = np.where(known, (end_us - start_us) / 1e6, np.nan)
+        blk = Block(e_iri)
+        blk.add(RDF.type, MP.TaskExecution)
+        blk.add(MP.task, idx.task_iri.take(pa.array(rows)))
+        blk.add(MP.attempt, lit_int(part["attempt"]), "typed", XSD.integer)
+        blk.add(PROV.startedAtTime, lit_time(part["start"]), "typed", XSD.dateTime)
+        blk.add(PROV.endedAtTime, lit_time(part["end"]), "typed", XSD.dateTime)
+        blk.add(MP.duration, lit_double(dur), "typed", XSD.double)
+        blk.add(MP.incomplete, lit_true(~known), "typed", XSD.boolean)
+        blk.add(MP.outcome, dict_map(part["outcome"], lit_str), "str")
+        blk.add(MP.timeSource, dict_map(part["time_source"], lit_str), "str")
+        blk.add(PROV.wasAssociatedWith, agent)
+        blk.add(PROV.qualifiedAssociation, iris.associations(e_iri))
+        off, pos = ragged_gather(used_offsets, rows)
+        if len(pos):
+            blk.add(PROV.used, list_column(off, idx.chunk_iri(used_targets[pos])))
+        yield blk
+
+        ab = Block(iris.associations(e_iri))
+        ab.add(RDF.type, PROV.Association)
+        ab.add(PROV.agent, agent)
+        ab.add(PROV.hadPlan, prefix_of.take(pa.array(rows)))
+        yield ab
+
+
+def generating_execution(ex: pd.DataFrame) -> pd.DataFrame:
+    """Per key row: the last execution that ended in memory (row, attempt, worker)."""
+    ok = ex[ex["outcome"].eq("memory").fillna(False)]
+    return ok.drop_duplicates("row", keep="last")[["row", "attempt", "worker"]]
+
+
+def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator[Block]:
+    iris = ctx.iris
+    rows_all = np.flatnonzero(idx.has_chunk)
+    if not len(rows_all):
+        return
+    gen = (
+        generating_execution(ex)
+        if len(ex)
+        else pd.DataFrame({"row": [], "attempt": [], "worker": []})
+    )
+    gen_pos = np.full(len(idx.keys), -1, np.int64)
+    gen_pos[gen["row"].to_numpy(dtype=np.int64)] = np.arange(len(gen))
+    gen_attempt = (
+        pa.Array.from_pandas(gen["attempt"].astype("Int64"))
+        if len(gen)
+        else pa.array([], pa.int64())
+    )
+    gen_worker = (
+        pa.Array.from_pandas(gen["worker"].astype(object)) if len(gen) else pa.array([], LARGE)
+    )
+    task_worker = idx.tasks["worker"]
+    step = ctx.chunk_rows
+    for a in range(0, len(rows_all), step):
+        rows = rows_all[a : a + step]
+        t_iri = idx.task_iri.take(pa.array(rows))
+        blk = Block(concat(t_iri, "/chunk"))
+        blk.add(RDF.type, MP.DataChunk)
+        blk.add(MP.task, t_iri)
+        blk.add(MP.nbytes, lit_int(idx.tasks["nbytes"].iloc[rows]), "typed", XSD.integer)
+        gp = gen_pos[rows]
+        has_gen = gp >= 0
+        safe = np.where(has_gen, gp, 0)
+        if len(gen):
+            att = pc.if_else(
+                pa.array(has_gen),
+                gen_attempt.take(pa.array(safe)),
+                pa.scalar(None, gen_attempt.type),
+            )
+            blk.add(PROV.wasGeneratedBy, iris.executions(t_iri, att))
+            gw = pc.if_else(
+                pa.array(has_gen), gen_worker.take(pa.array(safe)), pa.scalar(None, gen_worker.type)
+            )
+        else:
+            gw = pa.nulls(len(rows), LARGE)
+        where = pc.coalesce(
+            pc.cast(gw, LARGE),
+            pc.cast(pa.Array.from_pandas(task_worker.iloc[rows].astype(object)), LARGE),
+        )
+        blk.add(PROV.atLocation, dict_map(where, iris.workers))
+        yield blk

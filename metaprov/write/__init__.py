@@ -1,0 +1,266 @@
+"""Write stage: a :class:`~metaprov.mapping.ProvGraph` -> a file in an RDF or PROV format.
+
+Input: the lazy graph from :func:`metaprov.to_prov`. Output: bytes in the chosen format, written
+to a temporary file next to the target and renamed into place only when complete (a failed export
+never leaves a half-written file under the final name).
+
+Formats are registered once (name, aliases, file suffixes) and their writer modules are imported
+on first use. Line-based formats (N-Triples, N-Quads, Turtle, TriG, JSON-LD) stream column blocks
+and scale to millions of tasks; RDF/XML streams through pyoxigraph; PROV-N, PROV-JSON and
+PROV-XML go through the ``prov`` package's in-memory document and refuse graphs above
+:data:`PROV_LIMIT` triples unless forced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from metaprov.errors import FormatError
+
+if TYPE_CHECKING:
+    from metaprov.mapping import ProvGraph
+
+#: Largest graph (in triples) the ``prov``-package formats accept without ``force``.
+PROV_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class Format:
+    """A registered output format."""
+
+    name: str
+    aliases: tuple[str, ...]
+    suffixes: tuple[str, ...]
+    module: str
+    func: str
+    label: str
+    streaming: bool = True
+    limit: int | None = None
+
+
+FORMATS: tuple[Format, ...] = (
+    Format("turtle", ("ttl",), (".ttl",), "metaprov.write.turtle", "write_turtle", "Turtle"),
+    Format(
+        "ntriples",
+        ("nt", "n-triples"),
+        (".nt",),
+        "metaprov.write.ntriples",
+        "write_ntriples",
+        "N-Triples",
+    ),
+    Format(
+        "nquads",
+        ("nq", "n-quads"),
+        (".nq",),
+        "metaprov.write.ntriples",
+        "write_nquads",
+        "N-Quads (one named graph per run)",
+    ),
+    Format(
+        "trig",
+        (),
+        (".trig",),
+        "metaprov.write.turtle",
+        "write_trig",
+        "TriG (one named graph per run)",
+    ),
+    Format(
+        "json-ld",
+        ("jsonld",),
+        (".jsonld", ".json"),
+        "metaprov.write.jsonld",
+        "write_jsonld",
+        "JSON-LD, compacted with ontology/context.jsonld",
+    ),
+    Format(
+        "rdf-xml",
+        ("xml", "rdfxml", "rdf/xml", "rdf"),
+        (".rdf", ".rdf.xml", ".owl"),
+        "metaprov.write.rdfxml",
+        "write_rdfxml",
+        "RDF/XML",
+    ),
+    Format(
+        "provn",
+        ("prov-n",),
+        (".provn",),
+        "metaprov.write.provdm",
+        "write_provn",
+        "PROV-N",
+        False,
+        PROV_LIMIT,
+    ),
+    Format(
+        "provjson",
+        ("prov-json",),
+        (".provjson", ".prov.json"),
+        "metaprov.write.provdm",
+        "write_provjson",
+        "PROV-JSON",
+        False,
+        PROV_LIMIT,
+    ),
+    Format(
+        "provxml",
+        ("prov-xml",),
+        (".provx", ".prov.xml"),
+        "metaprov.write.provdm",
+        "write_provxml",
+        "PROV-XML",
+        False,
+        PROV_LIMIT,
+    ),
+)
+
+
+def format_names() -> list[str]:
+    """Canonical format names, in registry order."""
+    return [f.name for f in FORMATS]
+
+
+def _valid_list() -> str:
+    return ", ".join(f"{f.name} ({', '.join((*f.aliases, *f.suffixes))})" for f in FORMATS)
+
+
+def get_format(name: str) -> Format:
+    """The format called ``name`` (a canonical name or an alias, case-insensitive).
+
+    Raises:
+        FormatError: unknown name; the message lists the valid ones.
+    """
+    key = name.strip().lower()
+    for f in FORMATS:
+        if key == f.name or key in f.aliases:
+            return f
+    raise FormatError(f"unknown format {name!r}", hint=f"valid formats: {_valid_list()}")
+
+
+def format_for_path(path: str | Path) -> Format:
+    """The format a file name implies by its suffix (longest match wins: ``.prov.json``).
+
+    Raises:
+        FormatError: no registered suffix matches; the message lists them.
+    """
+    lower = str(path).lower()
+    best: tuple[int, Format] | None = None
+    for f in FORMATS:
+        for suffix in f.suffixes:
+            if lower.endswith(suffix) and (best is None or len(suffix) > best[0]):
+                best = (len(suffix), f)
+    if best is None:
+        raise FormatError(
+            f"cannot tell the format of {Path(path).name!r} from its suffix",
+            hint=f"give -f/--format; valid formats: {_valid_list()}",
+        )
+    return best[1]
+
+
+def resolve_format(path: str | Path | None, format: str | None) -> Format:
+    """``format`` if given, else from ``path``'s suffix."""
+    if format:
+        return get_format(format)
+    if path is None:
+        raise FormatError(
+            "no format given and no file name to guess it from",
+            hint=f"valid formats: {_valid_list()}",
+        )
+    return format_for_path(path)
+
+
+def _writer(fmt: Format) -> Any:
+    try:
+        module = importlib.import_module(fmt.module)
+    except ImportError as exc:  # pragma: no cover - a missing optional dependency
+        raise FormatError(
+            f"format {fmt.name!r} is not available: {exc}",
+            hint="pip install 'metaprov' with its dependencies",
+        ) from exc
+    return getattr(module, fmt.func)
+
+
+def write(
+    graph: ProvGraph,
+    destination: str | Path | IO[bytes],
+    format: str | None = None,
+    *,
+    force: bool = False,
+) -> int:
+    """Write a PROV graph to a file or binary stream.
+
+    Args:
+        graph: from :func:`metaprov.to_prov`.
+        destination: a file path (written atomically: temp file + rename) or a binary stream.
+        format: a format name or alias (see :data:`FORMATS`); default: from the file suffix.
+        force: let the ``prov``-package formats (PROV-N/JSON/XML) run above :data:`PROV_LIMIT`.
+
+    Returns:
+        The number of triples written.
+
+    Raises:
+        FormatError: unknown format.
+        LimitError: a ``prov``-package format above its limit without ``force``.
+
+    Example:
+        >>> write(to_prov(records), "run.ttl")  # doctest: +SKIP
+    """
+    is_path = isinstance(destination, (str, os.PathLike))
+    fmt = resolve_format(destination if is_path else None, format)
+    func = _writer(fmt)
+    if not is_path:
+        return int(func(graph, destination, force=force))
+    target = Path(destination)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            n = int(func(graph, out, force=force))
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return n
+
+
+def _umask() -> int:
+    """The process umask (mkstemp creates 0600 files; the export gets normal permissions)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def iter_ntriples(graph: ProvGraph) -> Iterator[bytes]:
+    """The graph as N-Triples, in byte chunks (one per column block), for a store loader."""
+    from metaprov.write.ntriples import iter_lines
+
+    yield from iter_lines(graph, None)
+
+
+def iter_nquads(graph: ProvGraph) -> Iterator[bytes]:
+    """The graph as N-Quads in its run's named graph, in byte chunks."""
+    from metaprov.write.ntriples import iter_lines
+
+    yield from iter_lines(graph, graph.graph_iri)
+
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "PROV_LIMIT",
+    "format_names",
+    "get_format",
+    "format_for_path",
+    "resolve_format",
+    "write",
+    "iter_ntriples",
+    "iter_nquads",
+]

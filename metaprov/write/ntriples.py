@@ -1,0 +1,61 @@
+"""N-Triples and N-Quads writers (streaming, line-based).
+
+Input: a :class:`~metaprov.mapping.ProvGraph`. Output: UTF-8 N-Triples, or N-Quads with every
+statement in the run's named graph (``<base>/run/<run-id>/graph``), subjects grouped, in the
+mapping's deterministic order. Memory is bounded by one block, not by the run.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING
+
+from metaprov.write.rows import write_nt
+
+if TYPE_CHECKING:
+    from metaprov.mapping import ProvGraph
+
+
+def iter_lines(graph: ProvGraph, graph_iri: str | None) -> Iterator[bytes]:
+    """N-Triples (``graph_iri`` None) or N-Quads lines of the graph, one byte chunk per block."""
+    for block in graph.blocks():
+        buf = io.BytesIO()
+        write_nt(block, buf, graph_iri)
+        yield buf.getvalue()
+
+
+def _write(graph: ProvGraph, out: IO[bytes], graph_iri: str | None) -> int:
+    n = 0
+    for block in graph.blocks():
+        write_nt(block, out, graph_iri)
+        n += block_triples(block)
+    return n
+
+
+def block_triples(block: object) -> int:
+    """Number of triples in a block (non-null values, list elements counted)."""
+    import pyarrow.compute as pc
+
+    from metaprov.mapping.block import Block
+
+    assert isinstance(block, Block)
+    n = 0
+    for col in block.columns:
+        if isinstance(col.values, str):
+            n += len(block)
+        elif col.multi:
+            n += int(pc.sum(pc.fill_null(pc.list_value_length(col.values), 0)).as_py() or 0)
+        else:
+            n += len(col.values) - col.values.null_count
+    return n
+
+
+def write_ntriples(graph: ProvGraph, out: IO[bytes], *, force: bool = False) -> int:
+    """Write N-Triples; returns the number of triples."""
+    return _write(graph, out, None)
+
+
+def write_nquads(graph: ProvGraph, out: IO[bytes], *, force: bool = False) -> int:
+    """Write N-Quads in the run's named graph; returns the number of quads."""
+    return _write(graph, out, graph.graph_iri)

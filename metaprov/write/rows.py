@@ -1,0 +1,314 @@
+"""Format column blocks into text rows, one per subject, for each line-based syntax.
+
+Input: a :class:`~metaprov.mapping.block.Block`. Output: bytes written straight to the output
+stream: for each subject, its N-Triples/N-Quads lines, its Turtle statement block, or its compact
+JSON-LD node object.
+
+Values are prepared with pyarrow (escaping only where needed); the rows are assembled and written
+by polars (``concat_str`` + ``write_csv`` with no quoting), which does the per-row string work in
+native code on all cores: no Python per row, each output byte copied about once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import IO, Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metaprov.mapping.block import Block, Column, nt_escape
+from metaprov.mapping.terms import RDF, XSD, concat
+
+LARGE = pa.large_string()
+_PN_LOCAL = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+class Rows:
+    """A block's columns as a polars frame plus the expression that builds one row per subject."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, pl.Series] = {}
+
+    def col(self, values: pa.Array) -> pl.Expr:
+        name = f"c{len(self.columns)}"
+        self.columns[name] = pl.from_arrow(values).cast(pl.String)  # type: ignore[union-attr]
+        return pl.col(name)
+
+    def emit(self, out: IO[bytes], row: pl.Expr, terminator: str) -> None:
+        """Write every row (no header, no quoting) followed by ``terminator``."""
+        frame = pl.DataFrame(self.columns)
+        frame.select(row.alias("row")).write_csv(
+            out,
+            include_header=False,
+            quote_style="never",
+            line_terminator=terminator,
+            null_value="",
+        )
+
+
+def lit(text: str) -> pl.Expr:
+    return pl.lit(text, dtype=pl.String)
+
+
+def _map_values(col: Column, fn: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """Apply a term formatter to a column's values, keeping lists as lists."""
+    vals = col.values
+    assert isinstance(vals, pa.Array)
+    if col.multi:
+        child = fn(vals.values)
+        mask = pc.is_null(vals) if vals.null_count else None
+        return pa.LargeListArray.from_arrays(vals.offsets, child, mask=mask)
+    return fn(vals)
+
+
+def _join_list(lists: pa.Array, sep: str) -> pa.Array:
+    """Join each list's strings with ``sep``; empty and null lists become null."""
+    joined = pc.binary_join(lists, pa.scalar(sep, LARGE))
+    empty = pc.equal(pc.fill_null(pc.list_value_length(lists), 0), 0)
+    return pc.if_else(empty, pa.scalar(None, LARGE), joined)
+
+
+def _is_plain(col: Column) -> bool:
+    return col.kind == "str" or col.datatype in (None, XSD.string)
+
+
+# ---------------------------------------------------------------------------------------------
+# N-Triples / N-Quads
+# ---------------------------------------------------------------------------------------------
+
+
+def nt_parts(col: Column) -> tuple[str, Callable[[pa.Array], pa.Array], str]:
+    """(text before the value, value transform, text after it) of an N-Triples object term."""
+    if col.kind == "iri":
+        return "<", lambda v: v, ">"
+    if _is_plain(col):
+        return '"', nt_escape, '"'
+    return '"', lambda v: v, f'"^^<{col.datatype}>'
+
+
+def write_nt(block: Block, out: IO[bytes], graph_iri: str | None = None) -> None:
+    """Write all N-Triples (or N-Quads, with ``graph_iri``) lines of the block's subjects."""
+    rows = Rows()
+    s = rows.col(block.subjects)
+    end = f" <{graph_iri}> ." if graph_iri else " ."
+    pieces: list[pl.Expr] = []
+    for col in block.columns:
+        before, fn, after = nt_parts(col)
+        head = f"> <{col.predicate}> {before}"
+        if isinstance(col.values, str):
+            value = fn(pa.array([col.values], LARGE))[0].as_py()
+            pieces.append(pl.concat_str([lit("<"), s, lit(f"{head}{value}{after}{end}")]))
+        elif col.multi:
+            # One line per value; lines are assembled by pyarrow (lists are short and sparse).
+            subj = concat("<", block.subjects, head)
+            terms = _map_values(col, fn)
+            flat = pc.list_flatten(terms)
+            heads = subj.take(pc.list_parent_indices(terms))
+            lines = concat(heads, flat, f"{after}{end}")
+            lists = pa.LargeListArray.from_arrays(
+                _compact_offsets(terms), lines, mask=pc.is_null(terms) if terms.null_count else None
+            )
+            pieces.append(rows.col(_join_list(lists, "\n")))
+        else:
+            pieces.append(
+                pl.concat_str(
+                    [lit("<"), s, lit(head), rows.col(fn(col.values)), lit(f"{after}{end}")]
+                )
+            )
+    rows.emit(out, pl.concat_str(pieces, separator="\n", ignore_nulls=True), "\n")
+
+
+def _compact_offsets(lists: pa.Array) -> pa.Array:
+    """Offsets of ``lists`` re-based so that they index the flattened values."""
+    import numpy as np
+
+    lengths = (
+        pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    )
+    off = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=off[1:])
+    return pa.array(off, pa.int64())
+
+
+# ---------------------------------------------------------------------------------------------
+# Turtle / TriG
+# ---------------------------------------------------------------------------------------------
+
+
+def prefixed(iri: str, prefixes: dict[str, str]) -> str | None:
+    """``prefix:local`` for a vocabulary IRI when the local name is plain, else None."""
+    for prefix, ns in prefixes.items():
+        if iri.startswith(ns) and _PN_LOCAL.match(iri[len(ns) :]):
+            return f"{prefix}:{iri[len(ns) :]}"
+    return None
+
+
+def ttl_parts(
+    col: Column, prefixes: dict[str, str]
+) -> tuple[str, Callable[[pa.Array], pa.Array], str]:
+    """(text before the value, value transform, text after it) of a Turtle object term."""
+    if col.kind == "iri":
+        return "<", lambda v: v, ">"
+    if _is_plain(col):
+        return '"', nt_escape, '"'
+    if col.datatype in (XSD.integer, XSD.boolean):
+        return "", lambda v: v, ""  # canonical lexical forms are valid bare Turtle literals
+    dt = prefixed(str(col.datatype), prefixes) or f"<{col.datatype}>"
+    return '"', lambda v: v, f'"^^{dt}'
+
+
+def write_turtle_rows(
+    block: Block, out: IO[bytes], prefixes: dict[str, str], indent: str = ""
+) -> None:
+    """Write one Turtle statement block per subject (instances as full ``<IRIs>``)."""
+    rows = Rows()
+    s = rows.col(block.subjects)
+    pieces: list[pl.Expr] = [lit(f"{indent}<"), s, lit(">")]
+    cont = f" ;\n{indent}    "
+    for i, col in enumerate(block.columns):
+        p = (
+            "a"
+            if col.predicate == RDF.type
+            else (prefixed(col.predicate, prefixes) or f"<{col.predicate}>")
+        )
+        lead = " " if i == 0 else cont
+        before, fn, after = ttl_parts(col, prefixes)
+        if isinstance(col.values, str):
+            short = prefixed(col.values, prefixes) if col.kind == "iri" else None
+            term = short or before + fn(pa.array([col.values], LARGE))[0].as_py() + after
+            pieces.append(lit(f"{lead}{p} {term}"))
+        elif col.multi:
+            objs = _join_list(
+                _map_values(col, lambda v, b=before, f=fn, a=after: concat(b, f(v), a)), ", "
+            )
+            pieces.append(pl.concat_str([lit(f"{lead}{p} "), rows.col(objs)]))
+        else:
+            pieces.append(
+                pl.concat_str([lit(f"{lead}{p} {before}"), rows.col(fn(col.values)), lit(after)])
+            )
+    pieces.append(lit(" .\n"))
+    rows.emit(out, pl.concat_str(pieces, ignore_nulls=True), "\n")
+
+
+def turtle_prefix_header(prefixes: dict[str, str]) -> str:
+    return "".join(f"@prefix {p}: <{ns}> .\n" for p, ns in prefixes.items()) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-LD
+# ---------------------------------------------------------------------------------------------
+
+_JSON_CTRL = r"[\x00-\x1f\\\"]"
+
+
+def json_escape(values: pa.Array) -> pa.Array:
+    """Escape strings for a JSON string body (backslash, quote, control characters)."""
+    if len(values) == 0 or not pc.any(pc.match_substring_regex(values, _JSON_CTRL)).as_py():
+        return values
+    out = pc.replace_substring(values, "\\", "\\\\")
+    out = pc.replace_substring(out, '"', '\\"')
+    out = pc.replace_substring(out, "\n", "\\n")
+    out = pc.replace_substring(out, "\r", "\\r")
+    out = pc.replace_substring(out, "\t", "\\t")
+    if pc.any(pc.match_substring_regex(out, r"[\x00-\x1f]")).as_py():
+        for code in range(0x20):
+            ch = chr(code)
+            if ch in "\n\r\t":
+                continue
+            out = pc.replace_substring(out, ch, f"\\u{code:04x}")
+    return out
+
+
+class JsonLdTerms:
+    """Predicate IRI -> (compact key, coercion) from the shipped JSON-LD context."""
+
+    def __init__(self, context: dict[str, Any]) -> None:
+        ctx = context["@context"]
+        self.prefixes = {k: v for k, v in ctx.items() if isinstance(v, str)}
+        self.keys: dict[str, tuple[str, str | None]] = {}
+        for term, spec in ctx.items():
+            if isinstance(spec, dict):
+                iri = self.expand(spec["@id"])
+                self.keys[iri] = (term, spec.get("@type"))
+
+    def expand(self, curie: str) -> str:
+        prefix, _, local = curie.partition(":")
+        return (
+            self.prefixes[prefix] + local
+            if prefix in self.prefixes and not local.startswith("//")
+            else curie
+        )
+
+    def compact(self, iri: str) -> str:
+        for prefix, ns in self.prefixes.items():
+            if iri.startswith(ns) and _PN_LOCAL.match(iri[len(ns) :]):
+                return f"{prefix}:{iri[len(ns) :]}"
+        return iri
+
+    def coercion_for(self, col: Column) -> str | None:
+        if col.kind == "iri":
+            return "@id"
+        if _is_plain(col):
+            return None
+        return self.compact(str(col.datatype))
+
+
+def write_jsonld_rows(block: Block, out: IO[bytes], terms: JsonLdTerms, first: bool) -> None:
+    """Write one compact JSON-LD node object per subject, separated by ``",\\n"``.
+
+    Args:
+        first: this block opens the ``@graph`` array (its first object gets no leading comma).
+    """
+    rows = Rows()
+    s = rows.col(json_escape(block.subjects))
+    pieces: list[pl.Expr] = [lit('{"@id": "'), s, lit('"')]
+    for col in block.columns:
+        if col.predicate == RDF.type:
+            assert isinstance(col.values, str)
+            pieces.append(lit(f', "@type": "{terms.compact(col.values)}"'))
+            continue
+        want = terms.coercion_for(col)
+        found = terms.keys.get(col.predicate)
+        if found is not None and found[1] == want:
+            key, before, after = found[0], '"', '"'
+        else:
+            # Not in the context (or typed differently): expanded form, still valid JSON-LD.
+            key = col.predicate
+            if col.kind == "iri":
+                before, after = '{"@id": "', '"}'
+            elif want is None:
+                before, after = '{"@value": "', '"}'
+            else:
+                before, after = '{"@value": "', f'", "@type": "{col.datatype}"}}'
+        if isinstance(col.values, str):
+            pieces.append(
+                lit(
+                    f', "{key}": {before}'
+                    + json_escape(pa.array([col.values], LARGE))[0].as_py()
+                    + after
+                )
+            )
+        elif col.multi:
+            objs = _join_list(_map_values(col, json_escape), f"{after}, {before}")
+            pieces.append(
+                pl.concat_str([lit(f', "{key}": [{before}'), rows.col(objs), lit(f"{after}]")])
+            )
+        else:
+            pieces.append(
+                pl.concat_str(
+                    [lit(f', "{key}": {before}'), rows.col(json_escape(col.values)), lit(after)]
+                )
+            )
+    pieces.append(lit("}"))
+    row = pl.concat_str(pieces, ignore_nulls=True)
+    if first:
+        # The first object of the array: no separator before it.
+        out.write(b"\n    ")
+        head = Rows()
+        head.columns = {k: v.head(1) for k, v in rows.columns.items()}
+        head.emit(out, row, "")
+        rows.columns = {k: v.slice(1) for k, v in rows.columns.items()}
+    rows.emit(out, pl.concat_str([lit(",\n    "), row]), "")
