@@ -51,6 +51,29 @@ def worker_table(ctx: MapContext) -> pd.DataFrame:
     return ctx.cached("workers", make)
 
 
+def client_table(ctx: MapContext) -> pd.DataFrame:
+    """Every client (clients table plus ids seen only in graphs or tasks), sorted by id."""
+
+    def make() -> pd.DataFrame:
+        rec = ctx.records
+        c = rec.clients.dropna(subset=["client"]).drop_duplicates("client")
+        seen = (
+            pd.concat([rec.graphs["client"], rec.tasks["client"]], ignore_index=True)
+            .dropna()
+            .astype(str)
+        )
+        extra = sorted(set(seen.unique()) - set(c["client"].astype(str)))
+        if extra:
+            from metaprov.records import conform
+
+            c = pd.concat(
+                [c, conform("clients", pd.DataFrame({"client": extra}))], ignore_index=True
+            )
+        return c.sort_values("client", kind="stable").reset_index(drop=True)
+
+    return ctx.cached("clients", make)
+
+
 def thread_table(ctx: MapContext) -> pd.DataFrame:
     """Every (worker, thread) pair with its task count, sorted."""
 
@@ -73,11 +96,7 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
     iris = ctx.iris
     u_iri = user_iri(ctx)
 
-    clients = (
-        rec.clients.dropna(subset=["client"])
-        .drop_duplicates("client")
-        .sort_values("client", kind="stable")
-    )
+    clients = client_table(ctx)
     client_iris = iris.clients(clients["client"])
     if len(clients):
         cb = Block(client_iris)

@@ -96,9 +96,9 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
         run.add(MP.endEpoch, lit_epoch(times.iloc[1:]), "typed", XSD.double)
         run.add(MP.duration, lit_double([(us[1] - us[0]) / 1e6]), "typed", XSD.double)
     run.add(MP.partOfJob, pa.array([j_iri], LARGE))
-    agents = [iris.scheduler] + sorted(
-        iris.clients(sorted(rec.clients["client"].dropna().unique())).to_pylist()
-    )
+    from metaprov.mapping.agents import client_table
+
+    agents = [iris.scheduler] + iris.clients(client_table(ctx)["client"]).to_pylist()
     run.add(PROV.wasAssociatedWith, _one_list(agents))
     configs = rec.configs.sort_values("name", kind="stable")
     classes = [FILE_KIND_CLASS.get(str(k), MP.RunFile) for k in configs["kind"].fillna("")]

@@ -261,14 +261,8 @@ def _execution_blocks(
         return
     # The chunk-holding dependencies of each task: the dynamic "used" edges.
     keep = idx.has_chunk[edges.targets] if len(edges.targets) else np.zeros(0, bool)
-    used_counts = (
-        np.add.reduceat(keep.astype(np.int64), edges.offsets[:-1])
-        if len(keep)
-        else np.zeros(len(idx.keys), np.int64)
-    )
-    if len(keep):
-        # reduceat returns the element itself for empty ranges: zero those.
-        used_counts = np.where(edges.offsets[1:] > edges.offsets[:-1], used_counts, 0)
+    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
+    used_counts = kept_before[edges.offsets[1:]] - kept_before[edges.offsets[:-1]]
     used_offsets = np.zeros(len(idx.keys) + 1, np.int64)
     np.cumsum(used_counts, out=used_offsets[1:])
     used_targets = edges.targets[keep]

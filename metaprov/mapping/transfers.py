@@ -44,7 +44,9 @@ def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
 
 def fallback_destination(ctx: MapContext) -> str:
     """The agent receiving data when no worker address was logged (see module docstring)."""
-    clients = sorted(ctx.records.clients["client"].dropna().astype(str).unique())
+    from metaprov.mapping.agents import client_table
+
+    clients = client_table(ctx)["client"].astype(str).tolist()
     if clients:
         return str(ctx.iris.clients([clients[0]])[0].as_py())
     return f"{ctx.iris.run}/client/unknown"
@@ -58,7 +60,7 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
     iris = ctx.iris
     idx = task_index(ctx)
     fallback = fallback_destination(ctx)
-    if not len(ctx.records.clients["client"].dropna()):
+    if fallback.endswith("/client/unknown"):
         ub = Block(pa.array([fallback], LARGE))
         ub.add(RDF.type, MP.Client)
         ub.add(MP.run, iris.run)

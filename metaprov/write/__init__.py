@@ -80,7 +80,7 @@ FORMATS: tuple[Format, ...] = (
     ),
     Format(
         "rdf-xml",
-        ("xml", "rdfxml", "rdf/xml", "rdf"),
+        ("rdfxml", "rdf"),
         (".rdf", ".rdf.xml", ".owl"),
         "metaprov.write.rdfxml",
         "write_rdfxml",

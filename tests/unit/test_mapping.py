@@ -1,0 +1,270 @@
+"""Mapping: RunRecords -> PROV triples (checked by parsing the N-Triples output back with rdflib)."""
+
+from __future__ import annotations
+
+import io
+import urllib.parse
+
+import pytest
+import rdflib
+from rdflib import RDF, Literal, URIRef
+from tinyrun import (
+    CLIENT,
+    KEY_A,
+    KEY_B,
+    KEY_CUT,
+    KEY_ERR,
+    KEY_NEVER,
+    KEY_SLASH,
+    KEY_UNI,
+    TH2,
+    W1,
+    W2,
+    partial_records,
+    tiny_records,
+)
+
+from metaprov.errors import UsageError
+from metaprov.mapping import Block, register_step, steps, to_prov
+from metaprov.mapping.terms import DEFAULT_BASE, MP, PROV, XSD
+from metaprov.write import write
+
+MPN = rdflib.Namespace(MP.Run[: -len("Run")])
+PROVN = rdflib.Namespace(PROV.used[: -len("used")])
+RUN = f"{DEFAULT_BASE}/run/tiny0001"
+
+
+def q(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def task(key: str) -> URIRef:
+    return URIRef(f"{RUN}/task/{q(key)}")
+
+
+def execution(key: str, attempt: int = 0) -> URIRef:
+    return URIRef(f"{task(key)}/execution/{attempt}")
+
+
+def chunk(key: str) -> URIRef:
+    return URIRef(f"{task(key)}/chunk")
+
+
+def worker(addr: str) -> URIRef:
+    return URIRef(f"{RUN}/worker/{q(addr)}")
+
+
+def graph_of(records, **kw) -> rdflib.Graph:  # type: ignore[no-untyped-def]
+    buf = io.BytesIO()
+    write(to_prov(records, **kw), buf, "ntriples")
+    return rdflib.Graph().parse(data=buf.getvalue(), format="nt")
+
+
+@pytest.fixture(scope="module")
+def g() -> rdflib.Graph:
+    return graph_of(tiny_records())
+
+
+def of_type(g: rdflib.Graph, cls: str) -> set:
+    return set(g.subjects(RDF.type, URIRef(cls)))
+
+
+def test_one_execution_per_row_and_one_task_per_key(g: rdflib.Graph) -> None:
+    rec = tiny_records()
+    assert len(of_type(g, MP.TaskExecution)) == len(rec.executions)
+    assert of_type(g, MP.Task) == {task(k) for k in rec.tasks["key"]}
+    assert execution(KEY_ERR, 1) in of_type(g, MP.TaskExecution)
+
+
+def test_keys_round_trip_exactly_through_escaping_and_iris(g: rdflib.Graph) -> None:
+    for key in (KEY_A, KEY_B, KEY_SLASH, KEY_UNI):
+        assert g.value(task(key), MPN.key) == Literal(key)
+
+
+def test_execution_window_duration_and_association(g: rdflib.Graph) -> None:
+    e = execution(KEY_SLASH)
+    assert g.value(e, PROVN.startedAtTime) == Literal(
+        "2024-04-19T19:01:44.000000Z", datatype=XSD.dateTime
+    )
+    assert g.value(e, PROVN.endedAtTime) == Literal(
+        "2024-04-19T19:01:44.250000Z", datatype=XSD.dateTime
+    )
+    assert float(g.value(e, MPN.duration)) == pytest.approx(0.25)
+    thread = URIRef(f"{worker(W2)}/thread/{TH2}")
+    assert g.value(e, PROVN.wasAssociatedWith) == thread
+    assoc = g.value(e, PROVN.qualifiedAssociation)
+    assert g.value(assoc, PROVN.agent) == thread
+    assert g.value(assoc, PROVN.hadPlan) == URIRef(f"{RUN}/prefix/x")
+    # The 64-bit thread id stays exact.
+    assert g.value(thread, MPN.threadId).toPython() == TH2
+
+
+def test_agent_chain_thread_process_worker_scheduler_client_user(g: rdflib.Graph) -> None:
+    thread = URIRef(f"{worker(W2)}/thread/{TH2}")
+    process = g.value(thread, PROVN.actedOnBehalfOf)
+    assert (process, RDF.type, URIRef(MP.WorkerProcess)) in g
+    assert g.value(process, PROVN.actedOnBehalfOf) == worker(W2)
+    scheduler = g.value(worker(W2), PROVN.actedOnBehalfOf)
+    assert (scheduler, RDF.type, URIRef(MP.Scheduler)) in g
+    client = g.value(scheduler, PROVN.actedOnBehalfOf)
+    assert client == URIRef(f"{RUN}/client/{CLIENT}")
+    assert (g.value(client, PROVN.actedOnBehalfOf), RDF.type, URIRef(MP.User)) in g
+
+
+def test_retried_task_chunk_generated_by_successful_attempt(g: rdflib.Graph) -> None:
+    assert g.value(chunk(KEY_ERR), PROVN.wasGeneratedBy) == execution(KEY_ERR, 1)
+    assert g.value(execution(KEY_ERR, 0), MPN.outcome) == Literal("error")
+    assert (task(KEY_ERR), MPN.erred, Literal(True)) in g
+
+
+def test_dependency_usage_uses_the_dependency_chunks(g: rdflib.Graph) -> None:
+    used = set(g.objects(execution(KEY_SLASH), PROVN.used))
+    assert used == {chunk(KEY_A), chunk(KEY_B)}  # duplicate edge in the records counted once
+    assert set(g.objects(task(KEY_SLASH), MPN.dependsOn)) == {task(KEY_A), task(KEY_B)}
+    # A task that never ran keeps its static dependency, has no execution and no chunk.
+    assert set(g.objects(task(KEY_NEVER), MPN.dependsOn)) == {task(KEY_SLASH)}
+    assert (None, MPN.task, task(KEY_NEVER)) not in g
+    assert (task(KEY_NEVER), MPN.neverRan, Literal(True)) in g
+
+
+def test_incomplete_execution_is_marked_and_has_no_end(g: rdflib.Graph) -> None:
+    e = execution(KEY_CUT)
+    assert (e, MPN.incomplete, Literal(True)) in g
+    assert g.value(e, PROVN.endedAtTime) is None
+    assert g.value(e, MPN.duration) is None
+    # Unknown thread: associated with the worker itself.
+    assert g.value(e, PROVN.wasAssociatedWith) == worker(W2)
+
+
+def test_transfer_uses_source_chunks_and_generates_replicas(g: rdflib.Graph) -> None:
+    t0 = URIRef(f"{RUN}/transfer/0")
+    assert set(g.objects(t0, PROVN.used)) == {chunk(KEY_A), chunk(KEY_B)}
+    assert g.value(t0, MPN.source) == worker(W1)
+    assert g.value(t0, MPN.destination) == worker(W2)
+    replicas = set(g.subjects(PROVN.wasGeneratedBy, t0))
+    assert len(replicas) == 2
+    for r in replicas:
+        assert g.value(r, PROVN.atLocation) == worker(W2)
+        assert g.value(r, PROVN.specializationOf) in {chunk(KEY_A), chunk(KEY_B)}
+    # A gather by the client has no worker destination: the client receives it.
+    t1 = URIRef(f"{RUN}/transfer/1")
+    assert g.value(t1, MPN.destination) == URIRef(f"{RUN}/client/{CLIENT}")
+
+
+def test_run_job_configs_and_software(g: rdflib.Graph) -> None:
+    run = URIRef(RUN)
+    assert (run, RDF.type, URIRef(MP.Run)) in g
+    job = g.value(run, MPN.partOfJob)
+    assert job == URIRef(f"{DEFAULT_BASE}/job/123.pbs01")
+    used = set(g.objects(run, PROVN.used))
+    assert used == {URIRef(f"{RUN}/input/config.txt")}  # the job output is not a plan
+    assert (URIRef(f"{RUN}/input/123.pbs.OU"), PROVN.wasGeneratedBy, job) in g
+    assert g.value(URIRef(f"{RUN}/input/config.txt"), MPN.content) == Literal(
+        'MODMEM 4\n"quoted"\\'
+    )
+    assert {str(o) for o in g.objects(run, MPN.software)} == {"dask 2024.4.1", "python 3.11"}
+    assert g.value(run, MPN.missingInput) is None
+
+
+def test_transitions_only_with_detail_transitions(g: rdflib.Graph) -> None:
+    assert not of_type(g, MP.Transition)
+    gt = graph_of(tiny_records(), detail="transitions")
+    trans = of_type(gt, MP.Transition)
+    assert len(trans) == 4
+    w = URIRef(f"{RUN}/transition/worker/4")
+    assert gt.value(w, MPN.execution) == execution(KEY_ERR, 0)
+    assert gt.value(w, MPN.observedBy) == worker(W1)
+    s = URIRef(f"{RUN}/transition/scheduler/2")
+    assert gt.value(s, MPN.observedBy) == URIRef(f"{RUN}/scheduler")
+    assert gt.value(s, MPN.stimulusId) == Literal("update-graph-1")
+
+
+def test_partial_run_exports_what_it_holds_and_names_missing_inputs() -> None:
+    rec = partial_records()
+    g = graph_of(rec)
+    run = next(iter(of_type(g, MP.Run)))
+    assert {str(o) for o in g.objects(run, MPN.missingInput)} == set(rec.missing)
+    assert len(of_type(g, MP.Transfer)) == 2
+    assert len(of_type(g, MP.Task)) == len(rec.tasks)
+    assert not of_type(g, MP.TaskExecution)
+    # The client seen only in graph.csv is still an agent the graph is attributed to.
+    tg = next(iter(of_type(g, MP.TaskGraph)))
+    assert (g.value(tg, PROVN.wasAttributedTo), RDF.type, URIRef(MP.Client)) in g
+
+
+def test_output_does_not_depend_on_input_row_order() -> None:
+    a = tiny_records()
+    b = tiny_records()
+    for name in (
+        "tasks",
+        "executions",
+        "dependencies",
+        "transfers",
+        "transitions",
+        "workers",
+        "threads",
+    ):
+        df = getattr(b, name)
+        setattr(b, name, df.iloc[::-1].reset_index(drop=True))
+    out = []
+    for rec in (a, b):
+        buf = io.BytesIO()
+        write(to_prov(rec, detail="transitions"), buf, "ntriples")
+        out.append(buf.getvalue())
+    assert out[0] == out[1]
+
+
+def test_small_chunk_rows_give_the_same_triples() -> None:
+    whole = io.BytesIO()
+    write(to_prov(tiny_records()), whole, "ntriples")
+    parts = io.BytesIO()
+    write(to_prov(tiny_records(), chunk_rows=2), parts, "ntriples")
+    assert sorted(whole.getvalue().splitlines()) == sorted(parts.getvalue().splitlines())
+
+
+def test_base_iri_is_configurable_and_checked() -> None:
+    graph = to_prov(tiny_records(), base="https://example.org/prov/")
+    assert graph.run_iri == "https://example.org/prov/run/tiny0001"
+    assert graph.graph_iri == graph.run_iri + "/graph"
+    with pytest.raises(UsageError):
+        to_prov(tiny_records(), base="not an iri")
+    with pytest.raises(UsageError):
+        to_prov(tiny_records(), base="https://example.org/a b")
+    with pytest.raises(UsageError):
+        to_prov(tiny_records(), detail="everything")
+
+
+def test_run_id_derived_when_records_have_none() -> None:
+    ids = []
+    for path in ("/one/place", "/another/place"):
+        rec = tiny_records(path)
+        rec.run_id = ""
+        ids.append(to_prov(rec).run_id)
+    assert len(ids[0]) == 16
+    assert ids[0] == ids[1]
+
+
+def test_registered_step_adds_blocks_after_a_named_step() -> None:
+    def add_extra(ctx):  # type: ignore[no-untyped-def]
+        import pyarrow as pa
+
+        blk = Block(pa.array([ctx.iris.run + "/extra"], pa.large_string()))
+        blk.add(str(RDF.type), MP.File)
+        blk.add(MP.path, pa.array(["/data/x.h5"], pa.large_string()), "str")
+        yield blk
+
+    register_step("test-extra", add_extra, after="tasks")
+    try:
+        assert steps().index("test-extra") == steps().index("tasks") + 1
+        g = graph_of(tiny_records())
+        assert g.value(URIRef(RUN + "/extra"), MPN.path) == Literal("/data/x.h5")
+    finally:
+        from metaprov import mapping
+
+        mapping._STEPS[:] = [e for e in mapping._STEPS if e.name != "test-extra"]
+    with pytest.raises(ValueError):
+        register_step("x", add_extra, after="no-such-step")
+
+
+def test_count_triples_matches_written(g: rdflib.Graph) -> None:
+    assert to_prov(tiny_records()).count_triples() == len(g)
