@@ -124,7 +124,8 @@ def run_one(out: Path) -> dict:
     # thread), and the thread id encodes worker and thread: rebuild the expected key
     seg = rec.darshan.segments
     linked = np.flatnonzero(links["status"].to_numpy() == "linked")[:200_000]
-    rel = seg["pthread"].to_numpy(dtype=np.uint64)[linked] - np.uint64(0x7F00_0000_0000)
+    pt_all = seg["pthread"].to_numpy(dtype=np.uint64, na_value=0)
+    rel = pt_all[linked] - np.uint64(0x7F00_0000_0000)
     w = (rel >> np.uint64(24)).astype(np.int64).astype(str)
     t = ((rel >> np.uint64(12)) & np.uint64(0xFFF)).astype(np.int64).astype(str)
     i = (seg["offset"].to_numpy()[linked] // 4096).astype(str)
@@ -140,7 +141,7 @@ def run_one(out: Path) -> dict:
     we = ex_s["end"].to_numpy(dtype="datetime64[us]").view("int64")
     th = ex_s["thread"].to_numpy(dtype=np.uint64)
     ss = seg["start"].to_numpy(dtype="datetime64[us]").view("int64")
-    pt = seg["pthread"].to_numpy(dtype=np.uint64)
+    pt = pt_all
     tn = time.perf_counter()
     for i in sample:
         m = (th == pt[i]) & (ws <= ss[i] - 35_000) & (we >= ss[i] - 35_000)

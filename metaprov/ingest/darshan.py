@@ -837,12 +837,12 @@ def _read_dxt(
     else:
         pthread = np.zeros(len(seg), np.uint64)
         has_pthread = np.zeros(len(seg), bool)
-    if size == 104:
-        # The text may carry the id too; the binary field wins, the text fills a zero field.
-        pt2, ok2 = parse_pthread_extra(seg["extra"])
-        fill = ~has_pthread & ok2
-        pthread = np.where(fill, pt2, pthread)
-        has_pthread = has_pthread | ok2
+    if size == 104 and not has_pthread.all():
+        # The text may carry the id too: the binary field wins, the text fills a zero field.
+        zero = np.flatnonzero(~has_pthread)
+        pt2, ok2 = parse_pthread_extra(seg["extra"][zero])
+        pthread[zero[ok2]] = pt2[ok2]
+        has_pthread[zero[ok2]] = True
     missing = int((~has_pthread).sum())
     if size != 32 and missing:
         res.problem(
