@@ -344,6 +344,7 @@ def _ensure_run(n: int, seed: int, timeout: float) -> Path:
         ],
         cwd=str(REPO),
         timeout=timeout,
+        stdout=subprocess.DEVNULL,  # the table owns stdout; the summary line goes to stderr
     )
     if proc.returncode != 0:
         raise SystemExit(f"generating N={n} failed (exit {proc.returncode})")
@@ -371,6 +372,8 @@ def _measure(
             flush=True,
         )
     entry: dict[str, Any] = {"n": n, "stage": label, "status": last.get("status", "failed")}
+    # The machine is shared: keep the load next to each figure.
+    entry["loadavg_1min"] = os.getloadavg()[0]
     if entry["status"] != "ok":
         entry["reason"] = last.get("reason", "")
         print(
