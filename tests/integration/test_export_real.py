@@ -1,0 +1,124 @@
+"""Every real run exports in every format; outputs parse back and validate; SPARQL counts match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyoxigraph as ox
+import pytest
+from conftest import real_run_params
+
+from metaprov.ingest import read_run
+from metaprov.mapping import to_prov
+from metaprov.validate import validate
+from metaprov.write import FORMATS, write
+
+pytestmark = pytest.mark.realdata
+
+OX = {
+    "turtle": ox.RdfFormat.TURTLE,
+    "ntriples": ox.RdfFormat.N_TRIPLES,
+    "nquads": ox.RdfFormat.N_QUADS,
+    "trig": ox.RdfFormat.TRIG,
+    "json-ld": ox.RdfFormat.JSON_LD,
+    "rdf-xml": ox.RdfFormat.RDF_XML,
+}
+PROV_DM = {"provn": "provn", "provjson": "json", "provxml": "xml"}
+
+
+def _triples(path: Path, fmt: ox.RdfFormat) -> set[tuple]:
+    return {(q.subject, q.predicate, q.object) for q in ox.parse(path=str(path), format=fmt)}
+
+
+@pytest.mark.parametrize("run", real_run_params())
+def test_real_run_every_format_parses_back_and_validates(run: Path, tmp_path: Path) -> None:
+    from prov.model import ProvDocument
+
+    records = read_run(run, darshan=False)
+    graph = to_prov(records, detail="transitions")
+    outputs = {}
+    for fmt in FORMATS:
+        out = tmp_path / f"run{fmt.suffixes[0]}"
+        n = write(graph, out, fmt.name)
+        assert n > 0 and out.stat().st_size > 0
+        outputs[fmt.name] = out
+    reference = _triples(outputs["ntriples"], OX["ntriples"])
+    assert len(reference) == n
+    for name, oxf in OX.items():
+        assert _triples(outputs[name], oxf) == reference, name
+    docs = {}
+    for name, pformat in PROV_DM.items():
+        docs[name] = ProvDocument.deserialize(source=str(outputs[name]), format=pformat)
+        assert len(docs[name].get_records()) > 0
+    assert docs["provn"] == docs["provjson"]
+    # Validation: pyshacl on one RDF serialisation (all are the same triples, checked above),
+    # the SPARQL engine on the others, prov on the PROV-DM ones.
+    report = validate(outputs["ntriples"], engine="shacl")
+    assert report.conforms, report.text()
+    for name in OX:
+        if name != "ntriples":
+            assert validate(outputs[name], engine="sparql").conforms, name
+    for name in PROV_DM:
+        assert validate(outputs[name]).conforms, name
+    # A partial run says what was missing.
+    if records.missing:
+        run_iri = ox.NamedNode(graph.run_iri)
+        missing = {
+            o.value for s, p, o in reference if s == run_iri and p.value.endswith("#missingInput")
+        }
+        assert missing == set(records.missing)
+
+
+def _count(store: ox.Store, where: str) -> int:
+    q = f"""PREFIX mp: <https://w3id.org/metaprov/ns#>
+PREFIX prov: <http://www.w3.org/ns/prov#>
+SELECT (COUNT(*) AS ?n) WHERE {{ {where} }}"""
+    return int(next(iter(store.query(q)))["n"].value)
+
+
+def test_sparql_counts_on_pmda_r1_match_the_records(pmda_r1: Path) -> None:
+    records = read_run(pmda_r1, darshan=False)
+    store = ox.Store()
+    from metaprov.write import iter_nquads
+
+    graph = to_prov(records)
+    store.bulk_load(b"".join(iter_nquads(graph)), format=ox.RdfFormat.N_QUADS)
+    g = f"GRAPH <{graph.graph_iri}>"
+
+    assert _count(store, f"{g} {{ ?e a mp:TaskExecution }}") == len(records.executions)
+    assert _count(store, f"{g} {{ ?w a mp:Worker }}") == records.workers["address"].nunique()
+    assert _count(store, f"{g} {{ ?t a mp:Thread }}") == len(records.threads)
+    assert _count(store, f"{g} {{ ?c a mp:Client }}") == records.clients["client"].nunique()
+    assert _count(store, f"{g} {{ ?t a mp:TaskGraph }}") == len(records.graphs)
+    assert _count(store, f"{g} {{ ?t a mp:Transfer }}") == records.transfers["transfer"].nunique()
+    assert _count(store, f"{g} {{ ?t a mp:Task }}") == len(records.tasks)
+
+    # Dependency usages: each execution of a task uses the chunk of each (distinct) dependency.
+    edges = records.dependencies[["key", "dependency"]].drop_duplicates()
+    usages = edges.merge(records.executions[["key"]], on="key")
+    assert len(usages) > 0
+    assert _count(
+        store, f"{g} {{ ?e a mp:TaskExecution ; prov:used ?c . ?c a mp:DataChunk }}"
+    ) == len(usages)
+    assert _count(store, f"{g} {{ ?t mp:dependsOn ?d }}") == len(edges)
+
+    # Every task execution's start <= end, compared as dateTimes and as the exported duration.
+    assert _count(
+        store, f"{g} {{ ?e a mp:TaskExecution ; prov:startedAtTime ?s ; prov:endedAtTime ?x }}"
+    ) == len(records.executions)
+    assert (
+        _count(
+            store,
+            f"{g} {{ ?e a mp:TaskExecution ; prov:startedAtTime ?s ; prov:endedAtTime ?x FILTER(?s > ?x) }}",
+        )
+        == 0
+    )
+    assert _count(store, f"{g} {{ ?e a mp:TaskExecution ; mp:duration ?d FILTER(?d < 0) }}") == 0
+
+    # Per-execution times equal the records' (compared as values, not strings).
+    q = f"""PREFIX mp: <https://w3id.org/metaprov/ns#> PREFIX prov: <http://www.w3.org/ns/prov#>
+SELECT ?k ?s WHERE {{ {g} {{ ?e a mp:TaskExecution ; mp:task/mp:key ?k ; prov:startedAtTime ?s }} }}"""
+    got = {row["k"].value: pd.Timestamp(row["s"].value) for row in store.query(q)}
+    want = dict(zip(records.executions["key"], records.executions["start"], strict=True))
+    assert got == want
