@@ -72,7 +72,7 @@ MP_TERMS: frozenset[str] = frozenset(
     TaskGraph TaskPrefix TaskGroup Task TaskExecution
     DataChunk ChunkReplica Transfer Transition
     File FileVersion IOUsage IOGeneration
-    run partOfJob node task taskGroup taskPrefix inGraph dependsOn worker source destination
+    run partOfJob node task taskGroup taskPrefix inGraph dependsOn source destination
     observedBy execution file
     runId runName missingInput software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
