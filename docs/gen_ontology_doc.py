@@ -101,7 +101,7 @@ def render() -> str:
                 vals = sorted(_short(g, o) for o in g.objects(t, p))
                 if vals:
                     rel.append(f"{label} {', '.join(f'`{v}`' for v in vals)}")
-            stp = sorted((int(g.value(s, MP.stepNumber) or 0) for s in g.objects(t, MP.step)))
+            stp = sorted(int(g.value(s, MP.stepNumber) or 0) for s in g.objects(t, MP.step))
             other = sorted(_short(g, o) for o in g.objects(t, MP.level) if o != lv)
             also = f" (also {', '.join(other)})" if other else ""
             out.append(
