@@ -172,9 +172,8 @@ class CsvSink:
                 self._fh.close()
 
 
-def now() -> float:
-    """Epoch seconds (the same clock the Mofka plugins used)."""
-    return time.time()
+#: Epoch seconds, the clock the Mofka plugins used (bound directly: it runs once per row).
+now = time.time
 
 
 def utc_stamp(t: float | None = None) -> str:

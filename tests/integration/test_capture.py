@@ -95,6 +95,7 @@ def _worker_transfers(dask_worker) -> dict[str, int]:
     return {
         "incoming_transfer": len(dask_worker.transfer_incoming_log),
         "outgoing_transfer": len(dask_worker.transfer_outgoing_log),
+        "to_client": sum(e["who"] is None for e in dask_worker.transfer_outgoing_log),
     }
 
 
@@ -296,6 +297,59 @@ def test_read_run_gives_the_same_counts(captured):
     final = ex.sort_values("attempt").groupby("key").tail(1)
     seen = set(zip(truth["key"], truth["thread"].astype("uint64"), strict=True))
     assert set(zip(final["key"], final["thread"].astype("uint64"), strict=True)) <= seen
+
+
+_PREFIXES = """PREFIX mp: <https://w3id.org/metaprov/ns#>
+PREFIX prov: <http://www.w3.org/ns/prov#>
+"""
+
+
+def test_export_load_query_counts_equal_what_dask_reported(captured, tmp_path):
+    """capture -> export (N-Triples) -> load into the embedded store -> SPARQL counts."""
+    pytest.importorskip("metaprov.export", reason="needs metaprov.to_prov / export")
+    pytest.importorskip("metaprov.store", reason="needs metaprov.load / query")
+    import metaprov
+    from metaprov.export import export
+
+    result = export(captured["run"], tmp_path / "run.nt", darshan=False)
+    assert result.triples > 0
+    store = tmp_path / "store"
+    metaprov.load(tmp_path / "run.nt", store=store)
+
+    def select(where: str, var: str) -> list[str]:
+        df = metaprov.query(f"{_PREFIXES}SELECT ?{var} WHERE {{ {where} }}", store=store)
+        return [str(v) for v in df[var]]
+
+    keys = captured["keys"]
+    reports = captured["reports"]
+    events = [e for e in reports["events"] if e[0] in keys]
+    # Task executions (every attempt) = Dask's ExecuteSuccess/ExecuteFailure events.
+    ex_keys = select("?e a mp:TaskExecution ; mp:task/mp:key ?k", "k")
+    assert sorted(k for k in ex_keys if k in keys) == sorted(e[0] for e in events)
+    failed = select(
+        "?e a mp:TaskExecution ; mp:outcome ?o ; mp:task/mp:key ?k FILTER(?o = 'error')", "k"
+    )
+    assert sorted(k for k in failed if k in keys) == sorted(
+        e[0] for e in events if e[1] == "ExecuteFailureEvent"
+    )
+    # Erred tasks = futures in error.
+    erred = select("?t a mp:Task ; mp:state 'erred' ; mp:key ?k", "k")
+    assert set(erred) & keys == {k for k, st in reports["status"].items() if st == "error"}
+    # Dependency edges = the scheduler's task graph.
+    deps = metaprov.query(
+        f"{_PREFIXES}SELECT ?k ?d WHERE {{ ?t mp:dependsOn ?u . ?t mp:key ?k . ?u mp:key ?d }}",
+        store=store,
+    )
+    got = {(str(k), str(d)) for k, d in zip(deps["k"], deps["d"], strict=True) if str(k) in keys}
+    assert got == {tuple(e) for e in reports["edges"] if e[0] in keys}
+    # Transfers = the workers' own logs: each worker-to-worker transfer (logged on both sides)
+    # once, plus the results sent to the client.
+    logged = reports["transfers"].values()
+    expected = sum(v["incoming_transfer"] + v["to_client"] for v in logged)
+    assert len(select("?x a mp:Transfer", "x")) == expected
+    # Threads: the ids the tasks saw, so Darshan records of such a run link to them.
+    threads = select("?th a mp:Thread ; mp:threadId ?id", "id")
+    assert {int(t) for t in threads} == set(captured["truth"]["thread"].astype("uint64"))
 
 
 def test_concurrent_file_io_threads_are_recorded_exactly(client, tmp_path):
