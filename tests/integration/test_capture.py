@@ -379,3 +379,77 @@ def test_concurrent_file_io_threads_are_recorded_exactly(client, tmp_path):
     ex = ex.assign(start=ex["start"].astype(float), stop=ex["stop"].astype(float))
     for _, grp in ex.sort_values("start").groupby(["worker", "thread"]):
         assert (grp["start"].iloc[1:].to_numpy() >= grp["stop"].iloc[:-1].to_numpy()).all()
+
+
+def test_preload_on_dask_scheduler_and_dask_worker(tmp_path):
+    """``dask scheduler --preload metaprov.capture`` / ``dask worker --preload ...``: files complete
+    after the scheduler shuts down, the workers having used the scheduler's directory."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]),
+    }
+    run, sched_file = tmp_path / "run", tmp_path / "sched.json"
+    common = ["--preload", "metaprov.capture"]
+    procs = []
+    try:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0"]
+                + ["--no-dashboard", "--scheduler-file", str(sched_file), *common],
+                env={**env, "METAPROV_CAPTURE_DIR": str(run)},
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        # The workers get no directory: they ask the scheduler for it.
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "dask", "worker", "--scheduler-file", str(sched_file)]
+                + [
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "2",
+                    "--host",
+                    "127.0.0.1",
+                    "--no-dashboard",
+                    *common,
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        deadline = time.time() + 30
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        with Client(scheduler_file=str(sched_file), timeout=30) as c:
+            c.wait_for_workers(2, timeout=30)
+            futures = c.map(
+                lambda i: (i, threading.get_ident()), range(20), key=[f"job-{i}" for i in range(20)]
+            )
+            threads = {str(i): t for i, t in c.gather(futures)}
+            c.shutdown()
+        for p in procs:
+            p.wait(timeout=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    meta = json.loads((run / "metaprov-run.json").read_text())
+    assert meta["status"] == "complete" and meta["incomplete_workers"] == []
+    assert len(_csv(run, "workers_info.csv")) == 2
+    ex = _csv(run, "worker_execution.csv")
+    assert sorted(ex["key"]) == sorted(f"job-{i}" for i in range(20))
+    assert {k: int(t) for k, t in zip(ex["key"], ex["thread"], strict=True)} == {
+        f"job-{i}": t for i, t in threads.items()
+    }
+    st = _csv(run, "scheduler_transition.csv")
+    assert set(st.loc[st["finish"] == "memory", "key"]) == {f"job-{i}" for i in range(20)}
