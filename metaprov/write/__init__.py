@@ -218,7 +218,7 @@ def write(
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as raw, _BackgroundWriter(raw) as out:
             n = int(func(graph, out, force=force))
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
@@ -229,6 +229,58 @@ def write(
             pass
         raise
     return n
+
+
+class _BackgroundWriter:
+    """A binary file whose ``write`` hands the bytes to a thread, so formatting the next block
+    overlaps with the kernel copying this one to disk (on 2 cores that is most of the write time).
+
+    At most ``depth`` chunks wait in the queue, which bounds the extra memory.
+    """
+
+    def __init__(self, raw: IO[bytes], depth: int = 8) -> None:
+        import queue
+        import threading
+
+        self.raw = raw
+        self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="metaprov-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            chunk = self.queue.get()
+            if chunk is None:
+                return
+            if self.error is None:
+                try:
+                    self.raw.write(chunk)
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the producer
+                    self.error = exc
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        if self.error is not None:
+            raise self.error
+        chunk = data if isinstance(data, bytes) else bytes(data)
+        self.queue.put(chunk)
+        return len(chunk)
+
+    def flush(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def __enter__(self) -> _BackgroundWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _umask() -> int:

@@ -208,3 +208,25 @@ def test_literals_are_escaped_in_line_formats() -> None:
     assert '"MODMEM 4\\n\\"quoted\\"\\\\"' in nt
     for line in nt.splitlines():
         assert line.endswith(" .")
+
+
+def test_background_writer_passes_bytes_in_order_and_reports_errors() -> None:
+    from metaprov.write import _BackgroundWriter
+
+    raw = io.BytesIO()
+    with _BackgroundWriter(raw, depth=2) as out:
+        for i in range(100):
+            out.write(f"{i}\n".encode())
+        out.write(memoryview(b"end\n"))
+    assert raw.getvalue() == "".join(f"{i}\n" for i in range(100)).encode() + b"end\n"
+
+    class Full(io.RawIOBase):
+        def write(self, b):  # type: ignore[no-untyped-def, override]
+            raise OSError(28, "No space left on device")
+
+    out = _BackgroundWriter(Full())  # type: ignore[arg-type]
+    out.write(b"x")
+    with pytest.raises(OSError, match="No space"):
+        for _ in range(1000):
+            out.write(b"y")
+        out.close()
