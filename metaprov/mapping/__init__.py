@@ -11,11 +11,14 @@ module per part of the model (see ``docs/model.md``)::
     transfers    transfers and the replicas they generate
     transitions  state transitions (only with ``detail="transitions"``)
 
-Another module adds its part with :func:`register_step` (e.g. Darshan I/O).
+Another module adds its part with :func:`register_step`, or by being listed in
+:data:`OPTIONAL_STEPS` (module, function, position): the Darshan file-I/O part lives in
+``metaprov/mapping/fileio.py`` (``add_io(ctx) -> Iterator[Block]``, after ``transfers``).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("metaprov")
 
 DETAILS = ("tasks", "transitions")
+
+#: (step name, module, function, after which step): parts of the model in optional modules.
+OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
+    ("io", "metaprov.mapping.fileio", "add_io", "transfers"),
+]
 DEFAULT_CHUNK_ROWS = 200_000
 
 Step = Callable[["MapContext"], Iterator[Block]]
@@ -88,6 +96,19 @@ def _ensure_builtin_steps() -> None:
         ("transfers", transfers.add_transfers),
         ("transitions", transitions.add_transitions),
     ]
+    # Optional parts of the model living in their own modules (e.g. Darshan file I/O): picked
+    # up when the module exists, placed after the step they name.
+    for name, module, func, after in OPTIONAL_STEPS:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        names = [b[0] for b in builtin]
+        builtin.insert(
+            names.index(after) + 1 if after in names else len(builtin), (name, getattr(mod, func))
+        )
     # Built-ins go first, in this order, ahead of anything registered by other modules.
     for i, (name, func) in enumerate(builtin):
         _STEPS.insert(i, _StepEntry(name, func))

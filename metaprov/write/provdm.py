@@ -41,20 +41,30 @@ _PLANS = {
 }
 
 
+def _refuse(fmt: str, limit: int, what: str) -> LimitError:
+    return LimitError(
+        f"{fmt} goes through the prov package's in-memory document and is limited to "
+        f"{limit:,} triples; this run has {what}",
+        hint="use a streaming format (turtle, ntriples, nquads, trig, json-ld), "
+        "or pass --force to wait (and use the memory)",
+    )
+
+
 def _limit(graph: ProvGraph, force: bool, fmt: str) -> list[Block]:
+    """The graph's blocks, refusing (before any heavy work when possible) above the limit."""
     from metaprov.write import PROV_LIMIT
 
+    rec = graph.records
+    # A task has at least 5 triples and an execution at least 9: refuse big runs up front.
+    at_least = 5 * len(rec.tasks) + 9 * len(rec.executions)
+    if at_least > PROV_LIMIT and not force:
+        raise _refuse(fmt, PROV_LIMIT, f"at least {at_least:,}")
     blocks: list[Block] = []
     n = 0
     for block in graph.blocks():
         n += block_triples(block)
         if n > PROV_LIMIT and not force:
-            raise LimitError(
-                f"{fmt} goes through the prov package's in-memory document and is limited to "
-                f"{PROV_LIMIT:,} triples; this run has more",
-                hint="use a streaming format (turtle, ntriples, nquads, trig, json-ld), "
-                "or pass --force to wait (and use the memory)",
-            )
+            raise _refuse(fmt, PROV_LIMIT, "more")
         blocks.append(block)
     return blocks
 

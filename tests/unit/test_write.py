@@ -230,3 +230,18 @@ def test_background_writer_passes_bytes_in_order_and_reports_errors() -> None:
         for _ in range(1000):
             out.write(b"y")
         out.close()
+
+
+def test_prov_formats_refuse_big_runs_before_mapping(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from metaprov import mapping
+
+    monkeypatch.setattr(write_mod, "PROV_LIMIT", 50)  # tiny run: 7 tasks, 7 executions -> >= 98
+
+    def no_mapping(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("mapped although the run is known to be too big")
+
+    monkeypatch.setattr(mapping.ProvGraph, "blocks", no_mapping)
+    with pytest.raises(LimitError, match="at least 98"):
+        write(to_prov(tiny_records()), tmp_path / "run.provjson")
