@@ -41,7 +41,7 @@ DETAILS = ("tasks", "transitions")
 OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
     ("io", "metaprov.mapping.fileio", "add_io", "transfers"),
 ]
-DEFAULT_CHUNK_ROWS = 200_000
+DEFAULT_CHUNK_ROWS = 100_000
 
 Step = Callable[["MapContext"], Iterator[Block]]
 
@@ -179,18 +179,7 @@ class ProvGraph:
 
     def count_triples(self) -> int:
         """Number of triples (builds the blocks, formats nothing)."""
-        import pyarrow.compute as pc
-
-        n = 0
-        for block in self.blocks():
-            for col in block.columns:
-                if isinstance(col.values, str):
-                    n += len(block)
-                elif col.multi:
-                    n += len(pc.list_flatten(col.values)) - pc.list_flatten(col.values).null_count
-                else:
-                    n += len(col.values) - col.values.null_count
-        return n
+        return sum(block.n_triples() for block in self.blocks())
 
 
 def to_prov(

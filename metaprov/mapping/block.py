@@ -70,6 +70,18 @@ class Block:
         assert first.predicate == RDF.type and isinstance(first.values, str)
         return first.values
 
+    def n_triples(self) -> int:
+        """Number of triples the block holds (non-null values; list elements counted)."""
+        n = 0
+        for col in self.columns:
+            if isinstance(col.values, str):
+                n += len(self)
+            elif col.multi:
+                n += int(pc.sum(pc.fill_null(pc.list_value_length(col.values), 0)).as_py() or 0)
+            else:
+                n += len(col.values) - col.values.null_count
+        return n
+
     def add(
         self, predicate: str, values: Any, kind: Kind = "iri", datatype: str | None = None
     ) -> Block:

@@ -11,6 +11,7 @@ import io
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
+from metaprov.mapping.block import Block
 from metaprov.write.rows import write_nt
 
 if TYPE_CHECKING:
@@ -33,22 +34,9 @@ def _write(graph: ProvGraph, out: IO[bytes], graph_iri: str | None) -> int:
     return n
 
 
-def block_triples(block: object) -> int:
+def block_triples(block: Block) -> int:
     """Number of triples in a block (non-null values, list elements counted)."""
-    import pyarrow.compute as pc
-
-    from metaprov.mapping.block import Block
-
-    assert isinstance(block, Block)
-    n = 0
-    for col in block.columns:
-        if isinstance(col.values, str):
-            n += len(block)
-        elif col.multi:
-            n += int(pc.sum(pc.fill_null(pc.list_value_length(col.values), 0)).as_py() or 0)
-        else:
-            n += len(col.values) - col.values.null_count
-    return n
+    return block.n_triples()
 
 
 def write_ntriples(graph: ProvGraph, out: IO[bytes], *, force: bool = False) -> int:
