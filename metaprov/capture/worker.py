@@ -41,7 +41,9 @@ from metaprov.capture._files import (
     CsvSink,
     configured_directory,
     dask_config_snapshot,
+    fast_worker_transition,
     now,
+    plain,
     versions,
     write_json_atomic,
 )
@@ -136,6 +138,7 @@ class WorkerCapture(WorkerPlugin):
                 WORKER_TRANSITION,
                 index=False,
                 flush_rows=self.flush_rows,
+                fast=fast_worker_transition if plain(self.address) else None,
             ),
             "worker_transfer": CsvSink(
                 self._part("worker_transfer"),

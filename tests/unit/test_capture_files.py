@@ -12,8 +12,12 @@ pytest.importorskip("distributed")
 
 from metaprov.capture._files import (  # noqa: E402
     MOFKA_FILES,
+    SCHEDULER_TRANSITION,
+    WORKER_TRANSITION,
     CsvSink,
     existing_outputs,
+    fast_scheduler_transition,
+    fast_worker_transition,
     json_text,
 )
 
@@ -93,3 +97,63 @@ def test_dict_reprs_parse_with_a_literal_parser():
     # graph.csv / worker_transfer.csv cells are Python literals: what we write must parse safely.
     deps = {("x-1", 0): {"y-2"}, "y-2": set()}
     assert ast.literal_eval(str(deps)) == deps
+
+
+_AWKWARD_KEYS = [
+    "inc-1",
+    "('x-9f', 3, 0)",
+    'say "hi"',
+    "line\nbreak",
+    "cr\rhere",
+    "",
+    "caf\u00e9-\u4e2d",
+    " lead space",
+]
+
+
+@pytest.mark.parametrize(
+    ("columns", "fast", "make"),
+    [
+        (
+            WORKER_TRANSITION,
+            fast_worker_transition,
+            lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
+        ),
+        (
+            SCHEDULER_TRANSITION,
+            fast_scheduler_transition,
+            lambda k, j: (
+                (
+                    k,
+                    None,
+                    None,
+                    "p,x",
+                    'g"1',
+                    "released",
+                    "waiting",
+                    "update-graph-1.5",
+                    "tcp://s:1",
+                )
+                + (None, None, None, None, 1795000000.0 + j / 3)
+                if j % 3
+                else (k, 2**63 + j, "tcp://w:1", "p", "g", "processing", "memory", "s", "tcp://s:1")
+                + (1.5, 2.25, 0.75, 0, 1795000000.125)
+            ),
+        ),
+    ],
+)
+def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, fast, make):
+    rows = [make(k, j) for j, k in enumerate(_AWKWARD_KEYS * 3)]
+    for index in (True, False):
+        ref = CsvSink(tmp_path / f"ref{index}.csv", columns, index=index, flush_rows=5)
+        quick = CsvSink(
+            tmp_path / f"fast{index}.csv", columns, index=index, flush_rows=5, fast=fast
+        )
+        for r in rows:
+            ref.append(r)
+            quick.append(r)
+        ref.close()
+        quick.close()
+        assert (tmp_path / f"fast{index}.csv").read_bytes() == (
+            tmp_path / f"ref{index}.csv"
+        ).read_bytes()
