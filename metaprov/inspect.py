@@ -149,7 +149,26 @@ def format_summary(s: dict[str, Any]) -> str:
         except ImportError:  # pragma: no cover
             pass
     lines.append("accounting (rows read / used; not used by reason)")
-    for name, a in s["accounting"]["files"].items():
+    files = s["accounting"]["files"]
+    logs = {n: a for n, a in files.items() if ".darshan" in n}
+    if logs:
+        # One line for all Darshan logs (a run has one per process); per log in --json.
+        read = sum(a["rows_read"] for a in logs.values())
+        used = sum(a["rows_used"] for a in logs.values())
+        reasons: dict[str, int] = {}
+        for a in logs.values():
+            for k, v in a["not_used"].items():
+                reasons[k] = reasons.get(k, 0) + v
+            for f in a.get("findings", []):
+                if f["reason"] not in a["not_used"]:
+                    reasons[f"warning: {f['reason']}"] = (
+                        reasons.get(f"warning: {f['reason']}", 0) + f["count"]
+                    )
+        text = "; ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
+        lines.append(f"  {f'{len(logs)} Darshan logs':28s} {read:>9} / {used:<9} {text}")
+    for name, a in files.items():
+        if name in logs:
+            continue
         if not a["present"]:
             lines.append(f"  {name:28s} missing")
             continue
