@@ -112,6 +112,57 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
 # --- further commands are registered below this line (one block per command) ---
 
 
+# --- capture (issue 5) ---
+@cli.command(
+    "capture", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.argument("script", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Run directory to write (a second cluster of the script writes OUTPUT-2, ...).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace an earlier capture in OUTPUT.")
+@click.pass_context
+def capture_cmd(
+    ctx: click.Context, script: Path, script_args: tuple[str, ...], output: Path, overwrite: bool
+) -> None:
+    """Run SCRIPT with metaprov's capture on every Dask cluster it starts.
+
+    The script runs unchanged; each LocalCluster/scheduler and worker it starts is
+    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files).
+    Everything after SCRIPT is passed to the script, untouched.
+
+    \b
+    Example:
+      metaprov capture -o runs/my-run my_pipeline.py --input data/ --chunks 100
+    """
+    from metaprov.capture.script import run_script
+    from metaprov.errors import MetaprovError
+
+    result = run_script(script, output, args=script_args, overwrite=overwrite)
+    obj = ctx.find_object(Context)
+    if not (obj and obj.quiet):
+        for d, meta in zip(result.directories, result.summaries, strict=True):
+            rows = sum(meta.get("files", {}).values())
+            click.echo(f"{d}: {rows:,} rows in {len(meta.get('files', {}))} files", err=True)
+    if result.returncode != 0:
+        raise MetaprovError(
+            f"{script} exited with code {result.returncode}"
+            + (f"; what ran is recorded in {result.directory}" if result.directories else ""),
+            hint="fix the script's error (its traceback is above)",
+        )
+    if not result.directories:
+        raise MetaprovError(
+            f"{script} started no Dask scheduler, so nothing was recorded",
+            hint="the script must start its own cluster (e.g. LocalCluster()); for a running "
+            "cluster use 'dask scheduler --preload metaprov.capture' (docs/capture.md)",
+        )
+
+
 # --- export (issue 3) ---
 def _format_help() -> str:
     from metaprov.write import FORMATS, PROV_LIMIT

@@ -25,6 +25,7 @@ Three ways to switch it on (see ``docs/capture.md``)::
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,10 +45,14 @@ from metaprov.capture._files import (
     MOFKA_FILES,
     PLUGIN_NAME,
     configured_directory,
+    existing_outputs,
 )
 from metaprov.capture.merge import merge_parts, merge_run
 from metaprov.capture.scheduler import SchedulerCapture
 from metaprov.capture.worker import WorkerCapture
+from metaprov.errors import UsageError
+
+log = logging.getLogger("metaprov.capture")
 
 __all__ = [
     "SchedulerCapture",
@@ -124,6 +129,12 @@ def record(
         >>> cap.files["scheduler_transition.csv"]  # doctest: +SKIP
         412
     """
+    if getattr(client, "asynchronous", False):
+        raise UsageError(
+            "record() needs a synchronous Client",
+            hint="with an asynchronous client: await client.register_plugin(SchedulerCapture(dir)) "
+            "and WorkerCapture(); await the scheduler plugin's finalize() at the end",
+        )
     run_dir = Path(directory).expanduser().absolute()
     cap = Capture(run_dir)
     client.register_plugin(
@@ -145,6 +156,21 @@ def record(
             cap.summary = client.run_on_scheduler(_finalize_on_scheduler, name=PLUGIN_NAME) or {}
 
 
+def _free_directory(directory: Path) -> Path:
+    """``directory``, or ``directory-2``, ``-3``, ... when it already holds a capture.
+
+    A preloaded scheduler must never fail to start (nor mix two runs) because an earlier
+    scheduler of the same job recorded into the configured directory.
+    """
+    candidate, n = directory, 1
+    while existing_outputs(candidate):
+        n += 1
+        candidate = directory.with_name(f"{directory.name}-{n}")
+    if candidate != directory:
+        log.warning("metaprov capture: %s holds a capture; recording into %s", directory, candidate)
+    return candidate
+
+
 def dask_setup(dask_object: Any) -> Any:
     """``--preload metaprov.capture`` entry point for ``dask scheduler`` and ``dask worker``.
 
@@ -159,12 +185,15 @@ def dask_setup(dask_object: Any) -> Any:
     """
     from distributed import Scheduler, Worker
 
-    directory = configured_directory()
     if isinstance(dask_object, Scheduler):
+        directory = configured_directory()
+        if directory is not None:
+            directory = str(_free_directory(Path(directory)))
         dask_object.add_plugin(SchedulerCapture(directory), name=PLUGIN_NAME)
         return None
     if isinstance(dask_object, Worker):
-        return dask_object.plugin_add(WorkerCapture(directory), name=PLUGIN_NAME)
+        # No directory: the worker asks its scheduler first, so both write the same run.
+        return dask_object.plugin_add(WorkerCapture(None), name=PLUGIN_NAME)
     raise TypeError(
         f"metaprov.capture preload expects a Scheduler or a Worker, not {type(dask_object).__name__} "
         "(use --preload, not --preload-nanny)"

@@ -279,3 +279,32 @@ def test_worker_info_names_the_process(tmp_path):
     assert info["worker"] == w.address and info["memory_limit"] == 1000 and info["name"] == "0"
     p.teardown(w)
     assert json.loads(info_file.read_text())["closed_time"] is not None
+
+
+def test_preloaded_scheduler_never_reuses_a_captured_directory(tmp_path):
+    from metaprov.capture import _free_directory
+
+    run = tmp_path / "run"
+    assert _free_directory(run) == run
+    for d in (run, tmp_path / "run-2"):
+        d.mkdir()
+        (d / "scheduler_transition.csv").write_text(",key\n")
+    assert _free_directory(run) == tmp_path / "run-3"
+
+
+def test_script_environment_adds_the_preload_without_dropping_the_users(tmp_path):
+    import ast
+
+    import dask
+
+    from metaprov.capture.script import capture_env
+
+    with dask.config.set({"distributed.worker.preload": ["my.own.preload"]}):
+        env = capture_env(tmp_path / "run", base={"PYTHONPATH": "/elsewhere"})
+    assert ast.literal_eval(env["DASK_DISTRIBUTED__WORKER__PRELOAD"]) == [
+        "my.own.preload",
+        "metaprov.capture",
+    ]
+    assert ast.literal_eval(env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"])[-1] == "metaprov.capture"
+    assert env["METAPROV_CAPTURE_DIR"] == str(tmp_path / "run")
+    assert env["PYTHONPATH"].endswith("/elsewhere")
