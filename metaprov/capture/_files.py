@@ -141,24 +141,35 @@ def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
 
 
 def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
-    """Scheduler rows without execution details (most of them: no thread, worker, sizes)."""
+    """Scheduler rows: state-only rows, and rows with execution details of the usual types."""
     key, thread, worker, prefix, group, start, finish, stim, addr, b, e, d, size, t = r
     if not (
-        thread is None
-        and worker is None
-        and b is None
-        and size is None
-        and key.__class__ is str
+        key.__class__ is str
         and prefix.__class__ is str
         and group.__class__ is str
         and stim.__class__ is str
         and t.__class__ is float
     ):
         return None
-    line = (
-        f"{quote(key)},,,{quote(prefix)},{quote(group)},{start},{finish},"
-        f"{quote(stim)},{addr},,,,,{t!r}\n"
-    )
+    if thread is None and worker is None and b is None and size is None:
+        line = (
+            f"{quote(key)},,,{quote(prefix)},{quote(group)},{start},{finish},"
+            f"{quote(stim)},{addr},,,,,{t!r}\n"
+        )
+    elif (
+        (thread is None or thread.__class__ is int)
+        and worker.__class__ is str
+        and (size is None or size.__class__ is int)
+        and (b is None or (b.__class__ is float and e.__class__ is float and d.__class__ is float))
+    ):
+        line = (
+            f"{quote(key)},{'' if thread is None else thread},{quote(worker)},{quote(prefix)},"
+            f"{quote(group)},{start},{finish},{quote(stim)},{addr},"
+            f"{'' if b is None else repr(b)},{'' if e is None else repr(e)},"
+            f"{'' if d is None else repr(d)},{'' if size is None else size},{t!r}\n"
+        )
+    else:
+        return None
     return line if i is None else f"{i},{line}"
 
 

@@ -243,6 +243,15 @@ class SchedulerCapture(SchedulerPlugin):
         if self._summary is not None:
             return
         ts = self._tasks.get(key)
+        prefix = group = None
+        if ts is not None:
+            prefix, group = ts.prefix.name, ts.group.name
+        if not kwargs:  # most transitions: nothing but the states
+            self._transition_rows(
+                (str(key), None, None, prefix, group, start, finish, stimulus_id)
+                + (self._address, None, None, None, None, now())
+            )
+            return
         begins = ends = duration = None
         startstops = kwargs.get("startstops")
         if startstops:
@@ -256,8 +265,8 @@ class SchedulerCapture(SchedulerPlugin):
                 str(key),
                 kwargs.get("thread"),
                 kwargs.get("worker"),
-                None if ts is None else ts.prefix.name,
-                None if ts is None else ts.group.name,
+                prefix,
+                group,
                 start,
                 finish,
                 stimulus_id,

@@ -111,6 +111,80 @@ _AWKWARD_KEYS = [
 ]
 
 
+def _scheduler_row(key: str, j: int) -> tuple:
+    import numpy as np
+
+    head = (key,)
+    states = ("processing", "memory", "task-finished-1.5", "tcp://s:1")
+    variant = j % 5
+    if variant == 0:  # state only (most rows); prefix/group needing quotes
+        return (
+            key,
+            None,
+            None,
+            "p,x",
+            'g"1',
+            "released",
+            "waiting",
+            "update-graph-1.5",
+            "tcp://s:1",
+            None,
+            None,
+            None,
+            None,
+            1795000000.0 + j / 3,
+        )
+    if variant == 1:  # finished: 64-bit thread, 0 bytes
+        return (
+            *head,
+            2**63 + j,
+            "tcp://w:1",
+            "p",
+            "g",
+            *states,
+            1.5,
+            2.25,
+            0.75,
+            0,
+            1795000000.125,
+        )
+    if variant == 2:  # erred without a compute entry
+        return (
+            *head,
+            None,
+            "tcp://w:1",
+            "p",
+            "g",
+            "processing",
+            "erred",
+            "s",
+            "tcp://s:1",
+            None,
+            None,
+            None,
+            None,
+            1.0,
+        )
+    if variant == 3:  # numpy size: declined by the fast path, written by the csv module
+        return (*head, 7, "tcp://w:1", "p", "g", *states, 1.5, 2.0, 0.5, np.int64(8), 2.0)
+    return (
+        *head,
+        None,
+        None,
+        None,
+        None,
+        "released",
+        "forgotten",
+        "s",
+        "tcp://s:1",
+        None,
+        None,
+        None,
+        None,
+        3.0,
+    )
+
+
 @pytest.mark.parametrize(
     ("columns", "fast", "make"),
     [
@@ -119,27 +193,7 @@ _AWKWARD_KEYS = [
             fast_worker_transition,
             lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
         ),
-        (
-            SCHEDULER_TRANSITION,
-            fast_scheduler_transition,
-            lambda k, j: (
-                (
-                    k,
-                    None,
-                    None,
-                    "p,x",
-                    'g"1',
-                    "released",
-                    "waiting",
-                    "update-graph-1.5",
-                    "tcp://s:1",
-                )
-                + (None, None, None, None, 1795000000.0 + j / 3)
-                if j % 3
-                else (k, 2**63 + j, "tcp://w:1", "p", "g", "processing", "memory", "s", "tcp://s:1")
-                + (1.5, 2.25, 0.75, 0, 1795000000.125)
-            ),
-        ),
+        (SCHEDULER_TRANSITION, fast_scheduler_transition, lambda k, j: _scheduler_row(k, j)),
     ],
 )
 def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, fast, make):
