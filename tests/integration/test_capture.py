@@ -453,3 +453,21 @@ def test_preload_on_dask_scheduler_and_dask_worker(tmp_path):
     }
     st = _csv(run, "scheduler_transition.csv")
     assert set(st.loc[st["finish"] == "memory", "key"]) == {f"job-{i}" for i in range(20)}
+
+
+def test_record_refuses_to_mix_two_runs_in_one_directory(client, tmp_path):
+    from metaprov.errors import MetaprovError
+
+    with record(client, tmp_path / "run"):
+        client.submit(sum, [1, 2], key="first").result()
+    before = (tmp_path / "run" / "scheduler_transition.csv").read_text()
+    with (
+        pytest.raises(MetaprovError, match="already holds a capture"),
+        record(client, tmp_path / "run"),
+    ):
+        pass
+    assert (tmp_path / "run" / "scheduler_transition.csv").read_text() == before
+    # The failed attempt left no plugin behind: a new capture elsewhere works.
+    with record(client, tmp_path / "other") as cap:
+        client.submit(sum, [3, 4], key="second").result()
+    assert cap.files["worker_execution.csv"] == 1
