@@ -1,13 +1,19 @@
 """Capture overhead: the same task graph on the same LocalCluster, with and without metaprov.capture.
 
 Input: nothing (a LocalCluster of 2 worker processes x 2 threads on 127.0.0.1 is started here).
-Output: wall times per repetition and their medians on stdout (``--json`` for a machine-readable
-summary): the graph's compute time without capture, with capture (compute only), with capture
-including registration and the final flush/merge, and the relative overhead.
+Output: one line per run and a summary on stdout (``--json``: machine-readable), with
 
-The graph has ``--n`` tasks (default 10^4): n/2 tiny root tasks, n/2 tasks each depending on two
-roots (so tasks on one worker fetch from the other), then a tree reduction (fan-in 10) to one key.
-Runs alternate plain/captured so drift on a shared machine hits both alike::
+- wall time of the graph's computation without and with capture, and with capture including
+  registration and the final flush/merge (what ``record()`` adds around the block);
+- CPU seconds of all processes (client + scheduler, both workers) for the same runs;
+- the CPU spent inside the capture's hooks and flushes, measured in each process with
+  ``time.thread_time`` around every hook: the capture's direct cost, which, unlike differences of
+  wall times, a shared noisy machine does not drown.
+
+Overheads are medians of per-repetition ratios (captured / plain of the same repetition); runs
+alternate plain/captured so drift of a shared machine hits both alike. The graph has ``--n``
+tasks (default 10^4): n/2 tiny root tasks, n/2 tasks each depending on two roots (tasks on one
+worker fetch from the other), then a tree reduction (fan-in 10) to one key::
 
     python benchmarks/bench_capture.py --n 10000 --repeat 5
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -26,7 +33,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster
 
-from metaprov.capture import record
+from metaprov.capture import PLUGIN_NAME, SchedulerCapture, WorkerCapture
 
 
 def inc(x: int) -> int:
@@ -65,33 +72,77 @@ def build_graph(n: int) -> tuple[dict[Any, Any], Any]:
     return dsk, level[0]
 
 
-def run_once(client: Client, n: int, capture_dir: Path | None) -> dict[str, float]:
-    """Compute one fresh graph; with ``capture_dir``, under :func:`metaprov.capture.record`."""
-    dsk, out = build_graph(n)
-    half = max(2, n // 2)
-    expected = sum((i + 1) + ((i + 1) % half + 1) for i in range(half))
-    rows = 0
-    cpu0 = _cpu(client)
-    t0 = time.perf_counter()
-    if capture_dir is None:
-        t_in = t0
-        value = client.get(dsk, out)
-        t1 = time.perf_counter()
-    else:
-        with record(client, capture_dir) as cap:
-            t_in = time.perf_counter()
-            value = client.get(dsk, out)
-            t1 = time.perf_counter()
-        rows = sum(cap.files.values())
-    t2 = time.perf_counter()
-    cpu1 = _cpu(client)
-    assert value == expected, (value, expected)
+# -- the plugins, with the CPU time of every hook and flush accumulated ---------------------------
+
+
+def _clock_cost(n: int = 20_000) -> float:
+    """CPU cost of one ``time.thread_time()`` call in this process (a syscall in some VMs).
+
+    About one call's cost falls inside each measured interval; it is subtracted per hook so the
+    figure is the capture's cost, not the measurement's.
+    """
+    clock = time.thread_time
+    t = clock()
+    for _ in range(n):
+        clock()
+    return (clock() - t) / (n + 1)
+
+
+class _Timed:
+    spent = 0.0
+    calls = 0
+
+    def _timed(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.spent += time.thread_time() - t
+            self.calls += 1
+
+    def net_spent(self) -> float:
+        return max(0.0, self.spent - self.calls * _clock_cost())
+
+
+class TimedSchedulerCapture(_Timed, SchedulerCapture):
+    """SchedulerCapture that adds up the thread CPU time spent in its hooks and flushes."""
+
+    def transition(self, *args: Any, **kwargs: Any) -> None:
+        self._timed(super().transition, *args, **kwargs)
+
+    def update_graph(self, *args: Any, **kwargs: Any) -> None:
+        self._timed(super().update_graph, *args, **kwargs)
+
+    def flush(self) -> None:
+        self._timed(super().flush)
+
+
+class TimedWorkerCapture(_Timed, WorkerCapture):
+    """WorkerCapture that adds up the thread CPU time spent in its hooks and flushes."""
+
+    def transition(self, *args: Any, **kwargs: Any) -> None:
+        self._timed(super().transition, *args, **kwargs)
+
+    def flush(self) -> None:
+        self._timed(super().flush)
+
+    def teardown(self, worker: Any) -> None:
+        self._timed(super().teardown, worker)
+        worker._metaprov_bench_spent = self.net_spent()
+
+
+def _worker_spent(dask_worker: Any) -> float:
+    return float(getattr(dask_worker, "_metaprov_bench_spent", 0.0))
+
+
+async def _finalize(dask_scheduler: Any) -> dict[str, Any]:
+    plugin = dask_scheduler.plugins.pop(PLUGIN_NAME)
+    t = time.thread_time()
+    summary = await plugin.finalize()
     return {
-        "compute": t1 - t_in,
-        "total": t2 - t0,
-        "cpu": sum(cpu1.values()) - sum(cpu0.values()),
-        "tasks": len(dsk),
-        "rows": rows,
+        "spent": plugin.net_spent(),
+        "finalize_cpu": time.thread_time() - t,
+        "files": summary["files"],
     }
 
 
@@ -102,26 +153,47 @@ def _rusage_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _cpu(client: Client) -> dict[str, float]:
-    """CPU seconds used so far by this process (client + LocalCluster scheduler) and each worker.
+def _cpu(client: Client) -> float:
+    """CPU seconds used so far by this process (client + LocalCluster scheduler) and the workers."""
+    return _rusage_cpu() + sum(client.run(_rusage_cpu).values())
 
-    CPU time is what the capture adds; on a shared, loaded machine it is far steadier than wall
-    time, which is also reported.
-    """
-    out = {"client+scheduler": _rusage_cpu()}
-    out.update(client.run(_rusage_cpu))
-    return out
+
+def run_once(client: Client, n: int, capture_dir: Path | None) -> dict[str, float]:
+    """Compute one fresh graph; with ``capture_dir``, under the capture (as ``record()`` does)."""
+    dsk, out = build_graph(n)
+    half = max(2, n // 2)
+    expected = sum((i + 1) + ((i + 1) % half + 1) for i in range(half))
+    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0, "finalize_cpu": 0.0}
+    cpu0 = _cpu(client)
+    t0 = time.perf_counter()
+    if capture_dir is not None:
+        client.register_plugin(TimedSchedulerCapture(capture_dir), name=PLUGIN_NAME)
+        client.register_plugin(TimedWorkerCapture(capture_dir), name=PLUGIN_NAME)
+    t_in = time.perf_counter()
+    value = client.get(dsk, out)
+    t1 = time.perf_counter()
+    if capture_dir is not None:
+        client.unregister_worker_plugin(PLUGIN_NAME)
+        fin = client.run_on_scheduler(_finalize)
+        workers = client.run(_worker_spent)
+        res["hooks_cpu"] = fin["spent"] + sum(workers.values())
+        res["finalize_cpu"] = fin["finalize_cpu"]
+        res["rows"] = sum(fin["files"].values())
+    t2 = time.perf_counter()
+    assert value == expected, (value, expected)
+    res.update(compute=t1 - t_in, total=t2 - t0, cpu=_cpu(client) - cpu0)
+    return res
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="tasks in the graph (about)")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions of each variant")
-    parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary at the end")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="metaprov-bench-capture-"))
-    plain: list[dict[str, float]] = []
-    captured: list[dict[str, float]] = []
+    pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+    load: list[float] = []
     try:
         with (
             LocalCluster(
@@ -135,43 +207,57 @@ def main() -> None:
         ):
             run_once(client, min(args.n, 1000), None)  # warm-up: imports, connections
             for r in range(args.repeat):
-                # Alternate the order so slow drift of a shared machine hits both variants.
+                load.append(os.getloadavg()[0])
                 order = [None, base / f"run-{r}"] if r % 2 == 0 else [base / f"run-{r}", None]
+                got: dict[bool, dict[str, float]] = {}
                 for cap in order:
                     res = run_once(client, args.n, cap)
-                    (plain if cap is None else captured).append(res)
-                    kind = "plain   " if cap is None else "captured"
+                    got[cap is not None] = res
                     print(
-                        f"rep {r} {kind} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
-                        f"  cpu {res['cpu']:7.3f} s  tasks {res['tasks']}  rows {res['rows']}",
+                        f"rep {r} {'captured' if cap else 'plain   '} compute {res['compute']:7.3f} s"
+                        f"  total {res['total']:7.3f} s  cpu {res['cpu']:7.3f} s"
+                        f"  in hooks {res['hooks_cpu']:6.3f} s  rows {res['rows']:.0f}",
                         flush=True,
                     )
+                pairs.append((got[False], got[True]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    med = {
-        "plain_compute_s": statistics.median(r["compute"] for r in plain),
-        "captured_compute_s": statistics.median(r["compute"] for r in captured),
-        "captured_total_s": statistics.median(r["total"] for r in captured),
-        "plain_cpu_s": statistics.median(r["cpu"] for r in plain),
-        "captured_cpu_s": statistics.median(r["cpu"] for r in captured),
-        "tasks": plain[0]["tasks"],
-        "rows_written": int(statistics.median(r["rows"] for r in captured)),
+
+    def med(f: Any) -> float:
+        return float(statistics.median(f(p, c) for p, c in pairs))
+
+    summary = {
+        "tasks": int(pairs[0][0]["tasks"]),
         "repeat": args.repeat,
+        "rows_written": med(lambda p, c: c["rows"]),
+        "load_average": statistics.median(load),
+        "plain_compute_s": med(lambda p, c: p["compute"]),
+        "captured_compute_s": med(lambda p, c: c["compute"]),
+        "captured_total_s": med(lambda p, c: c["total"]),
+        "overhead_compute_pct": med(lambda p, c: 100 * (c["compute"] / p["compute"] - 1)),
+        "overhead_total_pct": med(lambda p, c: 100 * (c["total"] / p["compute"] - 1)),
+        "plain_cpu_s": med(lambda p, c: p["cpu"]),
+        "captured_cpu_s": med(lambda p, c: c["cpu"]),
+        "overhead_cpu_pct": med(lambda p, c: 100 * (c["cpu"] / p["cpu"] - 1)),
+        "hooks_cpu_s": med(lambda p, c: c["hooks_cpu"]),
+        "hooks_cpu_pct_of_plain": med(lambda p, c: 100 * c["hooks_cpu"] / p["cpu"]),
+        "finalize_cpu_s": med(lambda p, c: c["finalize_cpu"]),
+        "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"]),
     }
-    med["overhead_compute_pct"] = 100 * (med["captured_compute_s"] / med["plain_compute_s"] - 1)
-    med["overhead_total_pct"] = 100 * (med["captured_total_s"] / med["plain_compute_s"] - 1)
-    med["overhead_cpu_pct"] = 100 * (med["captured_cpu_s"] / med["plain_cpu_s"] - 1)
+    print(
+        f"median of {args.repeat} (load average {summary['load_average']:.1f} on {os.cpu_count()} CPUs): "
+        f"{summary['tasks']} tasks, {summary['rows_written']:.0f} rows\n"
+        f"  wall   plain {summary['plain_compute_s']:.2f} s, captured {summary['captured_compute_s']:.2f} s "
+        f"({summary['overhead_compute_pct']:+.1f} %), with register+flush+merge "
+        f"{summary['captured_total_s']:.2f} s ({summary['overhead_total_pct']:+.1f} %)\n"
+        f"  CPU    plain {summary['plain_cpu_s']:.2f} s, captured {summary['captured_cpu_s']:.2f} s "
+        f"({summary['overhead_cpu_pct']:+.1f} %)\n"
+        f"  hooks  {summary['hooks_cpu_s']:.3f} s CPU = {summary['hooks_cpu_pct_of_plain']:.1f} % of the "
+        f"plain run's CPU ({summary['hooks_us_per_task']:.0f} us per task); finalize "
+        f"{summary['finalize_cpu_s']:.3f} s"
+    )
     if args.json:
-        print(json.dumps(med, indent=2))
-    else:
-        print(
-            f"median of {args.repeat}: plain {med['plain_compute_s']:.3f} s, captured "
-            f"{med['captured_compute_s']:.3f} s (+{med['overhead_compute_pct']:.1f} %), with "
-            f"register+flush+merge {med['captured_total_s']:.3f} s (+{med['overhead_total_pct']:.1f} %); "
-            f"{med['tasks']} tasks, {med['rows_written']} rows written\n"
-            f"CPU (all processes): plain {med['plain_cpu_s']:.2f} s, captured "
-            f"{med['captured_cpu_s']:.2f} s (+{med['overhead_cpu_pct']:.1f} %)"
-        )
+        print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":
