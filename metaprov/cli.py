@@ -112,6 +112,170 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
 # --- further commands are registered below this line (one block per command) ---
 
 
+# --- load and query (issue 4) ---
+_STORE_HELP = "Embedded store directory [default: $METAPROV_STORE or ./metaprov-store]."
+_ENDPOINT_HELP = (
+    "SPARQL query endpoint of a server instead of the embedded store [default: $METAPROV_ENDPOINT]."
+    " Credentials: $METAPROV_ENDPOINT_USER/$METAPROV_ENDPOINT_PASSWORD, $METAPROV_ENDPOINT_TOKEN or ~/.netrc."
+)
+_GSP_HELP = "The server's Graph Store endpoint [default: $METAPROV_GSP or derived from --endpoint]."
+
+
+@cli.command("load")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
+)
+@click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
+@click.option(
+    "--base",
+    default=None,
+    metavar="IRI",
+    help="Base IRI of the runs' instances [default: https://w3id.org/metaprov/id].",
+)
+@click.option(
+    "--detail",
+    type=click.Choice(["tasks", "transitions"]),
+    default="tasks",
+    show_default=True,
+    help="'transitions' also loads every state transition.",
+)
+@click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the load reports as JSON.")
+@click.pass_context
+def load_cmd(
+    ctx: click.Context,
+    runs: tuple[Path, ...],
+    store: Path | None,
+    endpoint: str | None,
+    gsp: str | None,
+    base: str | None,
+    detail: str,
+    no_darshan: bool,
+    as_json: bool,
+) -> None:
+    """Load RUNS (run directories or RDF export files) into a triple store, one named graph each.
+
+    Loading a run again replaces its graph. The default store is an embedded
+    Oxigraph directory (no server); --endpoint loads into any SPARQL 1.1 server
+    through the Graph Store HTTP Protocol.
+
+    \b
+    Example:
+      metaprov load runs/D2024-04-19_* --store prov-store
+      metaprov load run.nq --endpoint http://127.0.0.1:7878/query
+    """
+    from metaprov.store import load
+
+    reports = load(
+        list(runs),
+        store=store,
+        endpoint=endpoint,
+        gsp=gsp,
+        base=base,
+        detail=detail,
+        darshan=not no_darshan,
+    )
+    if as_json:
+        _echo_json([r.to_dict() for r in reports])
+        return
+    for r in reports:
+        verb = "replaced" if r.replaced else "loaded"
+        click.echo(f"{verb} {r.source}: {r.triples:,} triples in <{r.graph}> ({r.seconds:.1f} s)")
+
+
+@cli.command("query")
+@click.argument("question", required=False)
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A parameter value (repeatable).",
+)
+@click.option(
+    "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
+)
+@click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@click.option(
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Query export file(s) instead of a store (loaded in memory; repeatable).",
+)
+@click.option(
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the answer to this file instead of stdout.",
+)
+@click.option(
+    "--list",
+    "list_questions",
+    is_flag=True,
+    help="List the packaged questions and their parameters.",
+)
+def query_cmd(
+    question: str | None,
+    params: tuple[str, ...],
+    store: Path | None,
+    endpoint: str | None,
+    files: tuple[Path, ...],
+    fmt: str,
+    output: Path | None,
+    list_questions: bool,
+) -> None:
+    """Answer QUESTION: a packaged question's name, a .rq file, or SPARQL text.
+
+    Parameters are bound as RDF terms (never pasted into the query text).
+
+    \b
+    Example:
+      metaprov query --list
+      metaprov query slowest-tasks --param prefix=save_file --store prov-store
+      metaprov query lineage --param "key=list-8606d556-c6f4-465b-933b-4f2338e69364" -f json
+      metaprov query my-question.rq --file run.nq -f csv
+    """
+    from metaprov.errors import UsageError
+    from metaprov.queries import format_list, format_result
+    from metaprov.store import query
+
+    if list_questions:
+        click.echo(format_list())
+        return
+    if not question:
+        raise UsageError(
+            "no question given", hint="name one (see metaprov query --list), or give a .rq file"
+        )
+    values: dict[str, str] = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(
+                f"--param {item!r} is not NAME=VALUE", hint="e.g. --param prefix=save_file"
+            )
+        values[name.strip()] = value
+    result = query(question, values, store=store, endpoint=endpoint, file=list(files) or None)
+    text = format_result(result, fmt)
+    if output is not None:
+        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    else:
+        click.echo(text.rstrip("\n"))
+
+
 # --- capture (issue 5) ---
 @cli.command(
     "capture", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}

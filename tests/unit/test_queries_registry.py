@@ -1,0 +1,135 @@
+"""The packaged question library: headers, parameters, registry errors, result formatting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from metaprov.errors import QueryError
+from metaprov.queries import (
+    CRITICAL_PATH,
+    format_list,
+    format_result,
+    get_question,
+    parse_header,
+    questions,
+    resolve,
+    run_question,
+)
+from metaprov.queries.sparql import PARAM_TYPES, bind, make_term, query_form
+from metaprov.store import EmbeddedStore
+
+SAMPLE = {
+    "string": "x",
+    "integer": "1",
+    "double": "1.5",
+    "decimal": "1.5",
+    "boolean": "true",
+    "dateTime": "2024-01-01T00:00:00Z",
+    "iri": "http://example.org/x",
+}
+
+
+def test_at_least_twelve_documented_sparql_questions() -> None:
+    sparql = [q for q in questions() if q.text]
+    assert len(sparql) >= 12
+    assert CRITICAL_PATH in [q.name for q in questions()]
+    for q in questions():
+        assert q.title and len(q.description) > 30, q.name
+        for p in q.params:
+            assert p.type in PARAM_TYPES and p.description, (q.name, p.name)
+
+
+@pytest.mark.parametrize("q", [q for q in questions() if q.text], ids=lambda q: q.name)
+def test_each_question_parses_and_binds_every_parameter(q) -> None:
+    assert query_form(q.text) == "SELECT"
+    values = {p.name: make_term(SAMPLE[p.type], p.type) for p in q.params if p.type != "limit"}
+    limit = 3 if any(p.type == "limit" for p in q.params) else None
+    bound = bind(q.text, values, limit=limit)  # parses, and every parameter is a variable of it
+    for name in values:
+        assert f"VALUES (?{name})" in bound or f"?{name} " in bound
+    if limit is not None:
+        assert "LIMIT 3" in bound
+
+
+@pytest.mark.parametrize("q", [q for q in questions() if q.text], ids=lambda q: q.name)
+def test_each_question_runs_on_an_empty_store(q) -> None:
+    params = {p.name: SAMPLE.get(p.type, "5") for p in q.params if p.required}
+    df = run_question(EmbeddedStore(None), q.name, params)
+    assert isinstance(df, pd.DataFrame) and len(df) == 0
+
+
+def test_list_shows_every_question_and_parameter() -> None:
+    text = format_list()
+    for q in questions():
+        assert q.name in text and q.title in text
+        for p in q.params:
+            assert f"--param {p.signature()}" in text
+
+
+def test_registry_errors() -> None:
+    with pytest.raises(QueryError, match="did you mean slowest-tasks"):
+        get_question("slowest-task")
+    with pytest.raises(QueryError, match="needs the parameter 'key'"):
+        run_question(EmbeddedStore(None), "lineage", {})
+    with pytest.raises(QueryError, match="has no parameter 'nope'"):
+        run_question(EmbeddedStore(None), "runs", {"nope": "1"})
+    with pytest.raises(QueryError, match="not a whole number"):
+        run_question(EmbeddedStore(None), "slowest-tasks", {"limit": "ten"})
+    with pytest.raises(QueryError, match="no such query file"):
+        resolve("missing.rq")
+
+
+def test_header_parsing_and_user_files(tmp_path: Path) -> None:
+    q = parse_header(
+        "# title: T\n# description: line one\n# description: line two\n"
+        "# param: n (integer, default 3) how many\n# param: who (iri, optional) an agent\n"
+        "SELECT ?s WHERE { ?s ?p ?n }",
+        name="t",
+    )
+    assert q.description == "line one line two"
+    assert [p.signature() for p in q.params] == ["n (integer, default 3)", "who (iri, optional)"]
+    with pytest.raises(QueryError, match="bad '# param:' line"):
+        parse_header("# param: broken\nSELECT * WHERE {}")
+    with pytest.raises(QueryError, match="unknown type"):
+        parse_header("# param: n (number) x\nSELECT * WHERE {}")
+    f = tmp_path / "mine.rq"
+    f.write_text(
+        "# param: n (integer) min\nSELECT ?s WHERE { GRAPH ?g { ?s <urn:p> ?v FILTER(?v >= ?n) } }"
+    )
+    st = EmbeddedStore(None)
+    st.load_chunks(
+        "urn:g", [b'<urn:a> <urn:p> "4"^^<http://www.w3.org/2001/XMLSchema#integer> .\n']
+    )
+    assert len(run_question(st, str(f), {"n": "4"})) == 1
+    assert len(run_question(st, str(f), {"n": "5"})) == 0
+    # Undeclared parameters of ad-hoc SPARQL are strings, or IRIs when written <...>.
+    df = run_question(st, "SELECT ?v WHERE { GRAPH ?g { ?s <urn:p> ?v } }", {"s": "<urn:a>"})
+    assert list(df["v"]) == [4]
+
+
+def test_format_result() -> None:
+    df = pd.DataFrame(
+        {
+            "key": ["a", "b"],
+            "n": pd.array([1, None], dtype="Int64"),
+            "t": pd.to_datetime(["2024-04-19T19:01:00.5Z", None], utc=True).astype(
+                "datetime64[us, UTC]"
+            ),
+        }
+    )
+    rows = json.loads(format_result(df, "json"))
+    assert rows == [
+        {"key": "a", "n": 1, "t": "2024-04-19T19:01:00.500000Z"},
+        {"key": "b", "n": None, "t": None},
+    ]
+    csv = format_result(df, "csv").splitlines()
+    assert csv[0] == "key,n,t" and csv[2] == "b,,"
+    assert "2024-04-19T19:01:00.500000Z" in format_result(df, "table")
+    assert format_result(df.iloc[:0], "table").endswith("(no results)")
+    assert format_result(True, "json") == "true"
+    with pytest.raises(QueryError):
+        format_result(df, "xml")

@@ -1,0 +1,203 @@
+"""Embedded store: load/replace/drop named graphs, typed results, guards, endpoint URL rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from metaprov.errors import InputError, QueryError, StoreError, UsageError
+from metaprov.store import (
+    EmbeddedStore,
+    EndpointStore,
+    derive_gsp,
+    load,
+    open_store,
+    query,
+    results_to_frame,
+    split_lines,
+)
+
+G1 = "http://example.org/run/1/graph"
+G2 = "http://example.org/run/2/graph"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+
+
+def nt(n: int, tag: str = "a") -> list[bytes]:
+    """n triples as N-Triples, in chunks of 10 lines."""
+    lines = [
+        f'<http://example.org/{tag}/{i}> <http://example.org/p> "{i}"^^<{XSD}integer> .\n'
+        for i in range(n)
+    ]
+    return ["".join(lines[i : i + 10]).encode() for i in range(0, n, 10)]
+
+
+def test_load_replace_drop_in_a_directory(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with open_store(path) as st:
+        r1 = st.load_chunks(G1, nt(25))
+        r2 = st.load_chunks(G2, nt(5, "b"))
+        assert (r1.triples, r1.replaced, r2.triples) == (25, False, 5)
+        assert st.graphs() == [G1, G2]
+        assert st.count() == 30 and st.count(G1) == 25
+        # Loading the same graph again replaces it: never duplicates, never mixes.
+        again = st.load_chunks(G1, nt(7, "c"))
+        assert again.replaced and st.count(G1) == 7 and st.count() == 12
+        assert st.drop(G2) is True and st.drop(G2) is False
+        assert st.graphs() == [G1]
+    # Data persists; a read-only view sees it and refuses writes.
+    with open_store(path, read_only=True) as ro:
+        assert ro.count() == 7
+        with pytest.raises(StoreError, match="read-only"):
+            ro.load_chunks(G2, nt(1))
+
+
+def test_failed_load_leaves_no_partial_graph() -> None:
+    st = EmbeddedStore(None)
+    st.load_chunks(G1, nt(3))
+
+    def broken():
+        yield from nt(20)
+        yield b"<http://example.org/x> <http://example.org/p> not-a-term .\n"
+
+    with pytest.raises(StoreError, match="partial graph was removed"):
+        st.load_chunks(G2, broken())
+    assert st.graphs() == [G1] and st.count() == 3
+
+
+def test_store_directory_guards(tmp_path: Path) -> None:
+    other = tmp_path / "documents"
+    other.mkdir()
+    (other / "thesis.txt").write_text("precious")
+    with pytest.raises(StoreError, match="not a metaprov store"):
+        open_store(other)
+    assert sorted(p.name for p in other.iterdir()) == ["thesis.txt"]
+    with pytest.raises(StoreError, match="no store at"):
+        open_store(tmp_path / "missing", read_only=True)
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    with pytest.raises(StoreError, match="is a file"):
+        open_store(afile)
+    with pytest.raises(UsageError, match="either"):
+        open_store(tmp_path / "a", "http://127.0.0.1:1/query")
+
+
+def test_second_writer_is_told_the_store_is_busy(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as st:
+        st.load_chunks(G1, nt(1))
+        with pytest.raises(StoreError, match="in use"):
+            open_store(tmp_path / "s")
+
+
+def test_select_results_are_typed() -> None:
+    st = EmbeddedStore(None)
+    st.load_chunks(G1, nt(3))
+    q = f"""SELECT ?s ?v (?v * 1.5 AS ?x) (?v > 0 AS ?b) ("2024-04-19T19:01:00.5Z"^^<{XSD}dateTime> AS ?t) ?none
+            WHERE {{ GRAPH ?g {{ ?s <http://example.org/p> ?v }} }} ORDER BY ?v"""
+    df = st.query(q)
+    assert isinstance(df, pd.DataFrame)
+    assert str(df["v"].dtype) == "Int64" and list(df["v"]) == [0, 1, 2]
+    assert df["x"].dtype == "float64" and df["x"].iloc[2] == 3.0
+    assert str(df["b"].dtype) == "boolean" and list(df["b"]) == [False, True, True]
+    assert str(df["t"].dtype) == "datetime64[us, UTC]"
+    assert df["t"].iloc[0] == pd.Timestamp("2024-04-19T19:01:00.5Z")
+    assert df["s"].iloc[0] == "http://example.org/a/0"
+    assert df["none"].isna().all()
+    assert st.query("ASK { GRAPH ?g { ?s ?p 2 } }") is True
+    triples = st.query("CONSTRUCT { ?s <urn:q> ?v } WHERE { GRAPH ?g { ?s ?p ?v } }")
+    assert list(triples.columns) == ["subject", "predicate", "object"] and len(triples) == 3
+
+
+def test_results_to_frame_mixed_numbers_and_text() -> None:
+    data = {
+        "head": {"vars": ["n", "m"]},
+        "results": {
+            "bindings": [
+                {
+                    "n": {"type": "literal", "value": "0", "datatype": XSD + "integer"},
+                    "m": {"type": "uri", "value": "urn:a"},
+                },
+                {
+                    "n": {"type": "literal", "value": "2.5", "datatype": XSD + "double"},
+                    "m": {"type": "literal", "value": "x"},
+                },
+            ]
+        },
+    }
+    df = results_to_frame(data)
+    assert df["n"].dtype == "float64" and list(df["n"]) == [0.0, 2.5]
+    assert list(df["m"]) == ["urn:a", "x"]
+
+
+def test_update_is_not_a_query() -> None:
+    with pytest.raises(QueryError, match="update"):
+        EmbeddedStore(None).query("DROP ALL")
+
+
+def test_split_lines_keeps_lines_whole() -> None:
+    chunks = [b"a\nbb\n" + b"a" * 5 + b"\n" + b"b" * 3 + b"\n", b"c" * 12 + b"\n", b"d\n", b"e\n"]
+    pieces = list(split_lines(chunks, 8))
+    assert b"".join(pieces) == b"".join(chunks)
+    assert all(p.endswith(b"\n") for p in pieces)
+    # Pieces stay under the bound unless one line alone is longer.
+    assert all(len(p) <= 8 or p.count(b"\n") == 1 for p in pieces)
+    assert b"c" * 12 + b"\n" in pieces and len(pieces) >= 4
+
+
+@pytest.mark.parametrize(
+    ("query_url", "gsp"),
+    [
+        ("http://127.0.0.1:7878/query", "http://127.0.0.1:7878/store"),
+        ("http://h:3030/ds/query", "http://h:3030/ds/data"),
+        ("http://h:3030/ds/sparql", "http://h:3030/ds/data"),
+        ("http://h:7200/repositories/prov", "http://h:7200/repositories/prov/rdf-graphs/service"),
+        ("http://h:8890/sparql", "http://h:8890/sparql-graph-crud-auth"),
+    ],
+)
+def test_derive_gsp(query_url: str, gsp: str) -> None:
+    assert derive_gsp(query_url) == gsp
+
+
+def test_endpoint_url_rules() -> None:
+    with pytest.raises(UsageError, match="--gsp"):
+        derive_gsp("http://h/whatever")
+    with pytest.raises(UsageError, match="credentials in the endpoint URL"):
+        EndpointStore("http://user:secret@127.0.0.1:7878/query")
+    with pytest.raises(UsageError, match="not an http"):
+        EndpointStore("ftp://127.0.0.1/query")
+
+
+def test_load_and_query_files(tmp_path: Path) -> None:
+    """Export files load into their graphs (quads keep theirs; triples go to the run's graph)."""
+    mp = "https://w3id.org/metaprov/ns#"
+    run = "http://example.org/run/9"
+    body = (
+        f"<{run}> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{mp}Run> .\n"
+        f'<{run}> <{mp}runId> "9" .\n'
+    )
+    nt_file = tmp_path / "r9.nt"
+    nt_file.write_text(body)
+    nq_file = tmp_path / "two.nq"
+    nq_file.write_text(
+        '<urn:a> <urn:p> "1" <http://example.org/g/1> .\n<urn:b> <urn:p> "2" <http://example.org/g/2> .\n'
+    )
+    store_dir = tmp_path / "s"
+    reports = load([nt_file, nq_file], store=store_dir)
+    assert [r.graph for r in reports] == [
+        f"{run}/graph",
+        "http://example.org/g/1",
+        "http://example.org/g/2",
+    ]
+    again = load([nq_file], store=store_dir)
+    assert all(r.replaced for r in again)
+    df = query("runs", store=store_dir)
+    assert list(df["run_id"]) == ["9"]
+    df = query("SELECT ?o WHERE { GRAPH ?g { ?s <urn:p> ?o } } ORDER BY ?o", file=nq_file)
+    assert list(df["o"]) == ["1", "2"]
+    with pytest.raises(InputError, match="no such run directory or file"):
+        load([tmp_path / "nope"], store=store_dir)
+    bad = tmp_path / "bad.nt"
+    bad.write_text("<urn:a> <urn:p> .\n")
+    with pytest.raises(InputError, match="not valid RDF"):
+        load([bad], store=store_dir)
