@@ -90,17 +90,24 @@ def nt_parts(col: Column) -> tuple[str, Callable[[pa.Array], pa.Array], str]:
 
 
 def write_nt(block: Block, out: IO[bytes], graph_iri: str | None = None) -> None:
-    """Write all N-Triples (or N-Quads, with ``graph_iri``) lines of the block's subjects."""
+    """Write all N-Triples (or N-Quads, with ``graph_iri``) lines of the block's subjects.
+
+    Dense columns (a value on every row) are spliced straight into the one row expression, so
+    polars copies each output byte once; only sparse and multi-valued columns are built as their
+    own (nullable) pieces first. The first column (``rdf:type``) is always present, so every later
+    line can carry its own leading newline.
+    """
     rows = Rows()
     s = rows.col(block.subjects)
     end = f" <{graph_iri}> ." if graph_iri else " ."
     pieces: list[pl.Expr] = []
-    for col in block.columns:
+    for i, col in enumerate(block.columns):
+        nl = "" if i == 0 else "\n"
         before, fn, after = nt_parts(col)
         head = f"> <{col.predicate}> {before}"
         if isinstance(col.values, str):
             value = fn(pa.array([col.values], LARGE))[0].as_py()
-            pieces.append(pl.concat_str([lit("<"), s, lit(f"{head}{value}{after}{end}")]))
+            pieces += [lit(f"{nl}<"), s, lit(f"{head}{value}{after}{end}")]
         elif col.multi:
             # One line per value; lines are assembled by pyarrow (lists are short and sparse).
             subj = concat("<", block.subjects, head)
@@ -111,14 +118,16 @@ def write_nt(block: Block, out: IO[bytes], graph_iri: str | None = None) -> None
             lists = pa.LargeListArray.from_arrays(
                 _compact_offsets(terms), lines, mask=pc.is_null(terms) if terms.null_count else None
             )
-            pieces.append(rows.col(_join_list(lists, "\n")))
+            pieces.append(pl.concat_str([lit(nl), rows.col(_join_list(lists, "\n"))]))
+        elif col.values.null_count == 0:
+            pieces += [lit(f"{nl}<"), s, lit(head), rows.col(fn(col.values)), lit(f"{after}{end}")]
         else:
             pieces.append(
                 pl.concat_str(
-                    [lit("<"), s, lit(head), rows.col(fn(col.values)), lit(f"{after}{end}")]
+                    [lit(f"{nl}<"), s, lit(head), rows.col(fn(col.values)), lit(f"{after}{end}")]
                 )
             )
-    rows.emit(out, pl.concat_str(pieces, separator="\n", ignore_nulls=True), "\n")
+    rows.emit(out, pl.concat_str(pieces, ignore_nulls=True), "\n")
 
 
 def _compact_offsets(lists: pa.Array) -> pa.Array:
@@ -185,6 +194,9 @@ def write_turtle_rows(
                 _map_values(col, lambda v, b=before, f=fn, a=after: concat(b, f(v), a)), ", "
             )
             pieces.append(pl.concat_str([lit(f"{lead}{p} "), rows.col(objs)]))
+        elif col.values.null_count == 0:
+            # Dense: spliced into the row expression (one copy per output byte).
+            pieces += [lit(f"{lead}{p} {before}"), rows.col(fn(col.values)), lit(after)]
         else:
             pieces.append(
                 pl.concat_str([lit(f"{lead}{p} {before}"), rows.col(fn(col.values)), lit(after)])
@@ -296,6 +308,8 @@ def write_jsonld_rows(block: Block, out: IO[bytes], terms: JsonLdTerms, first: b
             pieces.append(
                 pl.concat_str([lit(f', "{key}": [{before}'), rows.col(objs), lit(f"{after}]")])
             )
+        elif col.values.null_count == 0:
+            pieces += [lit(f', "{key}": {before}'), rows.col(json_escape(col.values)), lit(after)]
         else:
             pieces.append(
                 pl.concat_str(
