@@ -51,6 +51,7 @@ def export(
     format: str | None = None,
     base: str = DEFAULT_BASE,
     detail: str = "tasks",
+    io_detail: str = "aggregate",
     darshan: bool = True,
     force: bool = False,
     progress: bool = False,
@@ -63,6 +64,8 @@ def export(
         format: format name or alias; default from the file suffix.
         base: base IRI for the run's instances.
         detail: ``tasks`` or ``transitions`` (every state transition as an mp:Transition).
+        io_detail: Darshan I/O as ``aggregate`` (per activity, file and operation) or
+            ``segments`` (also every traced call as an mp:IOSegment).
         darshan: read the run's Darshan logs (and link their I/O to tasks) when there are any.
         force: let the ``prov``-package formats run above their size limit.
         progress: progress bar while reading.
@@ -94,7 +97,7 @@ def export(
         from metaprov.link import link_io
 
         link_io(records)
-    graph = to_prov(records, base=base, detail=detail)
+    graph = to_prov(records, base=base, detail=detail, io_detail=io_detail)
     n = write(graph, output, fmt.name, force=force)
     return ExportResult(
         output=str(output) if isinstance(output, (str, Path)) else "<stream>",

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("metaprov")
 
 DETAILS = ("tasks", "transitions")
+#: Darshan I/O detail: per (activity, file, operation) aggregates, or also every traced call.
+IO_DETAILS = ("aggregate", "segments")
 
 #: (step name, module, function, after which step): parts of the model in optional modules.
 OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
@@ -123,6 +125,7 @@ class MapContext:
     detail: str = "tasks"
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     cache: dict[str, Any] = field(default_factory=dict)
+    io_detail: str = "aggregate"
 
     def cached(self, name: str, make: Callable[[], Any]) -> Any:
         """Compute a shared value once per export (e.g. the set of keys that have a data chunk)."""
@@ -141,6 +144,7 @@ class ProvGraph:
         graph_iri: IRI of the named graph holding this run (N-Quads, TriG).
         base: instance base IRI.
         detail: ``tasks`` or ``transitions``.
+        io_detail: ``aggregate`` or ``segments`` (Darshan I/O).
     """
 
     def __init__(
@@ -149,9 +153,20 @@ class ProvGraph:
         base: str = DEFAULT_BASE,
         detail: str = "tasks",
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        io_detail: str = "aggregate",
     ) -> None:
         if detail not in DETAILS:
             raise UsageError(f"unknown detail {detail!r}", hint=f"use one of: {', '.join(DETAILS)}")
+        if io_detail not in IO_DETAILS:
+            raise UsageError(
+                f"unknown I/O detail {io_detail!r}", hint=f"use one of: {', '.join(IO_DETAILS)}"
+            )
+        if records.darshan is not None and records.io is None:
+            # Darshan logs read but not linked yet: link now, so the I/O step sees task links.
+            from metaprov.link import link_io
+
+            link_io(records)
+        self.io_detail = io_detail
         _check_base(base)
         self.records = records
         self.base = base.rstrip("/")
@@ -165,7 +180,9 @@ class ProvGraph:
     def blocks(self) -> Iterator[Block]:
         """Every block of the graph, step by step (a fresh pass each call; deterministic order)."""
         _ensure_builtin_steps()
-        ctx = MapContext(self.records, self.iris, self.detail, self.chunk_rows)
+        ctx = MapContext(
+            self.records, self.iris, self.detail, self.chunk_rows, io_detail=self.io_detail
+        )
         for entry in list(_STEPS):
             for block in entry.func(ctx):
                 if len(block):
@@ -188,6 +205,7 @@ def to_prov(
     detail: str = "tasks",
     *,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    io_detail: str = "aggregate",
 ) -> ProvGraph:
     """Map a run's records to W3C PROV (lazily).
 
@@ -197,6 +215,10 @@ def to_prov(
         detail: ``"tasks"`` (executions, chunks, transfers, ...) or ``"transitions"`` (also every
             state transition as an mp:Transition event).
         chunk_rows: rows per block for the large tables (bounds memory, not the output).
+        io_detail: Darshan I/O (when ``records.darshan`` is set; linked here with
+            :func:`metaprov.link_io` unless ``records.io`` is already set): ``"aggregate"``
+            (per activity, file and operation: bytes, counts, first/last time, offsets) or
+            ``"segments"`` (also every traced call as an mp:IOSegment).
 
     Returns:
         A :class:`ProvGraph`; pass it to :func:`metaprov.write`.
@@ -205,7 +227,7 @@ def to_prov(
         >>> graph = to_prov(read_run("runs/R1"), base="https://example.org/prov")  # doctest: +SKIP
         >>> write(graph, "r1.ttl")  # doctest: +SKIP
     """
-    return ProvGraph(records, base=base, detail=detail, chunk_rows=chunk_rows)
+    return ProvGraph(records, base=base, detail=detail, chunk_rows=chunk_rows, io_detail=io_detail)
 
 
 def _check_base(base: str) -> None:

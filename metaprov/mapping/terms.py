@@ -83,6 +83,10 @@ MP_TERMS: frozenset[str] = frozenset(
     transferId totalBytes compressedBytes bandwidth keyCount loggedBy
     fromState toState stimulusId observer sourceLine
     path bytesRead bytesWritten readCount writeCount firstTime lastTime
+    Process ProcessActivity IOActivity IOSegment DarshanRecord DarshanCounter
+    darshanRecord counter aggregatedBy processRole darshanLog commandLine clockOffset module rank
+    counterName counterValue minOffset endOffset ioTime linkStatus linkRule linkReason operation
+    offset length callingThread
     """.split()
 )
 
@@ -378,6 +382,50 @@ class RunIris:
     def file_versions(self, file_iris: pa.Array, versions: Any) -> pa.Array:
         """``<file>/version/<n>``."""
         return concat(file_iris, "/version/", _ints(versions))
+
+    # --- Darshan file I/O (metaprov/mapping/fileio.py) ---------------------------------------
+    def os_processes(self, log_names: Any) -> pa.Array:
+        """``<run>/process/<log file name>``: a traced process not mapped to a worker.
+
+        A worker's own process is ``<worker>/process`` (:meth:`processes`), the same agent the
+        agents step describes; any other process (nanny, launcher, ...) is named by its Darshan
+        log, which is unique in a run and holds the pid.
+        """
+        return self._seg("process", log_names)
+
+    def process_activities(self, process_iris: pa.Array) -> pa.Array:
+        """``<process>/activity``: the activity a process's I/O outside tasks belongs to."""
+        return concat(process_iris, "/activity")
+
+    def io_qualifiers(self, activity_iris: pa.Array, kinds: Any, paths: Any) -> pa.Array:
+        """``<activity>/<kind>/<path>``: a qualified usage (``kind`` read, read-ambiguous, ...)."""
+        return concat(activity_iris, "/", as_text_array(kinds), "/", quote_array(paths))
+
+    def generations(self, version_iris: pa.Array) -> pa.Array:
+        """``<file version>/generation``: the qualified generation of a file version."""
+        return concat(version_iris, "/generation")
+
+    def io_segments(self, aggregate_iris: pa.Array, ordinals: Any) -> pa.Array:
+        """``<usage or generation>/segment/<n>``: one traced call (``--io-detail segments``)."""
+        return concat(aggregate_iris, "/segment/", _ints(ordinals))
+
+    def darshan_records(
+        self, process_iris: pa.Array, modules: Any, ranks: Any, record_ids: Any
+    ) -> pa.Array:
+        """``<process>/darshan/<module>/<rank>/<record id>``: a Darshan counter record."""
+        return concat(
+            process_iris,
+            "/darshan/",
+            quote_array(modules),
+            "/",
+            _ints(ranks),
+            "/",
+            _ints(record_ids),
+        )
+
+    def darshan_counters(self, record_iris: pa.Array, names: Any) -> pa.Array:
+        """``<record>/<counter name>``: one counter of a Darshan record."""
+        return concat(record_iris, "/", quote_array(names))
 
     def io_records(self, kind: str, ids: Any) -> pa.Array:
         """``<run>/<kind>/<id>`` for qualified I/O usages/generations (``kind`` e.g. 'io-usage')."""

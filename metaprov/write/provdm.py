@@ -26,8 +26,17 @@ if TYPE_CHECKING:
 
     from metaprov.mapping import ProvGraph
 
-_ACTIVITIES = {MP.Run, MP.Job, MP.TaskExecution, MP.Transfer}
-_AGENTS = {MP.User, MP.Client, MP.Scheduler, MP.Worker, MP.WorkerProcess, MP.Thread}
+_ACTIVITIES = {
+    MP.Run,
+    MP.Job,
+    MP.TaskExecution,
+    MP.Transfer,
+    # Darshan I/O (mapping/fileio.py): mp:IOActivity re-describes a task execution
+    MP.IOActivity,
+    MP.ProcessActivity,
+    MP.IOSegment,
+}
+_AGENTS = {MP.User, MP.Client, MP.Scheduler, MP.Worker, MP.WorkerProcess, MP.Thread, MP.Process}
 _PLANS = {
     MP.TaskGraph,
     MP.TaskPrefix,

@@ -1,0 +1,573 @@
+"""Darshan file I/O: files, qualified usages and generations, traced processes and counters.
+
+Input: ``records.darshan`` (:class:`~metaprov.ingest.darshan.DarshanRecords`) and ``records.io``
+(:class:`~metaprov.link.LinkedIO`, from :func:`metaprov.link_io`: each traced call linked to a
+task execution, or to its process, or reported ambiguous/unlinked), plus the worker table of the
+agents step and the nodes of the job step. Output, in row chunks:
+
+- mp:File per path (``<run>/file/<path>``);
+- mp:Process per Darshan log of the run: a worker's own process keeps the IRI the agents step
+  gives it (``<worker>/process``, typed mp:WorkerProcess there), so thread -> worker process ->
+  worker holds; other processes (nanny, launcher, ...) are ``<run>/process/<log name>``. Role,
+  pid, command line, clock offset, host and its Darshan counter records;
+- mp:ProcessActivity per process (``<process>/activity``): the activity its I/O outside tasks
+  belongs to, associated with the process;
+- mp:IOActivity on each task execution with linked I/O: I/O totals, ``prov:used`` files and
+  ``prov:qualifiedUsage``;
+- per (activity, file, link status): reads as an mp:IOUsage (bytes, operation count, first/last
+  time, offset range, time in I/O); writes as an mp:FileVersion ``prov:wasGeneratedBy`` the
+  activity with an mp:IOGeneration carrying the same figures, ``prov:wasRevisionOf`` the file's
+  previous version (versions numbered by first write time);
+- mp:DarshanRecord / mp:DarshanCounter: the non-zero POSIX/STDIO/MPI-IO counters per process and
+  file;
+- with ``io_detail="segments"``, every traced call as an mp:IOSegment ``mp:aggregatedBy`` its
+  usage or generation.
+
+All grouping is done with pandas/numpy over whole columns; rows are sorted by IRI-defining values
+so the output never depends on the order the logs were read in. Nothing is emitted when the run
+has no Darshan logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metaprov.mapping.block import (
+    Block,
+    group_lists,
+    lit_double,
+    lit_int,
+    lit_str,
+    lit_time,
+)
+from metaprov.mapping.terms import MP, PROV, RDF, XSD
+
+if TYPE_CHECKING:
+    from metaprov.mapping import MapContext
+
+LARGE = pa.large_string()
+#: Link statuses (metaprov.link.STATUSES) in the order their codes are assigned here.
+STATUS = ("linked", "process", "ambiguous", "unlinked")
+OPS = ("read", "write")
+
+
+@dataclass
+class IOTables:
+    """The I/O of a run, grouped once per export and shared by the blocks.
+
+    Attributes:
+        procs: one row per traced process of the run, sorted by log name: log, role, pid, host,
+            cmdline, start/end (clock-corrected), worker, clock_offset, mapped (the worker's own
+            process), ``iri`` and ``act`` (its process activity) as pyarrow arrays beside.
+        proc_iri, proc_act: IRIs of the processes and of their activities.
+        proc_code: position of each process activity in ``acts``.
+        files: distinct file paths, sorted; ``file_iri`` their IRIs; ``file_index`` finds them.
+        acts: IRI of every activity with I/O (task executions, then process activities), sorted.
+        act_task: whether each activity is a task execution.
+        agg: one row per (activity, file, operation, status): codes, sums, extremes; sorted.
+        agg_iri: IRI of each aggregate (usage or generation).
+        seg: per traced call of the run (only with segment detail): aggregate row and its own
+            columns; None otherwise.
+    """
+
+    procs: pd.DataFrame
+    proc_iri: pa.Array
+    proc_act: pa.Array
+    proc_code: np.ndarray
+    files: pa.Array
+    file_iri: pa.Array
+    file_index: pd.Index
+    acts: pa.Array
+    act_task: np.ndarray
+    agg: pd.DataFrame
+    agg_iri: pa.Array
+    version_iri: pa.Array
+    seg: pd.DataFrame | None
+
+
+def add_io(ctx: MapContext) -> Iterator[Block]:
+    """Files, processes, process activities, I/O usages/generations, counters (and segments)."""
+    rec = ctx.records
+    if rec.darshan is None or rec.io is None:
+        return
+    t: IOTables = ctx.cached("io_tables", lambda: io_tables(ctx))
+    if not len(t.procs):
+        return
+    yield from _file_blocks(ctx, t)
+    yield from _process_blocks(ctx, t)
+    yield from _activity_blocks(ctx, t)
+    yield from _usage_blocks(ctx, t)
+    yield from _generation_blocks(ctx, t)
+    yield from _counter_blocks(ctx, t)
+    if ctx.io_detail == "segments":
+        yield from _segment_blocks(ctx, t)
+
+
+# ---------------------------------------------------------------------------------------------
+# grouping
+# ---------------------------------------------------------------------------------------------
+
+
+def _paths(df: pd.DataFrame) -> pd.Series:
+    """File paths; a record id missing from the name map becomes ``darshan-record:<id>``."""
+    path = df["path"].astype(object)
+    missing = path.isna()
+    if missing.any():
+        path = path.copy()
+        path[missing] = "darshan-record:" + df.loc[missing, "record_id"].astype(str)
+    return path.astype(str)
+
+
+def _processes(ctx: MapContext) -> pd.DataFrame:
+    """Traced processes of the run: logs in the run that could be read, sorted by log name."""
+    from metaprov.mapping.agents import worker_table
+
+    dr = ctx.records.darshan
+    io = ctx.records.io
+    logs = dr.logs
+    in_run = logs["in_run"].fillna(True).astype(bool)
+    readable = logs["status"].astype(object).ne("unreadable")
+    p = logs.loc[in_run & readable].sort_values("log", kind="stable").reset_index(drop=True)
+    cols = ["log", "worker", "clock_offset"]
+    p = p.merge(io.processes[cols].drop_duplicates("log"), on="log", how="left")
+    worker = p["worker"].astype(object)
+    # The worker's own process: the agents step already describes <worker>/process. If two logs
+    # claim one worker (reported by link_io), only the first keeps that IRI.
+    p["mapped"] = worker.notna() & ~worker.duplicated()
+    offset = pd.to_numeric(p["clock_offset"], errors="coerce").fillna(0.0)
+    shift = pd.to_timedelta(np.rint(offset.to_numpy() * 1e6).astype(np.int64), unit="us")
+    p["start"] = p["start"] - shift
+    p["end"] = p["end"] - shift
+    # A pid the agents step already wrote (worker pid from the capture plugin) is not repeated.
+    w = worker_table(ctx)
+    known = dict(zip(w["address"].astype(str), w["pid"], strict=True))
+    recorded = worker.where(p["mapped"]).map(known).astype("Int64")
+    same = (recorded == p["pid"].astype("Int64")).fillna(False).to_numpy(dtype=bool)
+    p["pid_out"] = p["pid"].astype("Int64").mask(same)
+    return p
+
+
+def _node_of(ctx: MapContext, hosts: pd.Series) -> tuple[pd.Series, list[str]]:
+    """Node host name for each Darshan host name, and the hosts no other step describes.
+
+    Darshan records the short host name (``x3109c0s37b0n0``); the node lists may hold the full
+    name (``x3109c0s37b0n0.hsn.cm...``): a unique match on the first label is the same node.
+    """
+    from metaprov.mapping.job import node_roles
+
+    known = sorted(set(node_roles(ctx)["host"].astype(str)))
+    by_label: dict[str, list[str]] = {}
+    for h in known:
+        by_label.setdefault(h.split(".")[0], []).append(h)
+    table: dict[str, str] = {}
+    for h in sorted(set(hosts.dropna().astype(str))):
+        if h in known:
+            table[h] = h
+        else:
+            cands = by_label.get(h.split(".")[0], [])
+            table[h] = cands[0] if len(cands) == 1 else h
+    mapped = hosts.astype(object).map(table)
+    new = sorted({v for v in table.values() if v not in known})
+    return mapped, new
+
+
+def io_tables(ctx: MapContext) -> IOTables:
+    """Group the run's traced calls per (activity, file, operation, link status)."""
+    rec = ctx.records
+    iris = ctx.iris
+    dr = rec.darshan
+    links = rec.io.segments
+    procs = _processes(ctx)
+    w_iri = iris.processes(iris.workers(procs["worker"].astype(object)))
+    o_iri = iris.os_processes(procs["log"])
+    proc_iri = pc.if_else(pa.array(procs["mapped"].to_numpy(dtype=bool)), w_iri, o_iri)
+    proc_act = iris.process_activities(proc_iri)
+
+    # --- traced calls of the run's processes ---
+    seg = dr.segments
+    if len(links) != len(seg):
+        from metaprov.errors import UsageError
+
+        raise UsageError(
+            f"records.io has {len(links)} segment links for {len(seg)} Darshan segments",
+            hint="run metaprov.link_io(records) again on these records",
+        )
+    proc = pd.Index(procs["log"]).get_indexer(seg["log"])
+    inc = proc >= 0
+    seg = seg.loc[inc].reset_index(drop=True)
+    lk = links.loc[inc].reset_index(drop=True)
+    proc = proc[inc]
+    status = lk["status"].astype(object)
+    st = np.full(len(lk), STATUS.index("unlinked"), np.int64)
+    for i, name in enumerate(STATUS):
+        st[(status == name).to_numpy(dtype=bool)] = i
+    linked = st == 0
+
+    # Activity of each call: its task execution when linked, else its process's activity.
+    pairs = pd.DataFrame(
+        {
+            "key": lk.loc[linked, "key"].astype(object).to_numpy(),
+            "attempt": lk.loc[linked, "attempt"].fillna(0).astype("int64").to_numpy(),
+        }
+    )
+    pair_code = pairs.groupby(["key", "attempt"], sort=True).ngroup().to_numpy()
+    firsts = pairs.drop_duplicates(["key", "attempt"]).sort_values(["key", "attempt"])
+    task_acts = iris.executions(iris.tasks(firsts["key"]), firsts["attempt"])
+    n_task = len(task_acts)
+    act_raw = np.where(linked, 0, n_task + proc)
+    act_raw[linked] = pair_code
+    acts_all = pa.concat_arrays([task_acts, proc_act])
+    is_task_all = np.arange(len(acts_all)) < n_task
+    # Codes in IRI order (deterministic output, whatever order the logs were read in).
+    order = pc.sort_indices(acts_all).to_numpy()
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    acts = acts_all.take(pa.array(order))
+    act_task = is_task_all[order]
+    act = rank[act_raw] if len(act_raw) else act_raw
+
+    # --- files: traced calls and counter records ---
+    seg_path = _paths(seg)
+    counters = dr.counters
+    c_in = pd.Index(procs["log"]).get_indexer(counters["log"]) >= 0
+    c_path = _paths(counters.loc[c_in])
+    file_index = pd.Index(sorted(set(seg_path.unique()) | set(c_path.unique())), dtype=object)
+    files = pa.array(file_index.to_numpy(), LARGE)
+    file_iri = iris.files(files)
+    path = file_index.get_indexer(seg_path)
+
+    op = (seg["op"].astype(object) == "write").to_numpy(dtype=np.int64)
+    length = seg["length"].fillna(0).to_numpy(dtype=np.int64)
+    offset = seg["offset"].fillna(0).to_numpy(dtype=np.int64)
+    start = lk["start"]
+    end = lk["end"]
+    g = pd.DataFrame(
+        {
+            "act": act,
+            "path": path,
+            "op": op,
+            "st": st,
+            "length": length,
+            "offset": offset,
+            "end_off": offset + length,
+            "start": start,
+            "end": end,
+            "dur": (end - start).dt.total_seconds().to_numpy(),
+        }
+    )
+    keys = ["act", "path", "op", "st"]
+    grouped = g.groupby(keys, sort=True)
+    agg = grouped.agg(
+        bytes=("length", "sum"),
+        count=("length", "size"),
+        first=("start", "min"),
+        last=("end", "max"),
+        min_off=("offset", "min"),
+        end_off=("end_off", "max"),
+        io_time=("dur", "sum"),
+    ).reset_index()
+
+    # Writes: file versions numbered per file by first write time (then activity IRI).
+    is_w = agg["op"].to_numpy() == 1
+    w = agg.loc[is_w, ["path", "first", "act", "st"]]
+    w = w.sort_values(["path", "first", "act", "st"], kind="stable")
+    version = np.zeros(len(agg), np.int64)
+    version[w.index.to_numpy()] = w.groupby("path").cumcount().to_numpy() + 1
+    agg["version"] = version
+    labels = np.where(
+        agg["st"].to_numpy() <= 1,
+        np.array(OPS, dtype=object)[agg["op"].to_numpy()],
+        np.char.add(
+            np.char.add(np.array(OPS)[agg["op"].to_numpy()], "-"),
+            np.array(STATUS)[agg["st"].to_numpy()],
+        ).astype(object),
+    )
+    a_path = pa.array(agg["path"].to_numpy())
+    version_iri = iris.file_versions(file_iri.take(a_path), agg["version"])
+    usage_iri = iris.io_qualifiers(
+        acts.take(pa.array(agg["act"].to_numpy())), labels, files.take(a_path)
+    )
+    agg_iri = pc.if_else(pa.array(is_w), iris.generations(version_iri), usage_iri)
+
+    seg_table = None
+    if ctx.io_detail == "segments" and len(g):
+        gid = grouped.ngroup().to_numpy()
+        s = pd.DataFrame(
+            {
+                "gid": gid,
+                "start": start,
+                "end": end,
+                "offset": seg["offset"],
+                "length": seg["length"],
+                "op": seg["op"].astype(object),
+                "module": seg["module"].astype(object),
+                "pthread": seg["pthread"],
+                "rule": lk["rule"].astype(object),
+                "reason": lk["reason"].astype(object),
+            }
+        )
+        s = s.sort_values(["gid", "start", "offset"], kind="stable").reset_index(drop=True)
+        s["ordinal"] = s.groupby("gid").cumcount()
+        seg_table = s
+    return IOTables(
+        procs=procs,
+        proc_iri=proc_iri,
+        proc_act=proc_act,
+        proc_code=rank[n_task + np.arange(len(procs))],
+        files=files,
+        file_iri=file_iri,
+        file_index=file_index,
+        acts=acts,
+        act_task=act_task,
+        agg=agg,
+        agg_iri=agg_iri,
+        version_iri=version_iri,
+        seg=seg_table,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# blocks
+# ---------------------------------------------------------------------------------------------
+
+
+def _chunked(
+    subjects: pa.Array,
+    rdf_type: str,
+    columns: list[tuple[str, Any, str, str | None]],
+    step: int,
+) -> Iterator[Block]:
+    """Blocks of at most ``step`` rows from whole-table columns (pyarrow arrays or constants)."""
+    n = len(subjects)
+    for a in range(0, n, step):
+        k = min(step, n - a)
+        blk = Block(subjects.slice(a, k))
+        blk.add(RDF.type, rdf_type)
+        for pred, vals, kind, dt in columns:
+            if vals is not None:
+                blk.add(pred, vals if isinstance(vals, str) else vals.slice(a, k), kind, dt)
+        yield blk
+
+
+def _file_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    yield from _chunked(
+        t.file_iri, MP.File, [(MP.path, lit_str(t.files), "str", None)], ctx.chunk_rows
+    )
+
+
+def _counter_records(ctx: MapContext, t: IOTables) -> tuple[pd.DataFrame, pa.Array, pa.Array]:
+    """(counter rows sorted by record then name, record IRI per row, record IRI per record)."""
+
+    def make() -> tuple[pd.DataFrame, pa.Array, pa.Array]:
+        c = ctx.records.darshan.counters
+        proc = pd.Index(t.procs["log"]).get_indexer(c["log"])
+        keep = proc >= 0
+        c = c.loc[keep].reset_index(drop=True)
+        c = c.assign(proc=proc[keep], path=_paths(c).to_numpy())
+        c = c.sort_values(
+            ["proc", "module", "rank", "record_id", "counter"], kind="stable"
+        ).reset_index(drop=True)
+        rec_code = c.groupby(["proc", "module", "rank", "record_id"], sort=True).ngroup()
+        c["rec"] = rec_code.to_numpy()
+        first = c.drop_duplicates("rec")
+        rec_iri = ctx.iris.darshan_records(
+            t.proc_iri.take(pa.array(first["proc"].to_numpy())),
+            first["module"].astype(object),
+            first["rank"],
+            first["record_id"],
+        )
+        return c, rec_iri.take(pa.array(c["rec"].to_numpy())), rec_iri
+
+    return ctx.cached("io_counters", make)
+
+
+def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    iris = ctx.iris
+    p = t.procs
+    mapped = p["mapped"].to_numpy(dtype=bool)
+    node_host, new_hosts = _node_of(ctx, p["hostname"].astype(object).where(~mapped))
+    c, _, rec_iri = _counter_records(ctx, t)
+    first = c.drop_duplicates("rec")
+    records = group_lists(first["proc"].to_numpy(), rec_iri, len(p)) if len(first) else None
+    cols: list[tuple[str, Any, str, str | None]] = [
+        (MP.processRole, lit_str(p["role"].astype(object)), "str", None),
+        (MP.pid, lit_int(p["pid_out"]), "typed", XSD.integer),
+        (MP.darshanLog, lit_str(p["log"].astype(object)), "str", None),
+        (MP.commandLine, lit_str(p["cmdline"].astype(object)), "str", None),
+        (MP.clockOffset, lit_double(p["clock_offset"].astype("float64")), "typed", XSD.double),
+        # the worker's own process has its node from the agents step
+        (MP.node, iris.nodes(node_host), "iri", None),
+        (MP.run, iris.run, "iri", None),
+        (MP.darshanRecord, records, "iri", None),
+    ]
+    yield from _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows)
+    if new_hosts:
+        nb = Block(iris.nodes(new_hosts))
+        nb.add(RDF.type, MP.Node)
+        nb.add(MP.hostname, lit_str(new_hosts), "str")
+        nb.add(MP.run, iris.run)
+        yield nb
+
+
+def _totals(t: IOTables, n: int, rows: np.ndarray) -> list[tuple[str, Any, str, str | None]]:
+    """Per activity (``rows`` maps activity code -> block row): bytes and counts, and its files."""
+    a = t.agg
+    row = rows[a["act"].to_numpy()]
+    ok = row >= 0
+    cols: list[tuple[str, Any, str, str | None]] = []
+    for op, b_pred, c_pred in (
+        (0, MP.bytesRead, MP.readCount),
+        (1, MP.bytesWritten, MP.writeCount),
+    ):
+        sel = ok & (a["op"].to_numpy() == op)
+        total_b = np.bincount(row[sel], weights=a["bytes"].to_numpy()[sel], minlength=n)
+        total_c = np.bincount(row[sel], weights=a["count"].to_numpy()[sel], minlength=n)
+        has = total_c > 0
+        cols.append(
+            (b_pred, lit_int(pa.array(total_b.astype(np.int64), mask=~has)), "typed", XSD.integer)
+        )
+        cols.append(
+            (c_pred, lit_int(pa.array(total_c.astype(np.int64), mask=~has)), "typed", XSD.integer)
+        )
+    reads = ok & (a["op"].to_numpy() == 0)
+    # prov:used once per (activity, file), even when reads of one file have several statuses
+    rp = pd.DataFrame({"row": row[reads], "path": a["path"].to_numpy()[reads]}).drop_duplicates()
+    used = group_lists(rp["row"].to_numpy(), t.file_iri.take(pa.array(rp["path"].to_numpy())), n)
+    qual = group_lists(row[reads], t.agg_iri.filter(pa.array(reads)), n)
+    cols.append((PROV.used, used, "iri", None))
+    cols.append((PROV.qualifiedUsage, qual, "iri", None))
+    return cols
+
+
+def _activity_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    # Process activities: one per process, with or without I/O of its own.
+    p = t.procs
+    n = len(p)
+    rows = np.full(len(t.acts), -1, np.int64)
+    rows[t.proc_code] = np.arange(n)
+    cols: list[tuple[str, Any, str, str | None]] = [
+        (PROV.wasAssociatedWith, t.proc_iri, "iri", None),
+        (PROV.startedAtTime, lit_time(p["start"]), "typed", XSD.dateTime),
+        (PROV.endedAtTime, lit_time(p["end"]), "typed", XSD.dateTime),
+        *_totals(t, n, rows),
+    ]
+    yield from _chunked(t.proc_act, MP.ProcessActivity, cols, ctx.chunk_rows)
+    # Task executions with linked I/O: a second type, and their I/O columns.
+    task_codes = np.flatnonzero(t.act_task)
+    if len(task_codes):
+        rows = np.full(len(t.acts), -1, np.int64)
+        rows[task_codes] = np.arange(len(task_codes))
+        subjects = t.acts.take(pa.array(task_codes))
+        cols = _totals(t, len(task_codes), rows)
+        yield from _chunked(subjects, MP.IOActivity, cols, ctx.chunk_rows)
+
+
+def _figures(a: pd.DataFrame, op: int) -> list[tuple[str, Any, str, str | None]]:
+    b_pred, c_pred = (MP.bytesRead, MP.readCount) if op == 0 else (MP.bytesWritten, MP.writeCount)
+    return [
+        (b_pred, lit_int(a["bytes"].astype("int64")), "typed", XSD.integer),
+        (c_pred, lit_int(a["count"].astype("int64")), "typed", XSD.integer),
+        (MP.firstTime, lit_time(a["first"]), "typed", XSD.dateTime),
+        (MP.lastTime, lit_time(a["last"]), "typed", XSD.dateTime),
+        (MP.minOffset, lit_int(a["min_off"].astype("int64")), "typed", XSD.integer),
+        (MP.endOffset, lit_int(a["end_off"].astype("int64")), "typed", XSD.integer),
+        (MP.ioTime, lit_double(a["io_time"].astype("float64")), "typed", XSD.double),
+        (
+            MP.linkStatus,
+            lit_str(pd.Series(np.array(STATUS, dtype=object)[a["st"].to_numpy()])),
+            "str",
+            None,
+        ),
+    ]
+
+
+def _usage_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    sel = t.agg["op"].to_numpy() == 0
+    if not sel.any():
+        return
+    a = t.agg.loc[sel].reset_index(drop=True)
+    mask = pa.array(sel)
+    cols = [
+        (PROV.entity, t.file_iri.take(pa.array(a["path"].to_numpy())), "iri", None),
+        *_figures(a, 0),
+    ]
+    yield from _chunked(t.agg_iri.filter(mask), MP.IOUsage, cols, ctx.chunk_rows)
+
+
+def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    sel = t.agg["op"].to_numpy() == 1
+    if not sel.any():
+        return
+    a = t.agg.loc[sel].reset_index(drop=True)
+    mask = pa.array(sel)
+    versions = t.version_iri.filter(mask)
+    gens = t.agg_iri.filter(mask)
+    file_of = t.file_iri.take(pa.array(a["path"].to_numpy()))
+    act_of = t.acts.take(pa.array(a["act"].to_numpy()))
+    # the previous version of the same file (none for version 1)
+    v = a["version"].to_numpy()
+    prev = ctx.iris.file_versions(file_of, pa.array(np.maximum(v - 1, 1)))
+    prev = pc.if_else(pa.array(v > 1), prev, pa.scalar(None, LARGE))
+    vcols: list[tuple[str, Any, str, str | None]] = [
+        (MP.file, file_of, "iri", None),
+        (PROV.specializationOf, file_of, "iri", None),
+        (PROV.wasGeneratedBy, act_of, "iri", None),
+        (PROV.qualifiedGeneration, gens, "iri", None),
+        (PROV.wasRevisionOf, prev, "iri", None),
+        (PROV.generatedAtTime, lit_time(a["last"]), "typed", XSD.dateTime),
+    ]
+    yield from _chunked(versions, MP.FileVersion, vcols, ctx.chunk_rows)
+    gcols = [(PROV.activity, act_of, "iri", None), *_figures(a, 1)]
+    yield from _chunked(gens, MP.IOGeneration, gcols, ctx.chunk_rows)
+
+
+def _counter_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    c, rec_of_row, rec_iri = _counter_records(ctx, t)
+    if not len(c):
+        return
+    first = c.drop_duplicates("rec").reset_index(drop=True)
+    counter_iri = ctx.iris.darshan_counters(rec_of_row, c["counter"].astype(object))
+    counters = group_lists(c["rec"].to_numpy(), counter_iri, len(first))
+    file_of = t.file_iri.take(pa.array(t.file_index.get_indexer(first["path"])))
+    rcols: list[tuple[str, Any, str, str | None]] = [
+        (MP.module, lit_str(first["module"].astype(object)), "str", None),
+        (MP.rank, lit_int(first["rank"]), "typed", XSD.integer),
+        (MP.file, file_of, "iri", None),
+        (MP.counter, counters, "iri", None),
+    ]
+    yield from _chunked(rec_iri, MP.DarshanRecord, rcols, ctx.chunk_rows)
+    ccols: list[tuple[str, Any, str, str | None]] = [
+        (MP.counterName, lit_str(c["counter"].astype(object)), "str", None),
+        (MP.counterValue, lit_double(c["value"].astype("float64")), "typed", XSD.double),
+    ]
+    yield from _chunked(counter_iri, MP.DarshanCounter, ccols, ctx.chunk_rows)
+
+
+def _segment_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    s = t.seg
+    if s is None or not len(s):
+        return
+    step = ctx.chunk_rows
+    for a in range(0, len(s), step):
+        part = s.iloc[a : a + step]
+        agg = t.agg_iri.take(pa.array(part["gid"].to_numpy()))
+        blk = Block(ctx.iris.io_segments(agg, part["ordinal"]))
+        blk.add(RDF.type, MP.IOSegment)
+        blk.add(MP.aggregatedBy, agg)
+        blk.add(MP.operation, lit_str(part["op"]), "str")
+        blk.add(MP.offset, lit_int(part["offset"]), "typed", XSD.integer)
+        blk.add(MP.length, lit_int(part["length"]), "typed", XSD.integer)
+        blk.add(PROV.startedAtTime, lit_time(part["start"]), "typed", XSD.dateTime)
+        blk.add(PROV.endedAtTime, lit_time(part["end"]), "typed", XSD.dateTime)
+        blk.add(MP.callingThread, lit_int(part["pthread"]), "typed", XSD.integer)
+        blk.add(MP.module, lit_str(part["module"]), "str")
+        blk.add(MP.linkRule, lit_str(part["rule"]), "str")
+        blk.add(MP.linkReason, lit_str(part["reason"]), "str")
+        yield blk
