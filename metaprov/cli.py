@@ -361,6 +361,13 @@ def _format_help() -> str:
     show_default=True,
     help="'transitions' also exports every state transition.",
 )
+@click.option(
+    "--io-detail",
+    type=click.Choice(["aggregate", "segments"]),
+    default="aggregate",
+    show_default=True,
+    help="Darshan I/O per task/process, file and operation; 'segments' also every traced call.",
+)
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option(
     "--force",
@@ -375,6 +382,7 @@ def export_cmd(
     fmt: str | None,
     base: str | None,
     detail: str,
+    io_detail: str,
     no_darshan: bool,
     force: bool,
 ) -> None:
@@ -388,6 +396,7 @@ def export_cmd(
     Example:
       metaprov export examples/run -o run.ttl
       metaprov export examples/run -o run.nq --base https://example.org/prov --detail transitions
+      metaprov export runs/R1 -o r1.ttl --io-detail segments
     """
     from metaprov.export import export
     from metaprov.mapping.terms import DEFAULT_BASE
@@ -398,6 +407,7 @@ def export_cmd(
         format=fmt,
         base=base or DEFAULT_BASE,
         detail=detail,
+        io_detail=io_detail,
         darshan=not no_darshan,
         force=force,
         progress=progress_enabled(ctx),
