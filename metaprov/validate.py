@@ -330,7 +330,9 @@ class ValidationReport:
 
 
 def _ontology_text(name: str) -> str:
-    return resources.files("metaprov").joinpath("ontology", name).read_text(encoding="utf-8")
+    return (
+        resources.files("metaprov").joinpath("ontology").joinpath(name).read_text(encoding="utf-8")
+    )
 
 
 def validate(

@@ -100,7 +100,7 @@ def _ensure_builtin_steps() -> None:
     ]
     # Optional parts of the model living in their own modules (e.g. Darshan file I/O): picked
     # up when the module exists, placed after the step they name.
-    for name, module, func, after in OPTIONAL_STEPS:
+    for name, module, func_name, after in OPTIONAL_STEPS:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -109,7 +109,8 @@ def _ensure_builtin_steps() -> None:
             continue
         names = [b[0] for b in builtin]
         builtin.insert(
-            names.index(after) + 1 if after in names else len(builtin), (name, getattr(mod, func))
+            names.index(after) + 1 if after in names else len(builtin),
+            (name, getattr(mod, func_name)),
         )
     # Built-ins go first, in this order, ahead of anything registered by other modules.
     for i, (name, func) in enumerate(builtin):

@@ -209,11 +209,10 @@ def write(
     Example:
         >>> write(to_prov(records), "run.ttl")  # doctest: +SKIP
     """
-    is_path = isinstance(destination, (str, os.PathLike))
-    fmt = resolve_format(destination if is_path else None, format)
+    if not isinstance(destination, (str, os.PathLike)):
+        return int(_writer(resolve_format(None, format))(graph, destination, force=force))
+    fmt = resolve_format(destination, format)
     func = _writer(fmt)
-    if not is_path:
-        return int(func(graph, destination, force=force))
     target = Path(destination)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)

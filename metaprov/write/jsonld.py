@@ -43,7 +43,7 @@ PROV_PROPERTIES: dict[str, str | None] = {
 
 def context_path() -> Any:
     """The shipped context file (``metaprov/ontology/context.jsonld``)."""
-    return resources.files("metaprov").joinpath("ontology", "context.jsonld")
+    return resources.files("metaprov").joinpath("ontology").joinpath("context.jsonld")
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +58,8 @@ def build_context() -> dict[str, Any]:
     from rdflib.namespace import OWL, RDF, RDFS
 
     g = rdflib.Graph().parse(
-        str(resources.files("metaprov").joinpath("ontology", "metaprov.ttl")), format="turtle"
+        str(resources.files("metaprov").joinpath("ontology").joinpath("metaprov.ttl")),
+        format="turtle",
     )
     terms: dict[str, Any] = {}
     for kind in (OWL.ObjectProperty, OWL.DatatypeProperty, OWL.AnnotationProperty):

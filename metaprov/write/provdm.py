@@ -119,20 +119,33 @@ def _literal(value: str, kind: str, datatype: str | None, names: _Names) -> Any:
     return Literal(value, names(str(datatype)))
 
 
-def build_document(graph: ProvGraph, force: bool = False, fmt: str = "PROV") -> ProvDocument:
-    """The graph as a ``prov`` ProvDocument (raises LimitError above the limit)."""
+def build_document(
+    graph: ProvGraph, force: bool = False, fmt: str = "PROV", *, blocks: list[Block] | None = None
+) -> ProvDocument:
+    """The graph as a ``prov`` ProvDocument (raises LimitError above the limit).
+
+    Args:
+        graph: the mapped run.
+        force: build it even above the limit.
+        fmt: format name for the error message.
+        blocks: the graph's blocks when the caller already has them.
+    """
     from prov.model import PROV_TYPE, ProvDocument
 
-    blocks = _limit(graph, force, fmt)
+    if blocks is None:
+        blocks = _limit(graph, force, fmt)
     doc = ProvDocument()
     names = _Names(doc, graph)
     # Qualified associations first: (activity, agent) pairs they cover are not repeated.
     assoc: dict[str, tuple[str | None, str | None]] = {}
     for block in blocks:
         if block.rdf_type == PROV.Association:
-            cols = {c.predicate: _values(c, len(block)) for c in block.columns[1:]}
+            by_pred = {c.predicate: _values(c, len(block)) for c in block.columns[1:]}
             for i, s in enumerate(block.subjects.to_pylist()):
-                assoc[s] = (_first(cols.get(PROV.agent), i), _first(cols.get(PROV.hadPlan), i))
+                assoc[s] = (
+                    _first(by_pred.get(PROV.agent), i),
+                    _first(by_pred.get(PROV.hadPlan), i),
+                )
 
     relations: list[tuple[str, str, str, str | None]] = []
     for block in blocks:
@@ -230,10 +243,17 @@ def _all(vals: list[Any], i: int) -> list[Any]:
 
 
 def _serialize(graph: ProvGraph, out: IO[bytes], fmt: str, label: str, force: bool) -> int:
-    doc = build_document(graph, force, label)
-    text = doc.serialize(format=fmt, **({"indent": 2} if fmt == "json" else {}))
+    blocks = _limit(graph, force, label)
+    doc = build_document(graph, force, label, blocks=blocks)
+    text = (
+        doc.serialize(None, format=fmt, indent=2)
+        if fmt == "json"
+        else doc.serialize(None, format=fmt)
+    )
+    if text is None:  # pragma: no cover - prov returns the text when no destination is given
+        raise RuntimeError("prov returned no text")
     out.write(text.encode("utf-8") if isinstance(text, str) else text)
-    return sum(block_triples(b) for b in graph.blocks())
+    return sum(block_triples(b) for b in blocks)
 
 
 def write_provn(graph: ProvGraph, out: IO[bytes], *, force: bool = False) -> int:

@@ -34,7 +34,9 @@ class Rows:
 
     def col(self, values: pa.Array) -> pl.Expr:
         name = f"c{len(self.columns)}"
-        self.columns[name] = pl.from_arrow(values).cast(pl.String)  # type: ignore[union-attr]
+        series = pl.from_arrow(values)
+        assert isinstance(series, pl.Series)
+        self.columns[name] = series.cast(pl.String)
         return pl.col(name)
 
     def emit(self, out: IO[bytes], row: pl.Expr, terminator: str) -> None:
@@ -190,9 +192,13 @@ def write_turtle_rows(
             term = short or before + fn(pa.array([col.values], LARGE))[0].as_py() + after
             pieces.append(lit(f"{lead}{p} {term}"))
         elif col.multi:
-            objs = _join_list(
-                _map_values(col, lambda v, b=before, f=fn, a=after: concat(b, f(v), a)), ", "
-            )
+
+            def term(
+                v: pa.Array, b: str = before, f: Callable[[pa.Array], pa.Array] = fn, a: str = after
+            ) -> pa.Array:
+                return concat(b, f(v), a)
+
+            objs = _join_list(_map_values(col, term), ", ")
             pieces.append(pl.concat_str([lit(f"{lead}{p} "), rows.col(objs)]))
         elif col.values.null_count == 0:
             # Dense: spliced into the row expression (one copy per output byte).
