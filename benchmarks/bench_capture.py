@@ -10,8 +10,10 @@ Output: one line per run and a summary on stdout (``--json``: machine-readable),
   ``time.thread_time`` around every hook: the capture's direct cost, which, unlike differences of
   wall times, a shared noisy machine does not drown.
 
-Overheads are medians of per-repetition ratios (captured / plain of the same repetition); runs
-alternate plain/captured so drift of a shared machine hits both alike. The graph has ``--n``
+Overheads are medians of per-repetition ratios (captured / plain of the same repetition); each
+repetition runs plain, captured and captured-with-timed-hooks (the hook timing costs CPU itself,
+so it is kept out of the wall/CPU comparison), in alternating order so drift of a shared machine
+hits all alike. The graph has ``--n``
 tasks (default 10^4): n/2 tiny root tasks, n/2 tasks each depending on two roots (tasks on one
 worker fetch from the other), then a tree reduction (fan-in 10) to one key::
 
@@ -140,7 +142,7 @@ async def _finalize(dask_scheduler: Any) -> dict[str, Any]:
     t = time.thread_time()
     summary = await plugin.finalize()
     return {
-        "spent": plugin.net_spent(),
+        "spent": plugin.net_spent() if isinstance(plugin, _Timed) else 0.0,
         "finalize_cpu": time.thread_time() - t,
         "files": summary["files"],
     }
@@ -158,27 +160,38 @@ def _cpu(client: Client) -> float:
     return _rusage_cpu() + sum(client.run(_rusage_cpu).values())
 
 
-def run_once(client: Client, n: int, capture_dir: Path | None) -> dict[str, float]:
-    """Compute one fresh graph; with ``capture_dir``, under the capture (as ``record()`` does)."""
+def run_once(
+    client: Client, n: int, capture_dir: Path | None, *, timed: bool = False
+) -> dict[str, float]:
+    """Compute one fresh graph; with ``capture_dir``, under the capture (as ``record()`` does).
+
+    ``timed`` uses the plugins that time their own hooks (their clock calls cost CPU too, so the
+    wall and CPU comparison uses the untimed plugins).
+    """
     dsk, out = build_graph(n)
     half = max(2, n // 2)
     expected = sum((i + 1) + ((i + 1) % half + 1) for i in range(half))
-    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0, "finalize_cpu": 0.0}
+    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0}
+    res.update(scheduler_hooks_cpu=0.0, finalize_cpu=0.0)
+    sched_cls, worker_cls = (
+        (TimedSchedulerCapture, TimedWorkerCapture) if timed else (SchedulerCapture, WorkerCapture)
+    )
     cpu0 = _cpu(client)
     t0 = time.perf_counter()
     if capture_dir is not None:
-        client.register_plugin(TimedSchedulerCapture(capture_dir), name=PLUGIN_NAME)
-        client.register_plugin(TimedWorkerCapture(capture_dir), name=PLUGIN_NAME)
+        client.register_plugin(sched_cls(capture_dir), name=PLUGIN_NAME)
+        client.register_plugin(worker_cls(capture_dir), name=PLUGIN_NAME)
     t_in = time.perf_counter()
     value = client.get(dsk, out)
     t1 = time.perf_counter()
     if capture_dir is not None:
         client.unregister_worker_plugin(PLUGIN_NAME)
         fin = client.run_on_scheduler(_finalize)
-        workers = client.run(_worker_spent)
-        res["hooks_cpu"] = fin["spent"] + sum(workers.values())
-        res["finalize_cpu"] = fin["finalize_cpu"]
         res["rows"] = sum(fin["files"].values())
+        res["finalize_cpu"] = fin["finalize_cpu"]
+        if timed:
+            res["scheduler_hooks_cpu"] = fin["spent"]
+            res["hooks_cpu"] = fin["spent"] + sum(client.run(_worker_spent).values())
     t2 = time.perf_counter()
     assert value == expected, (value, expected)
     res.update(compute=t1 - t_in, total=t2 - t0, cpu=_cpu(client) - cpu0)
@@ -193,6 +206,7 @@ def main() -> None:
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="metaprov-bench-capture-"))
     pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+    timed: list[tuple[dict[str, float], dict[str, float]]] = []
     load: list[float] = []
     try:
         with (
@@ -208,23 +222,27 @@ def main() -> None:
             run_once(client, min(args.n, 1000), None)  # warm-up: imports, connections
             for r in range(args.repeat):
                 load.append(os.getloadavg()[0])
-                order = [None, base / f"run-{r}"] if r % 2 == 0 else [base / f"run-{r}", None]
-                got: dict[bool, dict[str, float]] = {}
-                for cap in order:
-                    res = run_once(client, args.n, cap)
-                    got[cap is not None] = res
+                variants = ["plain", "captured", "timed"]
+                if r % 2:
+                    variants.reverse()
+                got: dict[str, dict[str, float]] = {}
+                for v in variants:
+                    cap = None if v == "plain" else base / f"run-{r}-{v}"
+                    res = run_once(client, args.n, cap, timed=v == "timed")
+                    got[v] = res
                     print(
-                        f"rep {r} {'captured' if cap else 'plain   '} compute {res['compute']:7.3f} s"
-                        f"  total {res['total']:7.3f} s  cpu {res['cpu']:7.3f} s"
-                        f"  in hooks {res['hooks_cpu']:6.3f} s  rows {res['rows']:.0f}",
+                        f"rep {r} {v:8s} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
+                        f"  cpu {res['cpu']:7.3f} s  in hooks {res['hooks_cpu']:6.3f} s"
+                        f"  rows {res['rows']:.0f}",
                         flush=True,
                     )
-                pairs.append((got[False], got[True]))
+                pairs.append((got["plain"], got["captured"]))
+                timed.append((got["plain"], got["timed"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
-    def med(f: Any) -> float:
-        return float(statistics.median(f(p, c) for p, c in pairs))
+    def med(f: Any, runs: list[tuple[dict[str, float], dict[str, float]]] = pairs) -> float:
+        return float(statistics.median(f(p, c) for p, c in runs))
 
     summary = {
         "tasks": int(pairs[0][0]["tasks"]),
@@ -239,10 +257,11 @@ def main() -> None:
         "plain_cpu_s": med(lambda p, c: p["cpu"]),
         "captured_cpu_s": med(lambda p, c: c["cpu"]),
         "overhead_cpu_pct": med(lambda p, c: 100 * (c["cpu"] / p["cpu"] - 1)),
-        "hooks_cpu_s": med(lambda p, c: c["hooks_cpu"]),
-        "hooks_cpu_pct_of_plain": med(lambda p, c: 100 * c["hooks_cpu"] / p["cpu"]),
+        "hooks_cpu_s": med(lambda p, c: c["hooks_cpu"], timed),
+        "hooks_cpu_pct_of_plain": med(lambda p, c: 100 * c["hooks_cpu"] / p["cpu"], timed),
+        "scheduler_hooks_cpu_s": med(lambda p, c: c["scheduler_hooks_cpu"], timed),
         "finalize_cpu_s": med(lambda p, c: c["finalize_cpu"]),
-        "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"]),
+        "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"], timed),
     }
     print(
         f"median of {args.repeat} (load average {summary['load_average']:.1f} on {os.cpu_count()} CPUs): "
@@ -253,8 +272,8 @@ def main() -> None:
         f"  CPU    plain {summary['plain_cpu_s']:.2f} s, captured {summary['captured_cpu_s']:.2f} s "
         f"({summary['overhead_cpu_pct']:+.1f} %)\n"
         f"  hooks  {summary['hooks_cpu_s']:.3f} s CPU = {summary['hooks_cpu_pct_of_plain']:.1f} % of the "
-        f"plain run's CPU ({summary['hooks_us_per_task']:.0f} us per task); finalize "
-        f"{summary['finalize_cpu_s']:.3f} s"
+        f"plain run's CPU ({summary['hooks_us_per_task']:.0f} us per task; scheduler "
+        f"{summary['scheduler_hooks_cpu_s']:.3f} s); finalize (merge) {summary['finalize_cpu_s']:.3f} s"
     )
     if args.json:
         print(json.dumps(summary, indent=2))
