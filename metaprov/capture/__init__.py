@@ -8,7 +8,7 @@ close the gaps of those plugins: ``worker_execution.csv`` (thread and exact comp
 every execution attempt), ``workers_info.csv`` (pid, host name, threads, memory, versions per
 worker), ``dask-config.json`` (effective Dask configuration) and ``metaprov-run.json``.
 
-Three ways to switch it on (see ``docs/capture.md``)::
+Ways to switch it on (see ``docs/capture.md``)::
 
     # 1. around a block of work
     with metaprov.capture.record(client, "runs/my-run"):
@@ -21,6 +21,9 @@ Three ways to switch it on (see ``docs/capture.md``)::
     # 3. on a cluster
     #   METAPROV_CAPTURE_DIR=runs/my-run dask scheduler --preload metaprov.capture
     #   dask worker tcp://... --preload metaprov.capture
+
+    # 4. a whole script, unchanged: every cluster it starts is recorded
+    #   metaprov capture -o runs/my-run my_pipeline.py --its-args
 """
 
 from __future__ import annotations
