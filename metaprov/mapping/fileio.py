@@ -9,7 +9,8 @@ agents step and the nodes of the job step. Output, in row chunks:
 - mp:Process per Darshan log of the run: a worker's own process keeps the IRI the agents step
   gives it (``<worker>/process``, typed mp:WorkerProcess there), so thread -> worker process ->
   worker holds; other processes (nanny, launcher, ...) are ``<run>/process/<log name>``. Role,
-  pid, command line, clock offset, host and its Darshan counter records;
+  pid, command line, clock offset, host and its Darshan counters totalled over its files
+  (mp:DarshanCounter ``<process>/counter/<name>``);
 - mp:ProcessActivity per process (``<process>/activity``): the activity its I/O outside tasks
   belongs to, associated with the process;
 - mp:IOActivity on each task execution with linked I/O: I/O totals, ``prov:used`` files and
@@ -18,10 +19,10 @@ agents step and the nodes of the job step. Output, in row chunks:
   time, offset range, time in I/O); writes as an mp:FileVersion ``prov:wasGeneratedBy`` the
   activity with an mp:IOGeneration carrying the same figures, ``prov:wasRevisionOf`` the file's
   previous version (versions numbered by first write time);
-- mp:DarshanRecord / mp:DarshanCounter: the non-zero POSIX/STDIO/MPI-IO counters per process and
-  file;
 - with ``io_detail="segments"``, every traced call as an mp:IOSegment ``mp:aggregatedBy`` its
-  usage or generation.
+  usage or generation, and the non-zero POSIX/STDIO/MPI-IO counters per process and file
+  (mp:DarshanRecord with its mp:DarshanCounter nodes; files only opened, stat'ed or mapped
+  appear then too).
 
 All grouping is done with pandas/numpy over whole columns; rows are sorted by IRI-defining values
 so the output never depends on the order the logs were read in. Nothing is emitted when the run
@@ -30,6 +31,7 @@ has no Darshan logs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -235,10 +237,13 @@ def io_tables(ctx: MapContext) -> IOTables:
 
     # --- files: traced calls and counter records ---
     seg_path = _paths(seg)
-    counters = dr.counters
-    c_in = pd.Index(procs["log"]).get_indexer(counters["log"]) >= 0
-    c_path = _paths(counters.loc[c_in])
-    file_index = pd.Index(sorted(set(seg_path.unique()) | set(c_path.unique())), dtype=object)
+    paths = set(seg_path.unique())
+    if ctx.io_detail == "segments":
+        # the per-file counter records name files that were only opened, stat'ed or mapped
+        counters = dr.counters
+        c_in = pd.Index(procs["log"]).get_indexer(counters["log"]) >= 0
+        paths |= set(_paths(counters.loc[c_in]).unique())
+    file_index = pd.Index(sorted(paths), dtype=object)
     files = pa.array(file_index.to_numpy(), LARGE)
     file_iri = iris.files(files)
     path = file_index.get_indexer(seg_path)
@@ -362,6 +367,53 @@ def _file_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     )
 
 
+#: How a counter adds up over the files of a process: its first start and last end timestamps,
+#: the sum of counts, bytes, seconds and size-histogram bins. Per-file attributes (alignment,
+#: mode, the common access sizes and strides, maxima, rank statistics) do not add up and are
+#: only in the per-file records (``io_detail="segments"``).
+_NOT_ADDITIVE = re.compile(
+    r"ALIGNMENT|_MODE$|_ACCESS\d_|_STRIDE\d_|MAX_|FASTEST_|SLOWEST_|VARIANCE_|_HINTS$|_VIEWS$"
+)
+
+
+def _counter_rule(name: str) -> str:
+    if name.endswith("_START_TIMESTAMP"):
+        return "min"
+    if name.endswith("_END_TIMESTAMP"):
+        return "max"
+    return "skip" if _NOT_ADDITIVE.search(name) else "sum"
+
+
+def _process_counters(ctx: MapContext, t: IOTables) -> tuple[pd.DataFrame, pa.Array]:
+    """Per process and counter, the total over its files (see :data:`_NOT_ADDITIVE`)."""
+
+    def make() -> tuple[pd.DataFrame, pa.Array]:
+        c = ctx.records.darshan.counters
+        proc = pd.Index(t.procs["log"]).get_indexer(c["log"])
+        keep = proc >= 0
+        names = c["counter"].astype(object)
+        # one decision per distinct counter name (a few dozen), spread back over the rows
+        rules = pd.Series({n: _counter_rule(str(n)) for n in names[keep].unique()}, dtype=object)
+        rule = names.map(rules)
+        df = pd.DataFrame(
+            {"proc": proc, "counter": names, "rule": rule, "value": c["value"].astype("float64")}
+        )
+        df = df[keep & rule.ne("skip").to_numpy(dtype=bool)]
+        g = df.groupby(["proc", "counter"], sort=True)
+        out = g.agg(rule=("rule", "first"), total=("value", "sum"), lo=("value", "min"))
+        out["hi"] = g["value"].max()
+        out["value"] = np.select(
+            [out["rule"].eq("min"), out["rule"].eq("max")], [out["lo"], out["hi"]], out["total"]
+        )
+        out = out.reset_index()[["proc", "counter", "value"]]
+        iris = ctx.iris.process_counters(
+            t.proc_iri.take(pa.array(out["proc"].to_numpy())), out["counter"]
+        )
+        return out, iris
+
+    return ctx.cached("io_process_counters", make)
+
+
 def _counter_records(ctx: MapContext, t: IOTables) -> tuple[pd.DataFrame, pa.Array, pa.Array]:
     """(counter rows sorted by record then name, record IRI per row, record IRI per record)."""
 
@@ -393,9 +445,13 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     p = t.procs
     mapped = p["mapped"].to_numpy(dtype=bool)
     node_host, new_hosts = _node_of(ctx, p["hostname"].astype(object).where(~mapped))
-    c, _, rec_iri = _counter_records(ctx, t)
-    first = c.drop_duplicates("rec")
-    records = group_lists(first["proc"].to_numpy(), rec_iri, len(p)) if len(first) else None
+    totals, total_iri = _process_counters(ctx, t)
+    counters = group_lists(totals["proc"].to_numpy(), total_iri, len(p)) if len(totals) else None
+    records = None
+    if ctx.io_detail == "segments":
+        c, _, rec_iri = _counter_records(ctx, t)
+        first = c.drop_duplicates("rec")
+        records = group_lists(first["proc"].to_numpy(), rec_iri, len(p)) if len(first) else None
     cols: list[tuple[str, Any, str, str | None]] = [
         (MP.processRole, lit_str(p["role"].astype(object)), "str", None),
         (MP.pid, lit_int(p["pid_out"]), "typed", XSD.integer),
@@ -405,6 +461,7 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         # the worker's own process has its node from the agents step
         (MP.node, iris.nodes(node_host), "iri", None),
         (MP.run, iris.run, "iri", None),
+        (MP.counter, counters, "iri", None),
         (MP.darshanRecord, records, "iri", None),
     ]
     yield from _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows)
@@ -529,6 +586,15 @@ def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
 
 
 def _counter_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    totals, total_iri = _process_counters(ctx, t)
+    if len(totals):
+        tcols: list[tuple[str, Any, str, str | None]] = [
+            (MP.counterName, lit_str(totals["counter"]), "str", None),
+            (MP.counterValue, lit_double(totals["value"]), "typed", XSD.double),
+        ]
+        yield from _chunked(total_iri, MP.DarshanCounter, tcols, ctx.chunk_rows)
+    if ctx.io_detail != "segments":
+        return
     c, rec_of_row, rec_iri = _counter_records(ctx, t)
     if not len(c):
         return

@@ -409,6 +409,10 @@ class RunIris:
         """``<usage or generation>/segment/<n>``: one traced call (``--io-detail segments``)."""
         return concat(aggregate_iris, "/segment/", _ints(ordinals))
 
+    def process_counters(self, process_iris: pa.Array, names: Any) -> pa.Array:
+        """``<process>/counter/<counter name>``: a Darshan counter summed over a process's files."""
+        return concat(process_iris, "/counter/", quote_array(names))
+
     def darshan_records(
         self, process_iris: pa.Array, modules: Any, ranks: Any, record_ids: Any
     ) -> pa.Array:

@@ -276,19 +276,64 @@ def test_other_processes_are_agents_on_their_node(g: rdflib.Graph) -> None:
     assert set(usages) == {("/etc/dask.yaml", "process")}
 
 
-def test_darshan_counters_hang_off_each_process(tmp_logs: Path, g: rdflib.Graph) -> None:
-    rec = io_records(tmp_logs)
-    counters = rec.darshan.counters
+def _pid(log: str) -> int:
+    return int(log.split("_id")[1].split("-")[0])
+
+
+def test_process_counters_are_totals_over_its_files(tmp_logs: Path, g: rdflib.Graph) -> None:
+    counters = io_records(tmp_logs).darshan.counters
+    got = {}
+    for p in g.subjects(RDF.type, MPN.Process):
+        assert not list(g.objects(p, MPN.darshanRecord)), "per-file records need segment detail"
+        for c in g.objects(p, MPN.counter):
+            got[(one(g, p, MPN.pid), str(one(g, c, MPN.counterName)))] = one(g, c, MPN.counterValue)
+    w1 = counters[counters["log"].map(_pid) == 101].set_index(["path", "counter"])["value"]
+    assert got[(101, "POSIX_BYTES_READ")] == 169 + 4096 == w1.xs("POSIX_BYTES_READ", level=1).sum()
+    assert got[(101, "POSIX_BYTES_WRITTEN")] == 138
+    assert got[(101, "POSIX_OPENS")] == 3  # one per file
+    starts = w1.xs("POSIX_F_OPEN_START_TIMESTAMP", level=1)
+    ends = w1.xs("POSIX_F_CLOSE_END_TIMESTAMP", level=1)
+    assert got[(101, "POSIX_F_OPEN_START_TIMESTAMP")] == starts.min() < starts.max()
+    assert got[(101, "POSIX_F_CLOSE_END_TIMESTAMP")] == ends.max() > ends.min()
+    assert got[(100, "POSIX_BYTES_READ")] == 300
+    # every process with counters has them, and nothing else
+    assert {pid for pid, _ in got} == {_pid(str(x)) for x in counters["log"].unique()}
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("POSIX_BYTES_READ", "sum"),
+        ("POSIX_F_META_TIME", "sum"),
+        ("POSIX_SIZE_READ_0_100", "sum"),
+        ("STDIO_F_OPEN_START_TIMESTAMP", "min"),
+        ("POSIX_F_CLOSE_END_TIMESTAMP", "max"),
+        ("POSIX_MEM_ALIGNMENT", "skip"),
+        ("POSIX_MAX_BYTE_READ", "skip"),
+        ("POSIX_F_MAX_READ_TIME", "skip"),
+        ("POSIX_ACCESS1_COUNT", "skip"),
+        ("MPIIO_MODE", "skip"),
+        ("POSIX_FASTEST_RANK_BYTES", "skip"),
+    ],
+)
+def test_counter_totals_rule(name: str, rule: str) -> None:
+    from metaprov.mapping.fileio import _counter_rule
+
+    assert _counter_rule(name) == rule
+
+
+def test_segment_detail_adds_per_file_counter_records(tmp_logs: Path) -> None:
+    counters = io_records(tmp_logs).darshan.counters
     want = {
-        (pid, str(r.path), str(r.counter)): float(r.value)
+        (_pid(str(r.log)), str(r.path), str(r.counter)): float(r.value)
         for r in counters.itertuples()
-        for pid in [int(str(r.log).split("-")[1].split("_")[0])]
     }
+    g = graph_of(io_records(tmp_logs), io_detail="segments")
     got = {}
     for p in g.subjects(RDF.type, MPN.Process):
         pid = int(one(g, p, MPN.pid))
         for r in g.objects(p, MPN.darshanRecord):
-            assert one(g, r, MPN.module) == "POSIX"
+            assert one(g, r, MPN.module) == "POSIX" and one(g, r, MPN.rank) == 0
             path = str(one(g, one(g, r, MPN.file), MPN.path))
             for c in g.objects(r, MPN.counter):
                 got[(pid, path, str(one(g, c, MPN.counterName)))] = one(g, c, MPN.counterValue)
