@@ -914,10 +914,18 @@ class EndpointStore(Store):
         try:
             return dict(resp.json())
         except ValueError as exc:
+            ctype = resp.headers.get("Content-Type", "?")
+            if "sparql-results+json" in ctype:
+                # Servers stream answers: an error during evaluation cuts the JSON off, and the
+                # server's message is what follows the cut.
+                tail = (resp.text or "")[-300:].replace("\n", " ")
+                raise QueryError(
+                    f"the SPARQL server at {self.endpoint.query} failed while sending the answer: {tail}",
+                    hint="the query started but could not finish on the server; see the message",
+                ) from exc
             raise StoreError(
                 f"the SPARQL server at {self.endpoint.query} did not answer with SPARQL JSON results",
-                hint="is this URL the query endpoint? (Content-Type was "
-                f"{resp.headers.get('Content-Type', '?')})",
+                hint=f"is this URL the query endpoint? (Content-Type was {ctype})",
             ) from exc
 
     def _ask(self, text: str) -> bool:

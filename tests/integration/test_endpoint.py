@@ -1,0 +1,334 @@
+"""A real SPARQL server (``oxigraph serve`` from the ``oxigraph`` PyPI package) on 127.0.0.1:
+load every real run through the Graph Store protocol, answer every question like the embedded
+store does, and report unreachable servers, missing or wrong credentials and HTTP errors clearly.
+
+A small reverse proxy in front of the server demands credentials (HTTP Basic or a bearer
+token), so the credential paths (environment variables, ~/.netrc) are tested end to end.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import requests
+from click.testing import CliRunner
+from conftest import PMDA_RUNS, REAL_RUNS
+
+import metaprov
+from metaprov.cli import cli
+from metaprov.errors import QueryError, StoreError
+from metaprov.mapping import to_prov
+from metaprov.queries import questions, run_question
+from metaprov.store import EmbeddedStore, EndpointStore, open_store
+
+pytestmark = [pytest.mark.server]
+
+USER, PASSWORD, TOKEN = "prov-user", "s3cret:with:colons", "tok-123"
+LIST_TASK = "list-8606d556-c6f4-465b-933b-4f2338e69364"
+HELPER_TASK = "_dask_helper-191790f6-67cc-4318-98c5-df523aa88fa2"
+
+
+def _oxigraph() -> str | None:
+    """The ``oxigraph`` executable installed by the oxigraph PyPI package (next to python)."""
+    here = Path(sys.executable).parent / "oxigraph"
+    return str(here) if here.exists() else shutil.which("oxigraph")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``oxigraph serve`` on a free local port; yields its base URL; stopped afterwards."""
+    exe = _oxigraph()
+    if exe is None:
+        pytest.skip("the oxigraph server is not installed (pip install oxigraph)")
+    port = _free_port()
+    location = tmp_path_factory.mktemp("oxigraph")
+    log = open(location.parent / "oxigraph.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            exe,
+            "serve",
+            "--location",
+            str(location),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--union-default-graph",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(base + "/query", params={"query": "ASK {}"}, timeout=2)
+                break
+            except requests.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        f"oxigraph serve did not start: {(location.parent / 'oxigraph.log').read_text()}"
+                    )
+                time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """Forwards to the server when the request carries the right credentials."""
+
+    upstream = ""
+
+    def _handle(self) -> None:
+        if self.path.startswith("/broken"):
+            self._reply(500, b"database on fire", "text/plain")
+            return
+        auth = self.headers.get("Authorization", "")
+        good = {
+            "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(),
+            f"Bearer {TOKEN}",
+        }
+        if not auth:
+            self._reply(
+                401,
+                b"authentication required",
+                "text/plain",
+                {"WWW-Authenticate": 'Basic realm="prov"'},
+            )
+            return
+        if auth not in good:
+            self._reply(403, b"forbidden", "text/plain")
+            return
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
+        resp = requests.request(
+            self.command, self.upstream + self.path, data=body, headers=headers, timeout=120
+        )
+        self._reply(resp.status_code, resp.content, resp.headers.get("Content-Type", "text/plain"))
+
+    def _reply(
+        self, status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture(scope="module")
+def proxy(server: str) -> Iterator[str]:
+    handler = type("Proxy", (_Proxy,), {"upstream": server})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture()
+def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("METAPROV_ENDPOINT_USER", "METAPROV_ENDPOINT_PASSWORD", "METAPROV_ENDPOINT_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def graphs() -> list:
+    """PROV graphs of every real run (read once; loaded into the server and an embedded store)."""
+    if not REAL_RUNS:
+        pytest.skip("real run data not found (set METAPROV_SHARED to the shared/ folder)")
+    out = []
+    for run in REAL_RUNS:
+        records = metaprov.read_run(run)
+        if records.darshan is not None:
+            metaprov.link_io(records)
+        out.append(to_prov(records))
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded(server: str, graphs: list) -> tuple[EndpointStore, EmbeddedStore, list]:
+    # 256 KiB requests: the larger runs go as one PUT and many POSTs (never one huge transaction).
+    remote = EndpointStore(server + "/query", chunk_bytes=256 * 1024)
+    local = EmbeddedStore(None)
+    reports = [remote.load_graph(g) for g in graphs]
+    for g in graphs:
+        local.load_graph(g)
+    return remote, local, reports
+
+
+@pytest.mark.realdata
+def test_load_every_run_through_the_graph_store_protocol(loaded: tuple, graphs: list) -> None:
+    remote, local, reports = loaded
+    assert remote.graphs() == local.graphs() == sorted(g.graph_iri for g in graphs)
+    assert remote.count() == local.count() == sum(r.triples for r in reports)
+    assert max(r.requests for r in reports) > 2  # chunked: PUT then POSTs
+    # Loading again replaces (PUT first): the totals do not move.
+    total = remote.count()
+    again = remote.load_graph(graphs[1])
+    assert again.replaced and remote.count() == total
+    assert remote.count(graphs[1].graph_iri) == again.triples
+
+
+@pytest.mark.realdata
+def test_every_question_answers_as_on_the_embedded_store(loaded: tuple) -> None:
+    remote, local, _ = loaded
+    for q in questions():
+        key = HELPER_TASK if q.name == "downstream" else LIST_TASK
+        params = {"key": key} if q.param("key") and q.param("key").required else {}
+        if q.name == "critical-path":
+            params = {"run": PMDA_RUNS[0].name}
+        got = run_question(remote, q.name, params)
+        want = run_question(local, q.name, params)
+        assert isinstance(got, pd.DataFrame) and isinstance(want, pd.DataFrame)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=q.name)
+    runs = run_question(
+        remote, "runs", {"run_id": metaprov.read_run(PMDA_RUNS[0], darshan=False).run_id}
+    )
+    assert (runs["tasks"].iloc[0], runs["executions"].iloc[0], runs["workers"].iloc[0]) == (9, 9, 8)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize(
+    "evil", ['"} UNION {?s ?p ?o}', "') } UNION { ?s ?p ?o } #", 'x" . ?s ?p ?o . #']
+)
+def test_injected_values_cannot_change_the_query_on_the_server(loaded: tuple, evil: str) -> None:
+    remote, _, _ = loaded
+    assert len(run_question(remote, "lineage", {"key": evil})) == 0
+    assert len(run_question(remote, "slowest-tasks", {"prefix": evil})) == 0
+    assert len(run_question(remote, "runs", {"run_id": evil})) == 0
+
+
+def test_unreachable_server(no_credentials: None) -> None:
+    port = _free_port()
+    with pytest.raises(
+        StoreError, match=r"cannot reach the SPARQL server at http://127\.0\.0\.1:\d+/query"
+    ) as err:
+        run_question(EndpointStore(f"http://127.0.0.1:{port}/query", timeout=5), "runs")
+    assert "is the server running" in str(err.value)
+
+
+def test_wrong_graph_store_path_is_an_http_error(server: str, no_credentials: None) -> None:
+    st = EndpointStore(server + "/query", gsp_url=server + "/no-such-endpoint")
+    with pytest.raises(StoreError, match=r"HTTP 404"):
+        st.load_chunks("http://example.org/g", [b"<urn:a> <urn:b> <urn:c> .\n"])
+
+
+def test_server_error_is_reported(proxy: str, no_credentials: None) -> None:
+    with pytest.raises(StoreError, match="HTTP 500.*database on fire") as err:
+        EndpointStore(proxy + "/broken/query").query("ASK { ?s ?p ?o }")
+    assert "see its log" in str(err.value)
+
+
+def test_missing_and_wrong_credentials(
+    proxy: str, no_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(StoreError, match=r"requires credentials \(HTTP 401\)") as err:
+        EndpointStore(proxy + "/query").query("ASK { ?s ?p ?o }")
+    assert "METAPROV_ENDPOINT_USER" in str(err.value) and ".netrc" in str(err.value)
+    monkeypatch.setenv("METAPROV_ENDPOINT_USER", USER)
+    monkeypatch.setenv("METAPROV_ENDPOINT_PASSWORD", "wrong")
+    with pytest.raises(StoreError, match=r"refused access \(HTTP 403\)") as err:
+        EndpointStore(proxy + "/query").query("ASK { ?s ?p ?o }")
+    assert "were not accepted" in str(err.value)
+
+
+def test_credentials_from_environment(
+    proxy: str, no_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("METAPROV_ENDPOINT_USER", USER)
+    monkeypatch.setenv("METAPROV_ENDPOINT_PASSWORD", PASSWORD)
+    st = EndpointStore(proxy + "/query", gsp_url=proxy + "/store")
+    report = st.load_chunks("http://example.org/env/graph", [b"<urn:a> <urn:b> <urn:c> .\n"])
+    assert report.triples == 1 and st.count("http://example.org/env/graph") == 1
+    monkeypatch.delenv("METAPROV_ENDPOINT_USER")
+    monkeypatch.setenv("METAPROV_ENDPOINT_TOKEN", TOKEN)
+    assert EndpointStore(proxy + "/query").drop("http://example.org/env/graph") is True
+
+
+def test_credentials_from_netrc(
+    proxy: str, no_credentials: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    st = open_store(endpoint=proxy + "/query")
+    assert st.auth_source == "netrc"
+    assert st.query("ASK { ?s ?p ?o }") in (True, False)
+
+
+def test_server_rejecting_a_query_is_a_query_error(server: str, no_credentials: None) -> None:
+    # Valid SPARQL that fails on the server after the answer started: a SERVICE it may not call.
+    st = EndpointStore(server + "/query", timeout=30)
+    with pytest.raises(QueryError, match="port 1 is not allowed"):
+        st.query("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
+
+
+@pytest.mark.realdata
+def test_cli_load_and_query_through_the_endpoint(server: str, no_credentials: None) -> None:
+    if not PMDA_RUNS:
+        pytest.skip("real run data not found")
+    runner = CliRunner()
+    res = runner.invoke(cli, ["load", str(PMDA_RUNS[0]), "--endpoint", server + "/query", "--json"])
+    assert res.exit_code == 0, res.output
+    (report,) = json.loads(res.output)
+    res = runner.invoke(
+        cli,
+        [
+            "query",
+            "runs",
+            "--endpoint",
+            server + "/query",
+            "-f",
+            "json",
+            "--param",
+            f"run_id={report['graph'].split('/')[-2]}",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.output)
+    assert (row["tasks"], row["workers"]) == (9, 8)
+    res = runner.invoke(
+        cli, ["query", "runs", "--endpoint", f"http://127.0.0.1:{_free_port()}/query"]
+    )
+    assert (
+        res.exit_code == StoreError.exit_code
+        and "Error: cannot reach the SPARQL server" in res.output
+    )
+    assert os.environ.get("METAPROV_ENDPOINT_PASSWORD") is None
