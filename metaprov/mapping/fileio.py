@@ -362,9 +362,11 @@ def _chunked(
 
 
 def _file_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
-    yield from _chunked(
-        t.file_iri, MP.File, [(MP.path, lit_str(t.files), "str", None)], ctx.chunk_rows
-    )
+    cols: list[tuple[str, Any, str, str | None]] = [
+        (MP.path, lit_str(t.files), "str", None),
+        (MP.run, ctx.iris.run, "iri", None),
+    ]
+    yield from _chunked(t.file_iri, MP.File, cols, ctx.chunk_rows)
 
 
 #: How a counter adds up over the files of a process: its first start and last end timestamps,
