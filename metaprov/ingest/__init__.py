@@ -12,6 +12,7 @@ from pathlib import Path
 
 from metaprov.errors import InputError
 from metaprov.ingest.dask_csv import CSV_FILES, read_dask_csvs, run_id
+from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.job import read_job
 from metaprov.records import RunRecords
 
@@ -80,6 +81,7 @@ def read_run(path: str | Path, *, darshan: bool = True, progress: bool = False) 
         leave=False,
     ) as bar:
         read_dask_csvs(run, records, progress=bar)
+        apply_worker_executions(run, records)
         read_job(run, records)
         bar.update(1)
         if logs:
