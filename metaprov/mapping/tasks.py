@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
-from metaprov.mapping.terms import MP, PROV, RDF, XSD, RunIris, concat
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, RunIris, as_text_array, concat
 from metaprov.timeutil import utc_to_us
 
 if TYPE_CHECKING:
@@ -43,7 +43,14 @@ def dict_map(values: Any, fn: Any) -> pa.Array:
     Worker addresses, prefixes, groups and states repeat millions of times: encoding each
     distinct value once is much cheaper than encoding every row.
     """
-    arr = values if isinstance(values, pa.Array) else pa.Array.from_pandas(values)
+    if isinstance(values, pa.Array):
+        arr = values
+    elif isinstance(values, pd.Series) and (
+        values.dtype == object or isinstance(values.dtype, pd.StringDtype)
+    ):
+        arr = as_text_array(values)  # text: repaired to valid UTF-8 if it must be
+    else:
+        arr = pa.Array.from_pandas(values)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if len(arr) == 0:
@@ -71,8 +78,7 @@ class TaskIndex:
 
     def rows(self, keys: Any) -> np.ndarray:
         """Row of each key in :attr:`keys` (-1 when absent)."""
-        arr = keys if isinstance(keys, pa.Array) else pa.Array.from_pandas(keys)
-        idx = pc.index_in(pc.cast(arr, LARGE), value_set=self.keys)
+        idx = pc.index_in(as_text_array(keys), value_set=self.keys)
         return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
     def chunk_iri(self, rows: np.ndarray) -> pa.Array:
@@ -86,7 +92,7 @@ def task_index(ctx: MapContext) -> TaskIndex:
     def make() -> TaskIndex:
         rec = ctx.records
         tasks = rec.tasks.dropna(subset=["key"]).drop_duplicates("key")
-        base = pc.cast(pa.Array.from_pandas(tasks["key"]), LARGE)
+        base = as_text_array(tasks["key"])
         others = [
             rec.executions["key"],
             rec.dependencies["key"],
@@ -95,7 +101,7 @@ def task_index(ctx: MapContext) -> TaskIndex:
         ]
         extra_parts = []
         for col in others:
-            a = pc.cast(pa.Array.from_pandas(col.dropna()), LARGE)
+            a = as_text_array(col.dropna())
             if len(a):
                 extra_parts.append(a.filter(pc.invert(pc.is_in(a, value_set=base))))
         if extra_parts:
@@ -115,10 +121,8 @@ def task_index(ctx: MapContext) -> TaskIndex:
         has = np.array(tasks["state"].eq("memory").fillna(False).to_numpy(dtype=bool), copy=True)
         has |= tasks["nbytes"].notna().to_numpy(dtype=bool)
         ex = rec.executions
-        ok_keys = pc.cast(
-            pa.Array.from_pandas(ex.loc[ex["outcome"].eq("memory").fillna(False), "key"]), LARGE
-        )
-        tr_keys = pc.cast(pa.Array.from_pandas(rec.transfers["key"].dropna()), LARGE)
+        ok_keys = as_text_array(ex.loc[ex["outcome"].eq("memory").fillna(False), "key"])
+        tr_keys = as_text_array(rec.transfers["key"].dropna())
         has |= pc.is_in(keys, value_set=pa.concat_arrays([ok_keys, tr_keys])).to_numpy(
             zero_copy_only=False
         )
@@ -325,9 +329,7 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
         if len(gen)
         else pa.array([], pa.int64())
     )
-    gen_worker = (
-        pa.Array.from_pandas(gen["worker"].astype(object)) if len(gen) else pa.array([], LARGE)
-    )
+    gen_worker = as_text_array(gen["worker"]) if len(gen) else pa.array([], LARGE)
     task_worker = idx.tasks["worker"]
     step = ctx.chunk_rows
     for a in range(0, len(rows_all), step):
@@ -354,7 +356,7 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
             gw = pa.nulls(len(rows), LARGE)
         where = pc.coalesce(
             pc.cast(gw, LARGE),
-            pc.cast(pa.Array.from_pandas(task_worker.iloc[rows].astype(object)), LARGE),
+            as_text_array(task_worker.iloc[rows]),
         )
         blk.add(PROV.atLocation, dict_map(where, iris.workers))
         yield blk

@@ -179,6 +179,17 @@ def as_text_array(values: Any) -> pa.Array:
     if isinstance(values, pa.Array):
         return values if values.type == pa.large_string() else pc.cast(values, pa.large_string())
     if isinstance(values, pd.Series):
+        try:
+            # Fast path: Arrow-backed or plain string columns convert without Python objects.
+            arr = pa.Array.from_pandas(values)
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            if pa.types.is_dictionary(arr.type):
+                arr = arr.cast(arr.type.value_type)
+            if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+                return pc.cast(arr, pa.large_string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+            pass
         values = values.to_numpy(dtype=object, na_value=None)
     try:
         return pa.array(values, type=pa.large_string(), from_pandas=True)
@@ -399,7 +410,10 @@ class RunIris:
 
     def io_qualifiers(self, activity_iris: pa.Array, kinds: Any, paths: Any) -> pa.Array:
         """``<activity>/<kind>/<path>``: a qualified usage (``kind`` read, read-ambiguous, ...)."""
-        return concat(activity_iris, "/", as_text_array(kinds), "/", quote_array(paths))
+        # Paths repeat over activities: encode each distinct path once.
+        enc = pc.dictionary_encode(as_text_array(paths))
+        quoted = quote_array(enc.dictionary).take(enc.indices)
+        return concat(activity_iris, "/", as_text_array(kinds), "/", quoted)
 
     def generations(self, version_iris: pa.Array) -> pa.Array:
         """``<file version>/generation``: the qualified generation of a file version."""

@@ -35,7 +35,7 @@ def _triples(path: Path, fmt: ox.RdfFormat) -> set[tuple]:
 def test_real_run_every_format_parses_back_and_validates(run: Path, tmp_path: Path) -> None:
     from prov.model import ProvDocument
 
-    records = read_run(run, darshan=False)
+    records = read_run(run)  # with its Darshan logs: the full export, I/O included
     graph = to_prov(records, detail="transitions")
     outputs = {}
     for fmt in FORMATS:
@@ -78,7 +78,7 @@ SELECT (COUNT(*) AS ?n) WHERE {{ {where} }}"""
 
 
 def test_sparql_counts_on_pmda_r1_match_the_records(pmda_r1: Path) -> None:
-    records = read_run(pmda_r1, darshan=False)
+    records = read_run(pmda_r1)
     store = ox.Store()
     from metaprov.write import iter_nquads
 

@@ -268,3 +268,24 @@ def test_registered_step_adds_blocks_after_a_named_step() -> None:
 
 def test_count_triples_matches_written(g: rdflib.Graph) -> None:
     assert to_prov(tiny_records()).count_triples() == len(g)
+
+
+def test_lone_surrogates_in_keys_still_give_valid_utf8() -> None:
+    import pandas as pd
+
+    from metaprov.records import conform
+
+    rec = tiny_records()
+    extra = conform("tasks", pd.DataFrame({"key": ["placeholder"], "group": ["g"], "state": ["x"]}))
+    tasks = pd.concat([rec.tasks, extra], ignore_index=True)
+    # Arrow-backed str columns cannot even hold a lone surrogate; object columns can.
+    tasks["key"] = tasks["key"].astype(object)
+    tasks["state"] = tasks["state"].astype(object)
+    tasks.loc[len(tasks) - 1, ["key", "state"]] = ["bad\udcffkey", "x\udcff"]
+    rec.tasks = tasks
+    buf = io.BytesIO()
+    write(to_prov(rec), buf, "ntriples")
+    text = buf.getvalue().decode("utf-8")  # strict: raises on invalid UTF-8
+    assert '"bad\ufffdkey"' in text
+    assert q("bad\ufffdkey") in text
+    assert '"x\ufffd"' in text
