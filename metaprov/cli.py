@@ -142,6 +142,11 @@ _GSP_HELP = "The server's Graph Store endpoint [default: $METAPROV_GSP or derive
     help="'transitions' also loads every state transition.",
 )
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a run's graph even when the same files were loaded before, unchanged.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the load reports as JSON.")
 @click.pass_context
 def load_cmd(
@@ -153,11 +158,13 @@ def load_cmd(
     base: str | None,
     detail: str,
     no_darshan: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Load RUNS (run directories or RDF export files) into a triple store, one named graph each.
 
-    Loading a run again replaces its graph. The default store is an embedded
+    Loading a run again replaces its graph (a run whose files did not change is
+    recognised and kept, see --force). The default store is an embedded
     Oxigraph directory (no server); --endpoint loads into any SPARQL 1.1 server
     through the Graph Store HTTP Protocol.
 
@@ -176,12 +183,13 @@ def load_cmd(
         base=base,
         detail=detail,
         darshan=not no_darshan,
+        force=force,
     )
     if as_json:
         _echo_json([r.to_dict() for r in reports])
         return
     for r in reports:
-        verb = "replaced" if r.replaced else "loaded"
+        verb = "unchanged" if r.unchanged else "replaced" if r.replaced else "loaded"
         click.echo(f"{verb} {r.source}: {r.triples:,} triples in <{r.graph}> ({r.seconds:.1f} s)")
 
 

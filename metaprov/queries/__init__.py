@@ -211,7 +211,8 @@ def resolve(question: str) -> Question:
         except (OSError, UnicodeDecodeError) as exc:
             raise QueryError(f"cannot read the query file {question}: {exc}") from exc
         return parse_header(text, name=candidate.stem, path=str(candidate))
-    if "{" in question:
+    if "{" in question or any(c.isspace() for c in question.strip()):
+        # Question names have no spaces: this is SPARQL text (an update is refused later).
         return parse_header(question, name="query")
     return get_question(question)
 
