@@ -120,25 +120,38 @@ def read_csv(
         acct.warn(name, "unknown extra column ignored", line=1, column=c)
 
     bad_rows: list[tuple[int, str]] = []
-    opts = _options(header, known, dictionary, bad_rows)
+    # Fast path: all cores. The parser then cannot tell the line number of a row it skips, so
+    # when its invalid-row handler fired, the file is read again on one thread to name them.
+    opts = _options(header, known, dictionary, bad_rows, threads=True)
     try:
-        try:
-            table = pacsv.read_csv(path, **opts)
-        except pa.ArrowInvalid as exc:
-            if "straddl" not in str(exc):
-                raise
-            # One row (a whole submitted graph in graph.csv) is larger than a block: retry with
-            # a block as large as the file.
+        table = _parse(path, opts, bad_rows)
+        if bad_rows:
+            del table
             bad_rows.clear()
-            opts["read_options"] = pacsv.ReadOptions(
-                use_threads=False, block_size=min(path.stat().st_size + 1, 2**31 - 1)
-            )
-            table = pacsv.read_csv(path, **opts)
+            opts = _options(header, known, dictionary, bad_rows, threads=False)
+            table = _parse(path, opts, bad_rows)
     except pa.ArrowInvalid as exc:
         if "utf8" not in str(exc).lower():
             raise InputError(f"cannot parse as CSV: {exc}", path=path) from exc
+        bad_rows.clear()
+        opts = _options(header, known, dictionary, bad_rows, threads=False)
         return _read_with_bad_bytes(path, opts, acct, bad_rows)
     return _drop_blank(_finish(name, table, bad_rows, acct), acct)
+
+
+def _parse(path: Path, opts: dict, bad_rows: list[tuple[int, str]]) -> pa.Table:
+    try:
+        return pacsv.read_csv(path, **opts)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc):
+            raise
+    # One row (a whole submitted graph in graph.csv) is larger than a block: retry with a block
+    # as large as the file (one block: one thread, exact line numbers).
+    bad_rows.clear()
+    opts["read_options"] = pacsv.ReadOptions(
+        use_threads=False, block_size=min(path.stat().st_size + 1, 2**31 - 1)
+    )
+    return pacsv.read_csv(path, **opts)
 
 
 def _finish(
@@ -179,7 +192,12 @@ def _types_mapper(t: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
 
 
 def _options(
-    header: list[str], known: set[str], dictionary: tuple[str, ...], bad_rows: list[tuple[int, str]]
+    header: list[str],
+    known: set[str],
+    dictionary: tuple[str, ...],
+    bad_rows: list[tuple[int, str]],
+    *,
+    threads: bool,
 ) -> dict:
     def on_invalid(row: pacsv.InvalidRow) -> str:
         bad_rows.append(
@@ -188,8 +206,8 @@ def _options(
         return "skip"
 
     return {
-        # Single-threaded so that the parser reports the line number of every skipped row.
-        "read_options": pacsv.ReadOptions(use_threads=False, block_size=1 << 24),
+        # Only a single-threaded parse reports the line number of every skipped row.
+        "read_options": pacsv.ReadOptions(use_threads=threads, block_size=1 << 24),
         "parse_options": pacsv.ParseOptions(
             invalid_row_handler=on_invalid, ignore_empty_lines=False
         ),
