@@ -4,12 +4,21 @@ Input: a column of cells such as ``{'a': 50208}``, ``{('x', 1): 336, ('x', 2): 3
 ``{'list-1'}`` or ``{'b': {'a', 'c'}, 'a': set()}``.
 Output: flat, columnar tables (cell index, key, value / dependency).
 
-Nothing here evaluates code. The fast path tokenises every cell of a column in one regular
-expression pass over the joined text and checks the token sequence against the literal's grammar
-with array operations, so a 100 MB dependency dict costs seconds, not the gigabytes an AST would.
-Cells the fast path does not accept (escapes, nested tuples, odd spacing) fall back to
-:func:`ast.literal_eval`, which only builds literals; a cell that is no literal of the expected shape
-is reported as malformed with its row.
+Nothing here evaluates code. Three tiers, each handling what the one before does not accept:
+
+1. A byte scanner (:func:`_scan`) reads the column's Arrow buffer with numpy: string literals are
+   found by quote parity, every other byte is classified through a lookup table, and the token
+   sequence is checked against the literal's grammar with array operations. Key texts are cut out of
+   the buffer as Arrow strings: no Python object per token, so a 100 MB dependency dict costs about
+   a second. It accepts only plain cells (no ``"``, backslash or newline; canonical tuples; integers;
+   single spaces between tokens), which is what Dask writes.
+2. The regular-expression tokeniser (:func:`_parse_regex`) for the other cells: escapes,
+   double-quoted strings, floats, odd spacing.
+3. :func:`ast.literal_eval` (which only builds literals) for cells neither accepts (nested tuples,
+   ...); a cell that is no literal of the expected shape is reported as malformed with its row.
+
+Tier 1 accepts a cell only when tier 2 would produce exactly the same tokens, so the result does not
+depend on which tier read a cell.
 
 Keys are normalised to ``str(key)`` — the form of the ``key`` column of the transition files — so
 ``('x', 1)`` inside a dict and ``"('x', 1)"`` in a transition row are the same task.
@@ -30,7 +39,9 @@ _S1 = r"'(?:[^'\\\n]|\\.)*'"
 _S2 = r'"(?:[^"\\\n]|\\.)*"'
 _NUM = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _ATOM = rf"(?:{_S1}|{_S2}|{_NUM}|None|True|False)"
-_TUPLE = rf"\(\s*(?:{_ATOM}\s*,\s*)*(?:{_ATOM}\s*)?\)"
+# Spaces inside a tuple never include the "\n" that separates cells: a token cannot span two cells.
+_W = r"[^\S\n]*"
+_TUPLE = rf"\({_W}(?:{_ATOM}{_W},{_W})*(?:{_ATOM}{_W})?\)"
 # Cells are joined with "\n" (a CSV cell read line by line cannot hold one) and split again by it.
 _TOKEN = re.compile(rf"{_S1}|{_S2}|{_TUPLE}|set\(\)|{_NUM}|[{{}}:,\n]|[^\s{{}}:,]+")
 
@@ -83,8 +94,20 @@ def _kinds(tokens: pa.Array) -> np.ndarray:
     return kinds
 
 
-def _key_text(tokens: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """Normalise string / tuple literal tokens to ``str(key)``."""
+class _BadKey(Exception):
+    """Key tokens no literal parser reads (e.g. ``007``): their cells are malformed."""
+
+    def __init__(self, cells: np.ndarray) -> None:
+        super().__init__(cells)
+        self.cells = cells
+
+
+def _key_text(tokens: np.ndarray, kinds: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """Normalise string / tuple literal tokens (of cells ``cells``) to ``str(key)``.
+
+    Raises:
+        _BadKey: naming the cells of the tokens that are not literals.
+    """
     out = np.empty(len(tokens), dtype=object)
     if len(tokens) == 0:
         return out
@@ -98,8 +121,14 @@ def _key_text(tokens: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     canon_tup = (kinds == K_TUP) & canon
     out[canon_tup] = tokens[canon_tup]
     slow = np.flatnonzero(~(simple_str | canon_tup))
+    bad: list[int] = []
     for i in slow:  # rare: escapes, double-quoted tuple members, floats, odd spacing
-        out[i] = normalise_key(ast.literal_eval(tokens[i]))
+        try:
+            out[i] = normalise_key(ast.literal_eval(tokens[i]))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            bad.append(int(i))
+    if bad:
+        raise _BadKey(cells[bad])
     return out
 
 
@@ -126,7 +155,9 @@ def _grammar_ok(
     depth: np.ndarray,
 ) -> np.ndarray:
     """Per cell: does every (previous symbol, symbol) pair belong to the grammar?"""
-    sym = kinds.astype(np.int16) * 8 + np.clip(depth, 0, 7)
+    # A separator is at depth 0 whatever the cell before it left open, so that a malformed cell
+    # never makes the next one malformed too.
+    sym = kinds.astype(np.int16) * 8 + np.clip(np.where(kinds == K_SEP, 0, depth), 0, 7)
     prev = np.empty_like(sym)
     prev[0] = -1
     prev[1:] = sym[:-1]
@@ -137,6 +168,24 @@ def _grammar_ok(
     bad_cell = np.zeros(ncells, dtype=bool)
     np.logical_or.at(bad_cell, cell[~ok_tok], True)
     return ~bad_cell
+
+
+def _pairs_ok(kinds: np.ndarray, depth: np.ndarray, cell: np.ndarray, ncells: int) -> np.ndarray:
+    """dict_int, per cell: is every key followed by ':' and every value by ',' or '}'?
+
+    The grammar's number symbol stands for a key and for a value, so alone it would accept
+    ``{'a': 1, 2}`` (and pair keys with the wrong values).
+    """
+    item = ((kinds == K_STR) | (kinds == K_TUP) | (kinds == K_NUM)) & (depth == 1)
+    after_colon = np.zeros(len(kinds), dtype=bool)
+    after_colon[1:] = kinds[:-1] == K_COLON
+    nxt = np.full(len(kinds), -1, dtype=np.int16)
+    nxt[:-1] = kinds[1:]
+    nxt[:-1][cell[1:] != cell[:-1]] = -1
+    bad = item & np.where(after_colon, (nxt != K_COMMA) & (nxt != K_CLOSE), nxt != K_COLON)
+    ok = np.ones(ncells, dtype=bool)
+    ok[cell[bad]] = False
+    return ok
 
 
 def _sym(kind: int, depth_before: int) -> int:
@@ -252,34 +301,21 @@ def _check_key(k: object) -> None:
     raise ValueError(f"not a Dask key: {k!r}"[:200])
 
 
-def parse_cells(cells: pd.Series, shape: str) -> Parsed:
-    """Parse a column of literal cells of one shape.
-
-    Args:
-        cells: the raw cell texts (NA/empty cells parse as empty).
-        shape: ``"set"`` (set of keys), ``"dict_int"`` (key -> byte count) or ``"deps"``
-            (key -> set of keys).
-
-    Returns:
-        The flat items and the cells that could not be parsed.
-    """
-    cells = cells.reset_index(drop=True)
-    n = len(cells)
-    if n == 0:
-        e = np.array([], dtype=object)
-        return Parsed(np.array([], dtype=np.int64), e, e, np.array([], dtype=np.int64), [])
-    toks, kinds, cell = _tokenise(cells)
-    depth = _depth_before(kinds, cell)
-    ok = _grammar_ok(kinds, cell, n, _GRAMMARS[shape], depth)
-    empty_cell = cells.isna().to_numpy() | (cells.astype(str).str.strip() == "").to_numpy()
-    ok |= empty_cell
-
+def _regex_items(
+    shape: str,
+    toks: np.ndarray,
+    kinds: np.ndarray,
+    cell: np.ndarray,
+    depth: np.ndarray,
+    ok: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Items of the cells ``ok`` accepts: cell, key, value, section (see :func:`_parse_regex`)."""
     if shape == "deps":
         is_key = np.isin(kinds, (K_STR, K_TUP, K_NUM)) & (depth == 1)
         is_dep = np.isin(kinds, (K_STR, K_TUP, K_NUM)) & (depth == 2)
         keep = (is_key | is_dep) & ok[cell]
         idx = np.flatnonzero(keep)
-        text = _key_text(toks[idx], kinds[idx])
+        text = _key_text(toks[idx], kinds[idx], cell[idx])
         # forward-fill the owning key of each dependency
         owner_pos = np.where(is_key[idx], np.arange(len(idx)), -1)
         owner_pos = np.maximum.accumulate(owner_pos) if len(owner_pos) else owner_pos
@@ -297,13 +333,17 @@ def parse_cells(cells: pd.Series, shape: str) -> Parsed:
         out_val = np.concatenate(
             [text[~keys_mask], np.full(int(no_dep_keys.sum()), None, dtype=object)]
         )
+        section = np.r_[
+            np.zeros(int((~keys_mask).sum()), np.int8), np.ones(int(no_dep_keys.sum()), np.int8)
+        ]
     elif shape == "set":
         is_key = np.isin(kinds, (K_STR, K_TUP, K_NUM)) & (depth == 1)
         keep = is_key & ok[cell]
         idx = np.flatnonzero(keep)
         out_cell = cell[idx]
-        out_key = _key_text(toks[idx], kinds[idx])
+        out_key = _key_text(toks[idx], kinds[idx], cell[idx])
         out_val = np.full(len(idx), None, dtype=object)
+        section = np.zeros(len(idx), np.int8)
     else:
         is_item = np.isin(kinds, (K_STR, K_TUP, K_NUM)) & (depth == 1)
         # within a valid dict_int cell, items alternate key, value
@@ -314,9 +354,38 @@ def parse_cells(cells: pd.Series, shape: str) -> Parsed:
         kidx = np.flatnonzero(is_key & ok[cell])
         vidx = np.flatnonzero(is_val & ok[cell])
         out_cell = cell[kidx]
-        out_key = _key_text(toks[kidx], kinds[kidx])
+        out_key = _key_text(toks[kidx], kinds[kidx], cell[kidx])
         vals = pd.to_numeric(pd.Series(toks[vidx], dtype=object), errors="coerce")
         out_val = vals.to_numpy(dtype="float64")
+        section = np.zeros(len(kidx), np.int8)
+
+    return out_cell, out_key, out_val, section
+
+
+def _parse_regex(cells: pd.Series, shape: str) -> tuple[Parsed, np.ndarray, bool]:
+    """Tiers 2 and 3 on a column of cells (positions 0..n-1).
+
+    Returns:
+        The rows, not yet in their final order; each row's section (0: a dependency edge or a
+        plain item, 1: a key without dependencies, 2: read by :func:`ast.literal_eval`); and
+        whether any cell was read by :func:`ast.literal_eval` (see :func:`_order`).
+    """
+    cells = cells.reset_index(drop=True)
+    n = len(cells)
+    toks, kinds, cell = _tokenise(cells)
+    depth = _depth_before(kinds, cell)
+    ok = _grammar_ok(kinds, cell, n, _GRAMMARS[shape], depth)
+    if shape == "dict_int":
+        ok &= _pairs_ok(kinds, depth, cell, n)
+    empty_cell = cells.isna().to_numpy() | (cells.astype(str).str.strip() == "").to_numpy()
+    ok |= empty_cell
+
+    while True:
+        try:
+            out_cell, out_key, out_val, section = _regex_items(shape, toks, kinds, cell, depth, ok)
+            break
+        except _BadKey as exc:  # a key token no parser reads: the whole cell is malformed
+            ok[exc.cells] = False
 
     bad = np.flatnonzero(~ok)
     extra_cells: list[np.ndarray] = []
@@ -341,8 +410,439 @@ def parse_cells(cells: pd.Series, shape: str) -> Parsed:
             out_val = np.concatenate([out_val, *[np.array(v, dtype="float64") for v in extra_vals]])
         else:
             out_val = np.concatenate([out_val, *[np.array(v, dtype=object) for v in extra_vals]])
-        order = np.argsort(out_cell, kind="stable")
-        out_cell, out_key, out_val = out_cell[order], out_key[order], out_val[order]
-    return Parsed(
+        section = np.concatenate([section, np.full(len(out_cell) - len(section), 2, np.int8)])
+    parsed = Parsed(
         out_cell.astype(np.int64), out_key, out_val, np.array(still_bad, dtype=np.int64), details
     )
+    return parsed, section, bool(extra_cells)
+
+
+# ----------------------------------------------------------------------------- tier 1: byte scanner
+
+# Byte classes outside string literals and tuples. Anything not listed (other punctuation, control
+# bytes, tabs, non-ASCII) sends the cell to tier 2.
+_B_SP, _B_WORD, _B_OPEN, _B_CLOSE, _B_LPAR, _B_RPAR, _B_COLON, _B_COMMA, _B_BAD = range(9)
+_LUT = np.full(256, _B_BAD, dtype=np.uint8)
+_LUT[ord(" ")] = _B_SP
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+":
+    _LUT[_c] = _B_WORD
+for _c, _k in zip(
+    b"{}():,", (_B_OPEN, _B_CLOSE, _B_LPAR, _B_RPAR, _B_COLON, _B_COMMA), strict=True
+):
+    _LUT[_c] = _k
+# Token codes beyond the byte classes: a string literal, a tuple (from "(" to its ")"), a word
+# read as "set" or as an integer, and "set()".
+_T_STR, _T_TUP, _T_SET, _T_NUM, _T_EMPTYSET = 9, 10, 11, 12, 13
+_TO_KIND = np.full(14, K_BAD, dtype=np.int8)
+for _t, _k in (
+    (_B_OPEN, K_OPEN),
+    (_B_CLOSE, K_CLOSE),
+    (_B_COLON, K_COLON),
+    (_B_COMMA, K_COMMA),
+    (_T_STR, K_STR),
+    (_T_NUM, K_NUM),
+    (_T_TUP, K_TUP),
+    (_T_EMPTYSET, K_EMPTYSET),
+):
+    _TO_KIND[_t] = _k
+# Bytes that make a cell tier 2's: '"' and '\\' break quote parity; tier 2 reads a newline as a space.
+_REJECT = (ord('"'), ord("\\"), ord("\n"))
+# Integers tier 2 would read with the same text and value (no "-0", no leading zeros, exact).
+_INT = r"^(0|-?[1-9][0-9]{0,14})$"
+_SLICE = 1 << 23  # bytes classified per step: bounds the scanner's temporary memory
+
+
+@dataclass
+class ParsedArrow:
+    """Result of :func:`parse_column`: :class:`Parsed` with Arrow text columns.
+
+    Attributes:
+        cell: for each item, the position of its cell in the input column.
+        key: normalised key text of each item (``large_string``).
+        value: ``float64`` byte counts for ``dict_int``; the dependency key text for ``deps``
+            (null for a key without dependencies); all null for ``set``.
+        bad_cells: positions of cells that are not literals of the expected shape.
+        bad_detail: a short reason per bad cell.
+    """
+
+    cell: np.ndarray
+    key: pa.Array
+    value: pa.Array
+    bad_cells: np.ndarray
+    bad_detail: list[str]
+
+
+def _spans(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The byte ranges ``[starts, ends)`` of ``data`` (sorted, disjoint) as a string array.
+
+    The ranges and the gaps between them tile the buffer, so one offsets array describes both
+    without copying; taking every other element then copies only the ranges' bytes.
+    """
+    k = len(starts)
+    if k == 0:
+        return pa.array([], type=pa.large_string())
+    offs = np.empty(2 * k, dtype=np.int64)
+    offs[0::2] = starts
+    offs[1::2] = ends
+    tiled = pa.LargeStringArray.from_buffers(2 * k - 1, pa.py_buffer(offs), data)
+    return tiled.take(pa.array(np.arange(0, 2 * k, 2, dtype=np.int64)))
+
+
+def _paint(
+    cls: np.ndarray, s: int, e: int, starts: np.ndarray, ends: np.ndarray, code: int
+) -> None:
+    """Blank the bytes of the ranges ``[starts, ends]`` within ``[s, e)`` and mark their starts."""
+    o0, o1 = np.searchsorted(starts, [s, e])
+    c0, c1 = np.searchsorted(ends, [s, e])
+    inside = np.zeros(e - s + 1, dtype=np.int8)
+    inside[0] = o0 - c0  # a range opened before s and not closed before s
+    inside[starts[o0:o1] - s] += 1
+    inside[ends[c0:c1] - s + 1] -= 1
+    np.cumsum(inside, dtype=np.int8, out=inside)
+    np.putmask(cls, inside[:-1].view(np.bool_), _B_SP)
+    cls[starts[o0:o1] - s] = code
+
+
+def _classify(
+    b: np.ndarray,
+    offs: np.ndarray,
+    strings: tuple[np.ndarray, np.ndarray],
+    tuples: tuple[np.ndarray, np.ndarray],
+    itype: type,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token starts and codes, and the end of every word, computed slice by slice.
+
+    A token starts at every byte that is not a space, except inside a string literal or a tuple
+    (one token each, at its first byte) and inside a run of word bytes (a number or a name). Each
+    slice also classifies one byte past its end, to tell whether a word goes on into the next one.
+    """
+    nb = len(b)
+    starts_out: list[np.ndarray] = []
+    codes_out: list[np.ndarray] = []
+    wends_out: list[np.ndarray] = []
+    cell_starts = offs[1:-1]
+    prev_word = False
+    for s in range(0, nb, _SLICE):
+        e = min(nb, s + _SLICE)
+        e2 = min(nb, e + 1)
+        m = e - s
+        cls = _LUT[b[s:e2]]
+        _paint(cls, s, e2, *strings, _T_STR)
+        _paint(cls, s, e2, *tuples, _T_TUP)  # after the strings: a tuple holds strings
+        isw = cls == _B_WORD
+        # cont[i]: byte i continues the word of byte i-1 (never across a cell boundary)
+        cont = np.empty(e2 - s, dtype=np.bool_)
+        cont[0] = prev_word and bool(isw[0])
+        np.logical_and(isw[1:], isw[:-1], out=cont[1:])
+        lo, hi = np.searchsorted(cell_starts, [s, e2])
+        cont[cell_starts[lo:hi] - s] = False
+        ends = isw[:m].copy()
+        if e2 > e:
+            ends &= ~cont[1 : m + 1]
+        else:
+            ends[:-1] &= ~cont[1:m]
+        wends_out.append((np.flatnonzero(ends) + (s + 1)).astype(itype))
+        tok = cls[:m] != _B_SP
+        tok &= ~cont[:m]
+        at = np.flatnonzero(tok)
+        codes_out.append(cls[at])
+        starts_out.append((at + s).astype(itype))
+        prev_word = bool(isw[m - 1])
+        del cls, isw, cont, ends, tok, at
+    return np.concatenate(starts_out), np.concatenate(codes_out), np.concatenate(wends_out)
+
+
+def _pairs(
+    pos: np.ndarray, is_open: np.ndarray | None, pcell: np.ndarray, elig: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Opening and closing delimiters (quotes or parentheses), paired within each cell.
+
+    A cell whose delimiters do not alternate open, close, open, ... (``is_open``: which are
+    openers; ``None``: the same character opens and closes) becomes ineligible and its delimiters
+    are ignored, so that they never pair across cells.
+    """
+    n = len(elig)
+    if len(pos) == 0:
+        return pos, pos
+    first = np.ones(len(pos), dtype=bool)
+    first[1:] = pcell[1:] != pcell[:-1]
+    if is_open is None:
+        wrong = np.zeros(len(pos), dtype=bool)
+    else:
+        rank = np.arange(len(pos)) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        wrong = is_open != (rank % 2 == 0)
+    odd = (np.bincount(pcell, minlength=n) & 1).astype(bool)
+    elig[pcell[wrong]] = False
+    elig[odd] = False
+    bad_cell = odd.copy()
+    bad_cell[pcell[wrong]] = True
+    keep = ~bad_cell[pcell]
+    pos = pos[keep]
+    return pos[0::2], pos[1::2]
+
+
+def _scan(
+    arr: pa.LargeStringArray, shape: str
+) -> tuple[np.ndarray, np.ndarray, pa.Array, pa.Array, np.ndarray]:
+    """Tier 1 on a column without nulls.
+
+    Returns:
+        ``accepted`` (per cell) and, for the accepted cells' items in token order: cell, key text,
+        value (see :class:`ParsedArrow`) and section (as in :func:`_parse_regex`).
+    """
+    n = len(arr)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    empty_val = pa.array([], type=pa.float64() if shape == "dict_int" else pa.large_string())
+    if hi == lo:  # every cell empty
+        nothing = (np.array([], np.int64), pa.array([], type=pa.large_string()), empty_val)
+        return (np.ones(n, dtype=bool), *nothing, np.array([], np.int8))
+    data = bufs[2]
+    b = np.frombuffer(data, dtype=np.uint8)[lo:hi]
+    itype = np.int32 if hi - lo < 2**31 - 2 else np.int64
+    offs = (offsets - lo).astype(itype)
+    elig = np.ones(n, dtype=bool)
+
+    def cell_of(pos: np.ndarray) -> np.ndarray:
+        # the last cell starting at or before pos (empty cells share their start with the next)
+        return (np.searchsorted(offs, pos, side="right") - 1).astype(itype)
+
+    for ch in _REJECT:
+        elig[cell_of(np.flatnonzero(b == ch))] = False
+    q = np.flatnonzero(b == ord("'")).astype(itype)
+    opens, closes = _pairs(q, None, cell_of(q), elig)
+    del q
+    # parentheses outside strings: each "(" must close before the next opens (flat tuples)
+    par = np.flatnonzero((b == ord("(")) | (b == ord(")"))).astype(itype)
+    outside = np.searchsorted(opens, par, side="right") == np.searchsorted(closes, par)
+    par = par[outside]
+    lpar, rpar = _pairs(par, b[par] == ord("("), cell_of(par), elig)
+    del par, outside
+
+    tpos, tk, wend = _classify(b, offs, (opens, closes), (lpar, rpar), itype)
+    tcell = cell_of(tpos)
+    elig[tcell[tk == _B_BAD]] = False
+    elig[tcell[(tk == _B_LPAR) | (tk == _B_RPAR)]] = False  # a paren of an ineligible cell
+    # token ends (exclusive): after a string's closing quote, a tuple's ")", a word's last byte
+    tend = tpos + 1
+    i = np.flatnonzero(tk == _T_STR)
+    tend[i] = closes[np.searchsorted(opens, tpos[i])] + 1
+    i = np.flatnonzero(tk == _T_TUP)
+    tend[i] = rpar[np.searchsorted(lpar, tpos[i])] + 1
+    iw = np.flatnonzero(tk == _B_WORD)
+    tend[iw] = wend
+    del wend
+
+    # words: "set" (of "set()") or an integer; anything else is tier 2's
+    if len(iw):
+        ws, we = tpos[iw], tend[iw]
+        last = len(b) - 1
+        is_set = (
+            (we - ws == 3)
+            & (b[ws] == ord("s"))
+            & (b[np.minimum(ws + 1, last)] == ord("e"))
+            & (b[np.minimum(ws + 2, last)] == ord("t"))
+        )
+        words = _spans(data, ws.astype(np.int64) + lo, we.astype(np.int64) + lo)
+        is_int = pc.match_substring_regex(words, _INT).to_numpy(zero_copy_only=False)
+        del words
+        tk[iw] = np.where(is_set, _T_SET, np.where(is_int, _T_NUM, _B_BAD))
+        elig[tcell[iw][~(is_set | is_int)]] = False
+    # "set()": the word set immediately followed by the empty tuple
+    iset = np.flatnonzero(tk == _T_SET)
+    drop = np.zeros(len(tk), dtype=bool)
+    if len(iset):
+        nxt = np.minimum(iset + 1, len(tk) - 1)
+        good = (
+            (iset + 1 < len(tk))
+            & (tk[nxt] == _T_TUP)
+            & (tpos[nxt] == tend[iset])
+            & (tend[nxt] == tpos[nxt] + 2)
+            & (tcell[nxt] == tcell[iset])
+        )
+        elig[tcell[iset[~good]]] = False
+        iset = iset[good]
+        tk[iset] = _T_EMPTYSET
+        tend[iset] = tend[iset + 1]
+        drop[iset + 1] = True
+    # tuples: only the canonical repr form (then the text is already str(key))
+    itup = np.flatnonzero((tk == _T_TUP) & ~drop)
+    if len(itup):
+        tup = _spans(data, tpos[itup].astype(np.int64) + lo, tend[itup].astype(np.int64) + lo)
+        canon = pc.match_substring_regex(tup, _CANON_TUPLE).to_numpy(zero_copy_only=False)
+        del tup
+        elig[tcell[itup[~canon]]] = False
+    keep = ~drop & elig[tcell]
+    tpos, tend, tk, tcell = tpos[keep], tend[keep], tk[keep], tcell[keep]
+    del keep, drop
+
+    # grammar, exactly as tier 2 checks it (a separator before and after each cell)
+    kinds = _TO_KIND[tk]
+    del tk
+    elig[tcell[kinds == K_BAD]] = False
+    step = (kinds == K_OPEN).astype(np.int32) - (kinds == K_CLOSE).astype(np.int32)
+    before = np.cumsum(step, dtype=np.int64) - step
+    nt = len(kinds)
+    first = np.ones(nt, dtype=bool)
+    first[1:] = tcell[1:] != tcell[:-1]
+    last = np.ones(nt, dtype=bool)
+    last[:-1] = first[1:]
+    depth = before - before[first][np.cumsum(first) - 1] if nt else before
+    del before, step
+    sym = kinds.astype(np.int16) * 8 + np.clip(depth, 0, 7).astype(np.int16)
+    prev = np.empty_like(sym)
+    if nt:
+        prev[1:] = sym[:-1]
+    prev[first] = _SEP0
+    table = _TABLES[shape]
+    elig[tcell[~table[prev + 1, sym + 1]]] = False
+    elig[tcell[last][~table[sym[last] + 1, _SEP0 + 1]]] = False
+    del prev, sym, first, last
+    if shape == "dict_int":
+        elig &= _pairs_ok(kinds, depth, tcell, n)
+    item = ((kinds == K_STR) | (kinds == K_TUP) | (kinds == K_NUM)) & elig[tcell]
+
+    strk = (kinds == K_STR).astype(np.int64)
+
+    def texts(sel: np.ndarray) -> pa.Array:  # without the quotes of a string
+        return _spans(data, tpos[sel] + strk[sel] + lo, tend[sel] - strk[sel] + lo)
+
+    if shape == "deps":
+        sel = np.flatnonzero(item & ((depth == 1) | (depth == 2)))
+        text = texts(sel)
+        is_key = depth[sel] == 1
+        owner = np.maximum.accumulate(np.where(is_key, np.arange(len(sel)), -1))
+        dep = np.flatnonzero(~is_key)
+        has_dep = np.zeros(len(sel), dtype=bool)
+        has_dep[owner[dep]] = True
+        lone = np.flatnonzero(is_key & ~has_dep)
+        cells = np.concatenate([tcell[sel[dep]], tcell[sel[lone]]])
+        key = pa.concat_arrays([text.take(pa.array(owner[dep])), text.take(pa.array(lone))])
+        value = pa.concat_arrays(
+            [text.take(pa.array(dep)), pa.nulls(len(lone), type=pa.large_string())]
+        )
+        section = np.r_[np.zeros(len(dep), np.int8), np.ones(len(lone), np.int8)]
+    elif shape == "set":
+        sel = np.flatnonzero(item & (depth == 1))
+        cells = tcell[sel]
+        key = texts(sel)
+        value = pa.nulls(len(sel), type=pa.large_string())
+        section = np.zeros(len(sel), np.int8)
+    else:
+        after_colon = np.zeros(len(kinds), dtype=bool)
+        after_colon[1:] = kinds[:-1] == K_COLON
+        ki = np.flatnonzero(item & (depth == 1) & ~after_colon)
+        vi = np.flatnonzero(item & (depth == 1) & after_colon)
+        cells = tcell[ki]
+        key = texts(ki)
+        value = pc.cast(texts(vi), pa.float64())
+        section = np.zeros(len(ki), np.int8)
+    return elig, cells.astype(np.int64), key, value, section
+
+
+def _grammar_table(allowed: set[tuple[int, int]]) -> np.ndarray:
+    table = np.zeros((81, 81), dtype=bool)
+    for a, b in allowed:
+        table[a + 1, b + 1] = True
+    return table
+
+
+_TABLES = {k: _grammar_table(g) for k, g in _GRAMMARS.items()}
+
+
+# ----------------------------------------------------------------------------- public
+
+
+def _order(cell: np.ndarray, section: np.ndarray, by_cell: bool) -> np.ndarray:
+    """The row order tier 2 alone would give the whole column.
+
+    Without a cell read by literal_eval: dependency edges (or plain items) of all cells, then keys
+    without dependencies; with one: everything by cell. Ties keep token order.
+    """
+    if by_cell:
+        return np.lexsort((section, cell))
+    return np.lexsort((cell, section))
+
+
+def _as_large_string(cells: pa.Array | pa.ChunkedArray | pd.Series) -> pa.LargeStringArray:
+    if isinstance(cells, pd.Series):
+        cells = pa.array(cells.fillna("").astype(str).tolist(), type=pa.large_string())
+    if pa.types.is_dictionary(cells.type):
+        cells = cells.cast(pa.string())
+    if not pa.types.is_large_string(cells.type):
+        cells = cells.cast(pa.large_string())
+    if isinstance(cells, pa.ChunkedArray):
+        cells = cells.combine_chunks() if cells.num_chunks else pa.array([], type=pa.large_string())
+    if cells.null_count:
+        cells = pc.fill_null(cells, "")
+    return cells
+
+
+def parse_column(cells: pa.Array | pa.ChunkedArray | pd.Series, shape: str) -> ParsedArrow:
+    """Parse a column of literal cells of one shape, keeping the texts in Arrow.
+
+    Args:
+        cells: the raw cell texts (null/empty cells parse as empty).
+        shape: ``"set"`` (set of keys), ``"dict_int"`` (key -> byte count) or ``"deps"``
+            (key -> set of keys).
+
+    Returns:
+        The flat items (in the order of :func:`parse_cells`) and the cells that could not be parsed.
+    """
+    if shape not in _GRAMMARS:
+        raise ValueError(f"unknown literal shape {shape!r}")
+    arr = _as_large_string(cells)
+    n = len(arr)
+    vtype = pa.float64() if shape == "dict_int" else pa.large_string()
+    if n == 0:
+        return ParsedArrow(
+            np.array([], np.int64),
+            pa.array([], type=pa.large_string()),
+            pa.array([], type=vtype),
+            np.array([], np.int64),
+            [],
+        )
+    accepted, cell, key, value, section = _scan(arr, shape)
+    rest = np.flatnonzero(~accepted)
+    by_cell = False
+    bad = np.array([], np.int64)
+    detail: list[str] = []
+    if len(rest):
+        sub = arr.take(pa.array(rest)).to_pandas()
+        p2, sec2, by_cell = _parse_regex(sub, shape)
+        bad, detail = rest[p2.bad_cells], p2.bad_detail
+        cell = np.concatenate([cell, rest[p2.cell]])
+        key = pa.concat_arrays([key, pa.array(p2.key, type=pa.large_string())])
+        if shape == "dict_int":
+            v2 = pa.array(np.asarray(p2.value, dtype="float64"), type=pa.float64())
+        else:
+            v2 = pa.array(p2.value, type=pa.large_string())
+        value = pa.concat_arrays([value, v2])
+        section = np.concatenate([section, sec2])
+        order = _order(cell, section, by_cell)
+        cell = cell[order]
+        idx = pa.array(order)
+        key, value = key.take(idx), value.take(idx)
+    # else: tier 1's rows are already in that order (token order is cell order)
+    return ParsedArrow(cell, key, value, bad.astype(np.int64), detail)
+
+
+def parse_cells(cells: pd.Series, shape: str) -> Parsed:
+    """Parse a column of literal cells of one shape.
+
+    Args:
+        cells: the raw cell texts (NA/empty cells parse as empty).
+        shape: ``"set"`` (set of keys), ``"dict_int"`` (key -> byte count) or ``"deps"``
+            (key -> set of keys).
+
+    Returns:
+        The flat items and the cells that could not be parsed.
+    """
+    p = parse_column(cells, shape)
+    key = np.asarray(p.key.to_numpy(zero_copy_only=False), dtype=object)
+    if shape == "dict_int":
+        value = p.value.to_numpy(zero_copy_only=False).astype("float64")
+    else:
+        value = np.asarray(p.value.to_numpy(zero_copy_only=False), dtype=object)
+    return Parsed(p.cell, key, value, p.bad_cells, p.bad_detail)
