@@ -5,22 +5,27 @@ Input: the six CSV files of a run directory (any subset): ``scheduler_transition
 Output: the ``tasks``, ``executions``, ``transitions``, ``transfers``, ``dependencies``,
 ``graphs``, ``workers``, ``clients`` and ``threads`` tables of :class:`RunRecords`.
 
-All work is columnar: keys are factorised once and every per-task figure is a grouped reduction.
+All work is columnar and keyed by integers: every text column is dictionary-encoded once (Arrow),
+keys get one sorted index for the whole run, and every join, sort, de-duplication and per-task
+figure works on those integer codes. Text columns of the output tables are cut from the
+dictionaries at the end. Each file is turned into codes right after it is read, and its Arrow
+table is freed then, so memory holds one raw file at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pandas.api.types import union_categoricals
 
-from metaprov.ingest.csvread import CsvTable, read_csv
-from metaprov.ingest.literals import parse_cells
+from metaprov.ingest.csvread import CsvTable, _types_mapper, read_csv
+from metaprov.ingest.literals import parse_column
 from metaprov.records import Accounting, RunRecords, conform
 from metaprov.timeutil import epoch_to_utc
 
@@ -97,11 +102,8 @@ SPECS: dict[str, dict] = {
 }
 
 
-def _cat(s: pd.Series) -> pd.Series:
-    """Text column as Categorical (dictionary-encoded columns already are)."""
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        return s
-    return s.astype("category")
+_NAT = np.iinfo(np.int64).min  # "no time" in int64 microseconds
+_LAST = np.iinfo(np.int64).max  # sort key of "no time": NaT sorts last
 
 
 def _text(s: pd.Series) -> pd.Series:
@@ -142,7 +144,44 @@ def _time(ct: CsvTable, col: str, acct: Accounting) -> pd.Series:
     return epoch_to_utc(_float(ct, col, acct))
 
 
-def _uint64(ct: CsvTable, col: str, acct: Accounting) -> pd.Series:
+def _us(ct: CsvTable, col: str, acct: Accounting) -> np.ndarray:
+    """Epoch-seconds column -> int64 microseconds (``_NAT``: none), rounded as ``epoch_to_utc``."""
+    val = _float(ct, col, acct)
+    ok = np.isfinite(val)
+    out = np.full(len(val), _NAT, dtype=np.int64)
+    out[ok] = np.rint(val[ok] * 1e6).astype("int64")
+    return out
+
+
+def _utc(us: np.ndarray) -> pd.Series:
+    """int64 microseconds (``_NAT``: none) -> ``datetime64[us, UTC]``."""
+    return pd.Series(pd.DatetimeIndex(us.view("datetime64[us]")).tz_localize("UTC"))
+
+
+def _sortable(us: np.ndarray) -> np.ndarray:
+    """Times as sort keys with NaT last."""
+    return np.where(us == _NAT, _LAST, us)
+
+
+@dataclass
+class _Threads:
+    """Exact 64-bit thread ids and their missing mask."""
+
+    values: np.ndarray
+    na: np.ndarray
+
+    def take(self, idx: np.ndarray) -> _Threads:
+        """Rows ``idx``; -1 gives a missing id."""
+        if len(self.values) == 0:
+            return _Threads(np.zeros(len(idx), np.uint64), np.ones(len(idx), dtype=bool))
+        safe = np.maximum(idx, 0)
+        return _Threads(self.values[safe], self.na[safe] | (idx < 0))
+
+    def array(self) -> pd.arrays.IntegerArray:
+        return pd.arrays.IntegerArray(self.values.astype(np.uint64), self.na.copy())
+
+
+def _uint64(ct: CsvTable, col: str, acct: Accounting) -> _Threads:
     """Exact 64-bit thread ids: text -> uint64 without passing through float."""
     arr = ct.arrow(col)
     if pa.types.is_dictionary(arr.type):
@@ -168,8 +207,104 @@ def _uint64(ct: CsvTable, col: str, acct: Accounting) -> pd.Series:
             detail=str(ct.arrow(col)[int(idx[0])].as_py())[:80],
         )
     values = pc.fill_null(out, 0).to_numpy().astype(np.uint64)
-    mask = out.is_null().to_numpy()
-    return pd.Series(pd.arrays.IntegerArray(values, mask))
+    return _Threads(values, out.is_null().to_numpy())
+
+
+@dataclass
+class _Col:
+    """A dictionary-encoded text column: integer codes (-1: missing) into unique texts."""
+
+    codes: np.ndarray
+    cats: pa.Array
+
+    def take(self, idx: np.ndarray) -> _Col:
+        """Rows ``idx``; -1 gives a missing value."""
+        if len(self.codes) == 0:
+            return _Col(np.full(len(idx), -1, dtype=np.int64), self.cats)
+        return _Col(np.where(idx >= 0, self.codes[np.maximum(idx, 0)], -1), self.cats)
+
+    def arrow(self) -> pa.Array:
+        """The texts (null where missing)."""
+        return _decode(self.cats, self.codes)
+
+    def is_in(self, values: tuple[str, ...]) -> np.ndarray:
+        """Per row: is the text one of ``values`` (missing: False)?"""
+        lut = np.append(pc.is_in(self.cats, pa.array(values)).to_numpy(zero_copy_only=False), False)
+        return lut[self.codes]
+
+
+def _decode(cats: pa.Array, codes: np.ndarray) -> pa.Array:
+    return cats.take(pa.array(codes, mask=codes < 0)) if len(codes) else cats.slice(0, 0)
+
+
+def _enc(ct: CsvTable, col: str) -> _Col:
+    """Dictionary-encode a column (dictionary in order of first appearance, as pandas shows it)."""
+    arr = ct.arrow(col)
+    arr = (
+        arr.unify_dictionaries() if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+    )
+    if arr.num_chunks == 0:
+        return _Col(np.zeros(0, dtype=np.int32), pa.array([], type=pa.string()))
+    codes = [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in arr.chunks]
+    return _Col(np.concatenate(codes).astype(np.int32, copy=False), arr.chunk(0).dictionary)
+
+
+def _str(arr: pa.Array | pa.ChunkedArray) -> pd.Series:
+    """Arrow text -> pandas ``str`` Series."""
+    return arr.to_pandas(types_mapper=_types_mapper).reset_index(drop=True)
+
+
+def _index_str(arr: pa.Array) -> pd.Index:
+    return pd.Index(_str(arr))
+
+
+def _sorted_union(*parts: pa.Array) -> pa.Array:
+    """Sorted unique texts of ``parts`` (nulls dropped), in byte (= code point) order."""
+    parts = tuple(p.cast(pa.large_string()) for p in parts if p is not None and len(p))
+    if not parts:
+        return pa.array([], type=pa.large_string())
+    uniq = pc.unique(pa.concat_arrays(list(parts))).drop_null()
+    return uniq.take(pc.sort_indices(uniq))
+
+
+def _mapping(cats: pa.Array, index: pa.Array) -> np.ndarray:
+    """Position in ``index`` of every text of ``cats``, with one more entry (-1) for code -1."""
+    pos = pc.index_in(cats.cast(pa.large_string()), value_set=index)
+    return np.append(pos.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64), -1)
+
+
+def _na_last(codes: np.ndarray) -> np.ndarray:
+    """Codes into a sorted dictionary as sort keys, missing (-1) last."""
+    return np.where(codes < 0, np.iinfo(np.int64).max, codes)
+
+
+class _Deferred(Accounting):
+    """Accounting calls kept in order and replayed later.
+
+    Files are turned into codes right after they are read (to free their tables), but the findings
+    must keep their order: every file's read first, then every file's content.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def drop(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102
+        self.calls.append(("drop", args, kwargs))
+
+    def warn(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102
+        self.calls.append(("warn", args, kwargs))
+
+    def note(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102
+        self.calls.append(("note", args, kwargs))
+
+    def read(self, *args: Any, **kwargs: Any) -> None:  # noqa: D102
+        self.calls.append(("read", args, kwargs))
+
+    def replay(self, acct: Accounting) -> None:
+        """Make the recorded calls on ``acct``."""
+        for name, args, kwargs in self.calls:
+            getattr(acct, name)(*args, **kwargs)
 
 
 def _read(run: Path, name: str, acct: Accounting) -> CsvTable | None:
@@ -195,37 +330,100 @@ def _drop_null_keys(ct: CsvTable, col: str, acct: Accounting) -> CsvTable:
 # ----------------------------------------------------------------------------- per file
 
 
-def read_transitions(ct: CsvTable, observer: str, acct: Accounting) -> pd.DataFrame:
-    """scheduler_transition.csv / worker_transition.csv -> one frame (text as Categorical)."""
+@dataclass
+class _Trans:
+    """One transition file as codes and numbers (times in int64 microseconds)."""
+
+    observer: str
+    key: _Col
+    address: _Col
+    from_state: _Col
+    to_state: _Col
+    stimulus_id: _Col
+    time: np.ndarray
+    line: np.ndarray
+    thread: _Threads
+    # scheduler only
+    worker: _Col | None = None
+    prefix: _Col | None = None
+    group: _Col | None = None
+    begins: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    size: np.ndarray | None = None
+    gkey: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # run-wide key codes
+
+    def __len__(self) -> int:
+        return len(self.line)
+
+
+def read_transitions(ct: CsvTable, observer: str, acct: Accounting) -> _Trans:
+    """scheduler_transition.csv / worker_transition.csv -> codes and numbers."""
     ct = _drop_null_keys(ct, "key", acct)
-    df = pd.DataFrame(
-        {
-            "key": _cat(ct.get("key")),
-            "observer": pd.Categorical([observer] * len(ct)) if len(ct) else pd.Categorical([]),
-            "address": _cat(ct.get("called_from")),
-            "from_state": _cat(ct.get("start")),
-            "to_state": _cat(ct.get("finish")),
-            "time": _time(ct, "time", acct),
-            "stimulus_id": _cat(ct.get("stimulus_id")),
-            "line": ct.lines,
-            "thread": _uint64(ct, "thread", acct),
-        }
+    # (the order of the calls is the order of the findings they may report)
+    tr = _Trans(
+        observer=observer,
+        key=_enc(ct, "key"),
+        address=_enc(ct, "called_from"),
+        from_state=_enc(ct, "start"),
+        to_state=_enc(ct, "finish"),
+        time=_us(ct, "time", acct),
+        stimulus_id=_enc(ct, "stimulus_id"),
+        line=ct.lines.astype(np.int64),
+        thread=_uint64(ct, "thread", acct),
     )
     if observer == "scheduler":
-        df["worker"] = _cat(ct.get("worker"))
-        df["prefix"] = _cat(ct.get("prefix"))
-        df["group"] = _cat(ct.get("group"))
-        df["begins"] = _time(ct, "begins", acct)
-        df["ends"] = _time(ct, "ends", acct)
-        df["size"] = _float(ct, "size", acct)
-    return df
+        tr.worker = _enc(ct, "worker")
+        tr.prefix = _enc(ct, "prefix")
+        tr.group = _enc(ct, "group")
+        tr.begins = _us(ct, "begins", acct)
+        tr.ends = _us(ct, "ends", acct)
+        tr.size = _float(ct, "size", acct)
+    return tr
 
 
-def _hash_keys(keys: np.ndarray) -> np.ndarray:
-    return pd.util.hash_array(np.asarray(keys, dtype=object), categorize=False)
+def _row_groups(cols: list[np.ndarray]) -> np.ndarray:
+    """One integer per row, equal for rows equal in every column (columns of integer codes)."""
+    gid = np.zeros(len(cols[0]) if cols else 0, dtype=np.int64)
+    for c in cols:
+        # factorise the pair (group so far, this column) back to small integers: no overflow
+        pair = gid * (int(c.max(initial=-1)) + 2) + (c.astype(np.int64) + 1)
+        gid = np.unique(pair, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    return gid
 
 
-def read_transfers(ct: CsvTable, acct: Accounting) -> pd.DataFrame:
+def _first_of_group(gid: np.ndarray) -> np.ndarray:
+    """Per row: is it the first row of its group?"""
+    first = np.zeros(len(gid), dtype=bool)
+    first[np.unique(gid, return_index=True)[1]] = True
+    return first
+
+
+def _run_starts(*keys: np.ndarray) -> np.ndarray:
+    """For sorted rows: does row i start a new run of equal ``keys``?"""
+    n = len(keys[0])
+    new = np.zeros(n, dtype=bool)
+    if n:
+        new[0] = True
+        for k in keys:
+            new[1:] |= k[1:] != k[:-1]
+    return new
+
+
+def _rank_in_runs(new: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... within each run (``new`` marks run starts)."""
+    idx = np.arange(len(new))
+    return idx - np.maximum.accumulate(np.where(new, idx, 0))
+
+
+@dataclass
+class _TransferKeys:
+    """The key of every transfers row as a code into ``cats``."""
+
+    codes: np.ndarray
+    cats: pa.Array
+
+
+def read_transfers(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _TransferKeys]:
     """De-duplicate re-sent rows, match the two sides of each transfer, one row per key moved."""
     name = ct.name
     content = [
@@ -245,24 +443,24 @@ def read_transfers(ct: CsvTable, acct: Accounting) -> pd.DataFrame:
         )
         if c in ct.columns
     ]
-    frame = pd.DataFrame({c: ct.get(c) for c in content})
-    dup = frame.duplicated(keep="first").to_numpy()
+    dup = ~_first_of_group(_row_groups([_enc(ct, c).codes for c in content]))
     if dup.any():
         acct.drop(name, "duplicate (re-sent log entry; identical but for 'time')", ct.lines[dup])
         ct = ct.take(~dup)
-    typ = _text(ct.get("type"))
-    known_type = typ.isin(["incoming_transfer", "outgoing_transfer"]).to_numpy()
+    typ = _enc(ct, "type")
+    known_type = typ.is_in(("incoming_transfer", "outgoing_transfer"))
     if (~known_type).any():
+        unknown = typ.take(np.flatnonzero(~known_type)).arrow()
         acct.drop(
             name,
             "unknown transfer type",
             ct.lines[~known_type],
             column="type",
-            detail=typ[~known_type].astype(str).tolist(),
+            detail=[str(x) if x is not None else "nan" for x in unknown.to_pylist()],
         )
         ct = ct.take(known_type)
-        typ = typ[known_type].reset_index(drop=True)
-    parsed = parse_cells(ct.get("keys"), "dict_int")
+        typ = _enc(ct, "type")
+    parsed = parse_column(ct.arrow("keys"), "dict_int")
     if len(parsed.bad_cells):
         acct.drop(
             name,
@@ -274,83 +472,100 @@ def read_transfers(ct: CsvTable, acct: Accounting) -> pd.DataFrame:
     n = len(ct)
     good = np.ones(n, dtype=bool)
     good[parsed.bad_cells] = False
-    incoming = (typ == "incoming_transfer").to_numpy()
-    logger = _text(ct.get("called_from")).fillna("").to_numpy(dtype=object)
-    peer = _text(ct.get("who")).fillna("").to_numpy(dtype=object)
+    incoming = typ.is_in(("incoming_transfer",))
+    # Addresses: one sorted dictionary for both columns; "" stands for a missing one (a client).
+    logger, peer = _enc(ct, "called_from"), _enc(ct, "who")
+    addrs = _sorted_union(pa.array([""]), logger.cats, peer.cats)
+    empty = int(pc.index(addrs, "").as_py())
+    lg = _mapping(logger.cats, addrs)[logger.codes]
+    pe = _mapping(peer.cats, addrs)[peer.codes]
+    lg, pe = np.where(lg < 0, empty, lg), np.where(pe < 0, empty, pe)
+    source, destination = np.where(incoming, pe, lg), np.where(incoming, lg, pe)
     # The key set of a row, order-independent, to pair an incoming side with its outgoing side:
     # a sum of 64-bit key hashes and the key count (collisions are negligible at 2**-64).
-    items = pd.DataFrame({"cell": parsed.cell, "key": parsed.key, "nbytes": parsed.value})
+    kenc = pc.dictionary_encode(parsed.key)
+    kcats, kcodes = kenc.dictionary, kenc.indices.to_numpy(zero_copy_only=False)
+    khash = pd.util.hash_array(
+        kcats.to_numpy(zero_copy_only=False).astype(object), categorize=False
+    )
     sig = np.zeros(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        np.add.at(sig, parsed.cell, _hash_keys(parsed.key))
+        np.add.at(sig, parsed.cell, khash[kcodes])
     nkeys = np.bincount(parsed.cell, minlength=n)
-    rows = pd.DataFrame(
-        {
-            "row": np.arange(n),
-            "incoming": incoming,
-            "source": np.where(incoming, peer, logger),
-            "destination": np.where(incoming, logger, peer),
-            "sig": sig,
-            "n_keys": nkeys,
-            "start": _time(ct, "start", acct),
-            "stop": _time(ct, "stop", acct),
-            "duration": _float(ct, "duration", acct),
-            "total": _float(ct, "total", acct),
-            "bandwidth": _float(ct, "bandwidth", acct),
-            "compressed": _float(ct, "compressed", acct),
-        }
-    )[good]
-    match = ["source", "destination", "sig", "n_keys"]
-    rows = rows.sort_values([*match, "start", "row"], kind="stable")
-    rows["rank"] = rows.groupby(["incoming", *match], sort=False).cumcount()
-    m = rows[rows["incoming"]].merge(
-        rows[~rows["incoming"]], on=[*match, "rank"], how="outer", suffixes=("_in", "_out")
-    )
-    has_in = m["row_in"].notna()
-    has_out = m["row_out"].notna()
+    start, stop = _us(ct, "start", acct), _us(ct, "stop", acct)
+    num = {c: _float(ct, c, acct) for c in ("duration", "total", "bandwidth", "compressed")}
 
-    def pick(col: str) -> pd.Series:
-        return m[f"{col}_in"].where(has_in, m[f"{col}_out"])
-
-    tr = pd.DataFrame(
-        {
-            "row": pick("row").astype("int64"),
-            "source": m["source"].replace("", np.nan),
-            "destination": m["destination"].replace("", np.nan),
-            "start": pick("start"),
-            "stop": pick("stop"),
-            "duration": pick("duration"),
-            "total": pick("total"),
-            "bandwidth": pick("bandwidth"),
-            "compressed": m["compressed_out"].where(has_out, m["compressed_in"]),
-            "n_keys": m["n_keys"],
-            "logged_by": np.where(
-                has_in & has_out, "both", np.where(has_in, "incoming", "outgoing")
-            ),
-        }
+    # rank of each row among the rows of its side with the same match key, by (start, row)
+    rows = np.flatnonzero(good)
+    inc = incoming[rows]
+    match = [source[rows], destination[rows], sig[rows], nkeys[rows]]
+    o = np.lexsort((rows, _sortable(start[rows]), *reversed(match), inc))
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[o] = _rank_in_runs(_run_starts(inc[o], *(m[o] for m in match)))
+    side = pd.DataFrame({"src": match[0], "dst": match[1], "sig": match[2], "nk": match[3]})
+    side["rank"], side["row"] = rank, rows
+    m = side[inc].merge(
+        side[~inc], on=["src", "dst", "sig", "nk", "rank"], how="outer", suffixes=("_in", "_out")
     )
-    tr = tr.sort_values(
-        ["start", "source", "destination", "row"], kind="stable", na_position="last"
-    ).reset_index(drop=True)
-    tr["transfer"] = np.arange(len(tr), dtype=np.int64)
+    has_in = m["row_in"].notna().to_numpy()
+    has_out = m["row_out"].notna().to_numpy()
+    r_in = m["row_in"].fillna(-1).to_numpy(dtype=np.int64)
+    r_out = m["row_out"].fillna(-1).to_numpy(dtype=np.int64)
+    pick = np.where(has_in, r_in, r_out)  # the row whose figures are kept
+    comp_row = np.where(has_out, r_out, r_in)  # only the sender logs the compressed size
+    src = m["src"].to_numpy(dtype=np.int64)
+    dst = m["dst"].to_numpy(dtype=np.int64)
+    src, dst = np.where(src == empty, -1, src), np.where(dst == empty, -1, dst)
+    order = np.lexsort((pick, _na_last(dst), _na_last(src), _sortable(start[pick])))
+    pick, comp_row, src, dst = pick[order], comp_row[order], src[order], dst[order]
+    logged = np.where(has_in & has_out, "both", np.where(has_in, "incoming", "outgoing"))[order]
+    # one row per key moved, by transfer then key text
     pos = np.full(n, -1, dtype=np.int64)
-    pos[tr["row"].to_numpy()] = np.arange(len(tr))
-    it = pos[items["cell"].to_numpy()]
-    keep = it >= 0
-    out = tr.drop(columns=["row"]).iloc[it[keep]].reset_index(drop=True)
-    out["key"] = items["key"].to_numpy()[keep]
-    out["nbytes"] = np.rint(items["nbytes"].to_numpy()[keep])
-    out = out.sort_values(["transfer", "key"], kind="stable")
-    for col in ("nbytes", "total", "compressed"):
-        out[col] = out[col].round().astype("Int64")
-    return conform("transfers", out)
+    pos[pick] = np.arange(len(pick))
+    it = pos[parsed.cell]
+    keep = np.flatnonzero(it >= 0)
+    krank = np.empty(len(kcats), dtype=np.int64)
+    krank[pc.sort_indices(kcats).to_numpy()] = np.arange(len(kcats))
+    items = keep[np.lexsort((krank[kcodes[keep]], it[keep]))]
+    t = it[items]
+    rowsel = pick[t]
+    nbytes = np.rint(parsed.value.to_numpy(zero_copy_only=False)[items])
+    out = pd.DataFrame(
+        {
+            "transfer": t,
+            "key": _str(kcats.take(pa.array(kcodes[items]))),
+            "nbytes": pd.array(nbytes).round().astype("Int64"),
+            "source": _str(_decode(addrs, src[t])),
+            "destination": _str(_decode(addrs, dst[t])),
+            "start": _utc(start[rowsel]),
+            "stop": _utc(stop[rowsel]),
+            "duration": num["duration"][rowsel],
+            "total": pd.array(num["total"][rowsel]).round().astype("Int64"),
+            "bandwidth": num["bandwidth"][rowsel],
+            "compressed": pd.array(num["compressed"][comp_row[t]]).round().astype("Int64"),
+            "n_keys": nkeys[rowsel],
+            "logged_by": logged[t],
+        }
+    )
+    return conform("transfers", out), _TransferKeys(kcodes[items], kcats)
 
 
-def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+@dataclass
+class _GraphKeys:
+    """Keys of the submitted graphs as codes into the sorted texts ``cats``."""
+
+    cats: pa.Array
+    graph: np.ndarray  # graph of each (graph, key) row
+    key: np.ndarray
+    wanted: np.ndarray
+    dep: np.ndarray  # dependency codes of the edges (to index every dependency as a task)
+
+
+def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, pd.DataFrame, _GraphKeys]:
     """graph.csv -> (graphs, dependencies, keys per graph with a 'wanted' flag)."""
     name = ct.name
-    deps = parse_cells(ct.get("dependencies"), "deps")
-    wanted = parse_cells(ct.get("keys"), "set")
+    deps = parse_column(ct.arrow("dependencies"), "deps")
+    wanted = parse_column(ct.arrow("keys"), "set")
     if len(deps.bad_cells):
         acct.drop(
             name,
@@ -372,33 +587,57 @@ def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, pd.DataFr
     n = len(ct)
     good = np.ones(n, dtype=bool)
     good[np.union1d(deps.bad_cells, wanted.bad_cells)] = False
-    dep_ok = good[deps.cell]
-    want_ok = good[wanted.cell]
-    dkey, dval, dcell = deps.key[dep_ok], deps.value[dep_ok], deps.cell[dep_ok]
-    has = pd.notna(dval)
-    edges = pd.DataFrame({"graph": dcell[has], "key": dkey[has], "dependency": dval[has]})
-    edges = edges.drop_duplicates().sort_values(["graph", "key", "dependency"], kind="stable")
-    graph_keys = pd.concat(
-        [
-            pd.DataFrame({"graph": dcell, "key": dkey, "wanted": False}),
-            pd.DataFrame(
-                {"graph": wanted.cell[want_ok], "key": wanted.key[want_ok], "wanted": True}
-            ),
-        ],
-        ignore_index=True,
+    dep_ok = np.flatnonzero(good[deps.cell])
+    want_ok = np.flatnonzero(good[wanted.cell])
+    dcell, wcell = deps.cell[dep_ok], wanted.cell[want_ok]
+    dkey = deps.key.take(pa.array(dep_ok))
+    dval = deps.value.take(pa.array(dep_ok))
+    wkey = wanted.key.take(pa.array(want_ok))
+    del deps, wanted
+    # one sorted dictionary for every key text of the graphs: codes sort like the texts
+    enc = pc.dictionary_encode(pa.concat_arrays([dkey, dval, wkey]))
+    del dkey, dval, wkey
+    raw = enc.dictionary
+    rank = np.empty(len(raw), dtype=np.int64)
+    perm = pc.sort_indices(raw).to_numpy()
+    rank[perm] = np.arange(len(raw))
+    cats = raw.take(pa.array(perm))
+    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)
+    del enc, raw
+    nd = len(dcell)
+    kc, vc, wc = codes[:nd], codes[nd : 2 * nd], codes[2 * nd :]
+    has = vc >= 0
+    # edges: unique (graph, key, dependency), sorted
+    eg, ek, ev = dcell[has], kc[has], vc[has]
+    o = np.lexsort((ev, ek, eg))
+    eg, ek, ev = eg[o], ek[o], ev[o]
+    first = _run_starts(eg, ek, ev)
+    eg, ek, ev = eg[first], ek[first], ev[first]
+    edges = pd.DataFrame(
+        {"graph": eg, "key": _str(_decode(cats, ek)), "dependency": _str(_decode(cats, ev))}
     )
-    per_graph = graph_keys.drop_duplicates(["graph", "key"])
+    gk = _GraphKeys(
+        cats,
+        np.concatenate([dcell, wcell]).astype(np.int64),
+        np.concatenate([kc, wc]),
+        np.r_[np.zeros(nd, dtype=bool), np.ones(len(wc), dtype=bool)],
+        ev,
+    )
+    # distinct keys per graph
+    o = np.lexsort((gk.key, gk.graph))
+    distinct = _run_starts(gk.graph[o], gk.key[o])
     graphs = pd.DataFrame(
         {
             "graph": np.arange(n),
             "client": _text(ct.get("client")),
             "time": _time(ct, "time", acct),
-            "n_wanted": np.bincount(wanted.cell[want_ok], minlength=n),
-            "n_tasks": np.bincount(per_graph["graph"].to_numpy(dtype=np.int64), minlength=n),
-            "n_edges": np.bincount(edges["graph"].to_numpy(dtype=np.int64), minlength=n),
+            "n_wanted": np.bincount(wcell, minlength=n),
+            "n_tasks": np.bincount(gk.graph[o][distinct], minlength=n),
+            "n_edges": np.bincount(eg, minlength=n),
         }
     )[good]
-    return conform("graphs", graphs), conform("dependencies", edges), graph_keys
+    return conform("graphs", graphs), conform("dependencies", edges), gk
 
 
 def read_membership(ct: CsvTable, col: str, acct: Accounting) -> pd.DataFrame:
@@ -428,41 +667,6 @@ def read_membership(ct: CsvTable, col: str, acct: Accounting) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- consolidation
 
 
-def _key_index(*sources: object) -> pd.Index:
-    """Sorted union of every key text (Categorical categories or arrays of str)."""
-    parts = []
-    for src in sources:
-        if src is None:
-            continue
-        if isinstance(src, pd.Series) and isinstance(src.dtype, pd.CategoricalDtype):
-            src = src.cat.categories.to_numpy(dtype=object)
-        arr = np.asarray(src, dtype=object)
-        if len(arr):
-            parts.append(pa.array(arr, type=pa.string(), from_pandas=True))
-    if not parts:
-        return pd.Index([], dtype="str")
-    uniq = pc.unique(pa.chunked_array(parts).combine_chunks().drop_null())
-    uniq = uniq.take(pc.sort_indices(uniq))
-    return pd.Index(uniq.to_numpy(zero_copy_only=False), dtype="str")
-
-
-def _codes(values: object, index: pd.Index) -> np.ndarray:
-    """Positions of ``values`` in ``index`` (-1 for NA)."""
-    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        cat = values.cat
-        mapping = index.get_indexer(cat.categories)
-        c = cat.codes.to_numpy()
-        return np.where(c >= 0, mapping[c], -1)
-    return index.get_indexer(pd.Index(np.asarray(values, dtype=object)))
-
-
-def _us(t: pd.Series) -> np.ndarray:
-    """UTC times as int64 µs with NaT sorting last."""
-    v = t.to_numpy(dtype="datetime64[us]").view("int64").copy()
-    v[v == np.iinfo(np.int64).min] = np.iinfo(np.int64).max
-    return v
-
-
 def _last_per_key(codes: np.ndarray, n: int, *order: np.ndarray) -> np.ndarray:
     """Row index of the last row of each key when rows are ordered by ``order`` (-1: none)."""
     out = np.full(n, -1, dtype=np.int64)
@@ -481,234 +685,302 @@ def _last_per_key(codes: np.ndarray, n: int, *order: np.ndarray) -> np.ndarray:
     return out
 
 
-def _take(s: pd.Series, idx: np.ndarray) -> pd.Series:
-    """``s`` at positions ``idx``; -1 gives NA. Keeps extension dtypes (UInt64, UTC times)."""
-    if len(s) == 0:
-        dtype = "str" if isinstance(s.dtype, pd.CategoricalDtype) else s.dtype
-        return pd.Series(pd.array([None] * len(idx), dtype=dtype))
-    res = s.take(np.where(idx >= 0, idx, 0)).reset_index(drop=True)
-    if isinstance(res.dtype, pd.CategoricalDtype):
-        res = _text(res)
-    return res.where(pd.Series(idx >= 0))
+def _at(values: np.ndarray, idx: np.ndarray, missing: Any) -> np.ndarray:
+    """``values[idx]`` with ``missing`` where idx is -1."""
+    if len(values) == 0:
+        return np.full(len(idx), missing)
+    return np.where(idx >= 0, values[np.maximum(idx, 0)], missing)
 
 
-def _executions(sched: pd.DataFrame, work: pd.DataFrame) -> pd.DataFrame:
-    """One row per execution attempt: worker-side windows, else the scheduler's startstops."""
-    frames = []
-    ran_on_workers = np.array([], dtype=object)
-    if len(work):
-        is_start = (work["to_state"] == "executing").to_numpy() & ~work["from_state"].isin(
-            _RUNNING
-        ).to_numpy()
-        is_end = (
-            work["from_state"].isin(_RUNNING).to_numpy()
-            & ~work["to_state"].isin(_RUNNING).to_numpy()
+_TCOLS = ["key", "observer", "address", "from_state", "to_state", "time", "stimulus_id", "line"]
+
+
+def _transitions(files: list[_Trans]) -> pd.DataFrame:
+    """The transitions table: both files, by time, then observer, then line; text as Categorical."""
+    files = [f for f in files if len(f)]
+    if not files:
+        return conform("transitions", pd.DataFrame(columns=_TCOLS))
+    time = np.concatenate([f.time for f in files])
+    # Rows of each file are in line order and the scheduler's come first: a stable sort by time
+    # orders by (time, observer, line).
+    order = np.argsort(_sortable(time), kind="stable")
+    cols: dict[str, Any] = {}
+    for name in ("key", "address", "from_state", "to_state", "stimulus_id"):
+        parts = [getattr(f, name) for f in files]
+        # categories as pandas' union_categoricals gives them: first file's, then new ones
+        cats = pc.unique(pa.concat_arrays([p.cats.cast(pa.string()) for p in parts]))
+        codes = np.concatenate(
+            [p.codes if i == 0 else _mapping(p.cats, cats)[p.codes] for i, p in enumerate(parts)]
         )
+        cols[name] = _categorical(codes[order], cats)
+    obs = np.concatenate([np.full(len(f), i, dtype=np.int8) for i, f in enumerate(files)])
+    cols["observer"] = _categorical(obs[order], pa.array([f.observer for f in files]))
+    cols["time"] = _utc(time[order])
+    cols["line"] = pd.array(np.concatenate([f.line for f in files])[order], dtype="Int64")
+    return conform("transitions", pd.DataFrame({c: cols[c] for c in _TCOLS}))
+
+
+def _categorical(codes: np.ndarray, cats: pa.Array) -> pd.Categorical:
+    dtype = pd.CategoricalDtype(_index_str(cats), ordered=False)
+    return pd.Categorical.from_codes(
+        codes.astype(np.int32, copy=False), dtype=dtype, validate=False
+    )
+
+
+@dataclass
+class _Exec:
+    """Executions in code space (keys: run-wide codes; workers: codes into sorted addresses)."""
+
+    key: np.ndarray
+    worker: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    outcome: pa.Array
+    thread: _Threads
+    source: np.ndarray  # 0: worker, 1: scheduler
+    attempt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def _executions(sched: _Trans | None, work: _Trans | None, nkeys: int, wcats: pa.Array) -> _Exec:
+    """One row per execution attempt: worker-side windows, else the scheduler's startstops."""
+    parts: list[_Exec] = []
+    ran = np.zeros(nkeys, dtype=bool)
+    if work is not None and len(work):
+        running = ("executing", "long-running", "cancelled", "resumed")
+        from_run, to_run = work.from_state.is_in(running), work.to_state.is_in(running)
+        is_start = work.to_state.is_in(("executing",)) & ~from_run
+        is_end = from_run & ~to_run
         ev = np.flatnonzero(is_start | is_end)
-        kc = work["key"].cat.codes.to_numpy()[ev]
-        ac = work["address"].cat.codes.to_numpy()[ev]
-        tm = _us(work["time"])[ev]
-        ln = work["line"].to_numpy()[ev]
-        order = np.lexsort((ln, tm, ac, kc))
+        kc, ac = work.key.codes[ev], work.address.codes[ev]
+        order = np.lexsort((work.line[ev], _sortable(work.time)[ev], ac, kc))
         ev, kc, ac = ev[order], kc[order], ac[order]
         st = is_start[ev]
         nxt_ok = np.r_[(~st[1:]) & (kc[1:] == kc[:-1]) & (ac[1:] == ac[:-1]), False]
         starts = ev[st]
         ends = np.where(nxt_ok[st], np.r_[ev[1:], -1][st], -1)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "key": _text(work["key"].take(starts)).to_numpy(),
-                    "worker": _text(work["address"].take(starts)).to_numpy(),
-                    "start": work["time"].take(starts).array,
-                    "end": _take(work["time"], ends).array,
-                    "outcome": _take(work["to_state"], ends).to_numpy(),
-                    "thread": work["thread"].take(starts).array,
-                    "time_source": "worker",
-                }
+        wmap = _mapping(work.address.cats, wcats)
+        parts.append(
+            _Exec(
+                key=work.gkey[starts],
+                worker=wmap[work.address.codes[starts]],
+                start=work.time[starts],
+                end=_at(work.time, ends, _NAT),
+                outcome=work.to_state.take(ends).arrow(),
+                thread=work.thread.take(starts),
+                source=np.zeros(len(starts), dtype=np.int8),
             )
         )
-        ran_on_workers = frames[0]["key"].unique()
-    if len(sched):
-        rows = (sched["from_state"] == "processing").to_numpy() & (
-            sched["thread"].notna().to_numpy() | sched["begins"].notna().to_numpy()
-        )
-        rows &= ~sched["key"].isin(ran_on_workers).to_numpy()
+        ran[work.gkey[starts]] = True
+    if sched is not None and len(sched):
+        rows = sched.from_state.is_in(("processing",)) & (~sched.thread.na | (sched.begins != _NAT))
+        rows &= ~ran[sched.gkey]
         idx = np.flatnonzero(rows)
         if len(idx):
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "key": _text(sched["key"].take(idx)).to_numpy(),
-                        "worker": _text(sched["worker"].take(idx)).to_numpy(),
-                        "start": sched["begins"].take(idx).array,
-                        "end": sched["ends"].take(idx).array,
-                        "outcome": _text(sched["to_state"].take(idx)).to_numpy(),
-                        "thread": sched["thread"].take(idx).array,
-                        "time_source": "scheduler",
-                    }
+            parts.append(
+                _Exec(
+                    key=sched.gkey[idx],
+                    worker=_mapping(sched.worker.cats, wcats)[sched.worker.codes[idx]],
+                    start=sched.begins[idx],
+                    end=sched.ends[idx],
+                    outcome=sched.to_state.take(idx).arrow(),
+                    thread=sched.thread.take(idx),
+                    source=np.ones(len(idx), dtype=np.int8),
                 )
             )
-    if not frames:
-        return conform("executions", pd.DataFrame())
-    ex = pd.concat(frames, ignore_index=True)
-    # The thread of a worker-side execution comes from the scheduler's row for the same key+worker.
-    if len(sched) and ex["thread"].isna().any():
-        thr = sched.loc[sched["thread"].notna(), ["key", "worker", "thread", "time"]]
-        thr = thr.assign(key=_text(thr["key"]), worker=_text(thr["worker"]))
-        thr = thr.sort_values("time", kind="stable").drop_duplicates(["key", "worker"], keep="last")
-        ex = ex.merge(
-            thr[["key", "worker", "thread"]].rename(columns={"thread": "sthread"}),
-            on=["key", "worker"],
-            how="left",
-        )
-        ex["thread"] = ex["thread"].fillna(ex["sthread"])
-        ex = ex.drop(columns=["sthread"])
-    ex = ex.sort_values(["key", "start", "worker"], kind="stable", na_position="last").reset_index(
-        drop=True
+    if not parts:
+        z = np.zeros(0, dtype=np.int64)
+        return _Exec(z, z, z, z, pa.array([], pa.string()), _Threads(z.astype(np.uint64), z > 0), z)
+    ex = _Exec(
+        key=np.concatenate([p.key for p in parts]),
+        worker=np.concatenate([p.worker for p in parts]),
+        start=np.concatenate([p.start for p in parts]),
+        end=np.concatenate([p.end for p in parts]),
+        outcome=pa.concat_arrays([p.outcome.cast(pa.string()) for p in parts]),
+        thread=_Threads(
+            np.concatenate([p.thread.values for p in parts]),
+            np.concatenate([p.thread.na for p in parts]),
+        ),
+        source=np.concatenate([p.source for p in parts]),
     )
-    ex["attempt"] = ex.groupby("key", sort=False).cumcount()
-    return conform("executions", ex)
+    # The thread of a worker-side execution comes from the scheduler's row for the same key and
+    # worker (the latest one; a missing worker matches a missing worker).
+    if sched is not None and len(sched) and ex.thread.na.any():
+        nw = len(wcats) + 1
+        has = np.flatnonzero(~sched.thread.na)
+        swork = _mapping(sched.worker.cats, wcats)[sched.worker.codes[has]]
+        pair = sched.gkey[has] * nw + (swork + 1)
+        o = np.lexsort((np.arange(len(has)), _sortable(sched.time[has]), pair))
+        ps = pair[o]
+        if len(ps):
+            last = np.r_[ps[1:] != ps[:-1], True]
+            upair, uthread = ps[last], sched.thread.values[has][o][last]
+            expair = ex.key * nw + (ex.worker + 1)
+            i = np.minimum(np.searchsorted(upair, expair), len(upair) - 1)
+            fill = ex.thread.na & (upair[i] == expair)
+            ex.thread.values = np.where(fill, uthread[i], ex.thread.values)
+            ex.thread.na = ex.thread.na & ~fill
+    # by key, start, worker (texts sort like their codes; missing last); attempts count per key
+    o = np.lexsort((_na_last(ex.worker), _sortable(ex.start), ex.key))
+    ex = _Exec(
+        key=ex.key[o],
+        worker=ex.worker[o],
+        start=ex.start[o],
+        end=ex.end[o],
+        outcome=ex.outcome.take(pa.array(o)),
+        thread=_Threads(ex.thread.values[o], ex.thread.na[o]),
+        source=ex.source[o],
+    )
+    ex.attempt = _rank_in_runs(_run_starts(ex.key))
+    return ex
 
 
-def _union_cat(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:
-    """Concatenate frames whose Categorical columns have different categories, staying Categorical."""
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    if len(frames) == 1:
-        return frames[0][cols].reset_index(drop=True)
-    out = {}
-    for c in cols:
-        parts = [f[c] for f in frames]
-        if isinstance(parts[0].dtype, pd.CategoricalDtype):
-            out[c] = pd.Series(union_categoricals([pd.Categorical(p) for p in parts]))
-        else:
-            out[c] = pd.concat(parts, ignore_index=True)
-    return pd.DataFrame(out)
+def _executions_table(ex: _Exec, keys: pa.Array, wcats: pa.Array) -> pd.DataFrame:
+    return conform(
+        "executions",
+        pd.DataFrame(
+            {
+                "key": _str(_decode(keys, ex.key)),
+                "attempt": ex.attempt,
+                "worker": _str(_decode(wcats, ex.worker)),
+                "thread": ex.thread.array(),
+                "start": _utc(ex.start),
+                "end": _utc(ex.end),
+                "outcome": _str(ex.outcome),
+                "time_source": np.where(ex.source == 0, "worker", "scheduler"),
+            }
+        ),
+    )
 
 
 def consolidate(
-    records: RunRecords, sched: pd.DataFrame, work: pd.DataFrame, graph_keys: pd.DataFrame
+    records: RunRecords,
+    sched: _Trans | None,
+    work: _Trans | None,
+    graph_keys: _GraphKeys | None,
+    transfer_keys: _TransferKeys | None,
 ) -> None:
     """Fill ``records.tasks``, ``executions``, ``transitions`` and ``threads`` (per-key reductions)."""
-    tcols = ["key", "observer", "address", "from_state", "to_state", "time", "stimulus_id", "line"]
-    trans = _union_cat([sched, work], tcols)
-    if len(trans):
-        order = np.lexsort(
-            (
-                trans["line"].to_numpy(),
-                trans["observer"].astype(str).to_numpy()
-                if len(trans) < 0
-                else trans["observer"].cat.codes.to_numpy(),
-                _us(trans["time"]),
-            )
-        )
-        trans = trans.take(order).reset_index(drop=True)
-    records.transitions = conform("transitions", trans)
-    ex = _executions(sched, work)
-    records.executions = ex
-
-    keys = _key_index(
-        sched["key"] if len(sched) else None,
-        work["key"] if len(work) else None,
-        graph_keys["key"].to_numpy() if len(graph_keys) else None,
-        records.transfers["key"].to_numpy(),
-        records.dependencies["dependency"].to_numpy(),
+    records.transitions = _transitions([f for f in (sched, work) if f is not None])
+    # one sorted index of every key text of the run; every source maps its codes into it
+    keys = _sorted_union(
+        sched.key.cats if sched is not None and len(sched) else None,
+        work.key.cats if work is not None and len(work) else None,
+        graph_keys.cats.take(pa.array(graph_keys.key)) if graph_keys is not None else None,
+        transfer_keys.cats if transfer_keys is not None else None,
+        graph_keys.cats.take(pa.array(graph_keys.dep)) if graph_keys is not None else None,
     )
     n = len(keys)
-    tasks = pd.DataFrame({"key": keys})
+    for f in (sched, work):
+        if f is not None:
+            f.gkey = _mapping(f.key.cats, keys)[f.key.codes]
+    # worker addresses of executions, sorted
+    wcats = _sorted_union(
+        work.address.cats if work is not None else None,
+        sched.worker.cats if sched is not None else None,
+    )
+    ex = _executions(sched, work, n, wcats)
+    records.executions = _executions_table(ex, keys, wcats)
+
+    tasks: dict[str, Any] = {"key": _str(keys)}
     n_proc = np.zeros(n, dtype=np.int64)
     erred = np.zeros(n, dtype=bool)
     n_tr = np.zeros(n, dtype=np.int64)
-    if len(sched):
-        kc = _codes(sched["key"], keys)
-        t_us, ln = _us(sched["time"]), sched["line"].to_numpy()
-        has_prefix = sched["prefix"].notna().to_numpy()
-        first_pg = _last_per_key(np.where(has_prefix, kc, -1), n, -t_us, -ln)
+    prefix = group = state = None
+    nbytes = np.full(n, np.nan)
+    if sched is not None and len(sched):
+        kc = sched.gkey
+        t_us, ln = _sortable(sched.time), sched.line
+        first_pg = _last_per_key(np.where(sched.prefix.codes >= 0, kc, -1), n, -t_us, -ln)
         last = _last_per_key(kc, n, t_us, ln)
-        carries = (
-            sched["thread"].notna().to_numpy()
-            | sched["begins"].notna().to_numpy()
-            | ~np.isnan(sched["size"].to_numpy())
-        )
+        carries = ~sched.thread.na | (sched.begins != _NAT) | ~np.isnan(sched.size)
         fin = _last_per_key(np.where(carries, kc, -1), n, t_us, ln)
-        tasks["prefix"] = _take(sched["prefix"], first_pg).array
-        tasks["group"] = _take(sched["group"], first_pg).array
-        tasks["state"] = _take(sched["to_state"], last).array
-        tasks["sched_begins"] = _take(sched["begins"], fin).array
-        tasks["sched_ends"] = _take(sched["ends"], fin).array
-        tasks["nbytes"] = (
-            pd.array(np.where(fin >= 0, sched["size"].to_numpy()[np.maximum(fin, 0)], np.nan))
-            .round()
-            .astype("Int64")
-        )
-        to = sched["to_state"].to_numpy()
-        n_proc = np.bincount(kc[(to == "processing") & (kc >= 0)], minlength=n)
-        erred |= np.bincount(kc[(to == "erred") & (kc >= 0)], minlength=n) > 0
-        n_tr += np.bincount(kc[kc >= 0], minlength=n)
-    if len(work):
-        kc = _codes(work["key"], keys)
-        last = _last_per_key(kc, n, _us(work["time"]), work["line"].to_numpy())
-        wstate = _take(work["to_state"], last)
-        tasks["state"] = tasks["state"].fillna(wstate) if "state" in tasks else wstate.array
-        erred |= (
-            np.bincount(kc[(work["to_state"].to_numpy() == "error") & (kc >= 0)], minlength=n) > 0
-        )
-        n_tr += np.bincount(kc[kc >= 0], minlength=n)
-    if "prefix" not in tasks or tasks["prefix"].isna().any():
-        group, prefix = key_split(pd.Series(keys))
-        if "prefix" not in tasks:
-            tasks["prefix"], tasks["group"] = prefix.array, group.array
-        else:
-            tasks["prefix"] = tasks["prefix"].fillna(prefix)
-            tasks["group"] = tasks["group"].fillna(group)
+        prefix = sched.prefix.take(first_pg).arrow()
+        group = sched.group.take(first_pg).arrow()
+        state = sched.to_state.take(last).arrow()
+        tasks["sched_begins"] = _utc(_at(sched.begins, fin, _NAT))
+        tasks["sched_ends"] = _utc(_at(sched.ends, fin, _NAT))
+        nbytes = _at(sched.size, fin, np.nan)
+        n_proc = np.bincount(kc[sched.to_state.is_in(("processing",))], minlength=n)
+        erred |= np.bincount(kc[sched.to_state.is_in(("erred",))], minlength=n) > 0
+        n_tr += np.bincount(kc, minlength=n)
+    if work is not None and len(work):
+        kc = work.gkey
+        last = _last_per_key(kc, n, _sortable(work.time), work.line)
+        wstate = work.to_state.take(last).arrow()
+        state = wstate if state is None else pc.coalesce(state, wstate)
+        erred |= np.bincount(kc[work.to_state.is_in(("error",))], minlength=n) > 0
+        n_tr += np.bincount(kc, minlength=n)
+    if state is not None:
+        tasks["state"] = _str(state)
+    if sched is not None and len(sched):
+        tasks["nbytes"] = pd.Series(nbytes).round().astype("Int64")
+    # prefix and group the scheduler never reported: from the key, as Dask derives them
+    if prefix is None:
+        grp, pre = key_split(_str(keys))
+    else:
+        pre, grp = _str(prefix), _str(group)
+        if pre.isna().any():
+            need = np.flatnonzero(pre.isna().to_numpy() | grp.isna().to_numpy())
+            g2, p2 = key_split(_str(keys.take(pa.array(need))))
+            pre.iloc[need] = pre.iloc[need].fillna(pd.Series(p2.array, index=need))
+            grp.iloc[need] = grp.iloc[need].fillna(pd.Series(g2.array, index=need))
+    tasks["prefix"], tasks["group"] = pre, grp
 
-    exc = _codes(ex["key"].to_numpy(), keys)
-    n_exec = np.bincount(exc[exc >= 0], minlength=n)
-    final = _last_per_key(exc, n, ex["attempt"].to_numpy())
-    for col in ("worker", "thread", "start", "end", "time_source"):
-        tasks[col] = _take(ex[col], final).array
+    final = _last_per_key(ex.key, n, ex.attempt)
+    n_exec = np.bincount(ex.key, minlength=n)
+    tasks["worker"] = _str(_decode(wcats, _at(ex.worker, final, -1)))
+    tasks["thread"] = ex.thread.take(final).array()
+    start, end = _at(ex.start, final, _NAT), _at(ex.end, final, _NAT)
+    tasks["start"], tasks["end"] = _utc(start), _utc(end)
+    src = _at(ex.source, final, -1)
+    tasks["time_source"] = _str(
+        pa.array(np.where(src == 0, "worker", "scheduler"), mask=src < 0, type=pa.string())
+    )
     tasks["duration"] = (tasks["end"] - tasks["start"]).dt.total_seconds()
     tasks["n_transitions"] = n_tr
     tasks["n_executions"] = n_exec
-    err_ex = ex["outcome"].isin(["error", "erred"]).to_numpy() & (exc >= 0)
-    erred |= np.bincount(exc[err_ex], minlength=n) > 0
+    err_ex = pc.is_in(ex.outcome, pa.array(["error", "erred"])).to_numpy(zero_copy_only=False)
+    erred |= np.bincount(ex.key[err_ex], minlength=n) > 0
     tasks["erred"] = erred
     tasks["retried"] = (n_exec > 1) | (n_proc > 1)
     # A key moved between workers, or with a result size, existed in memory: it ran somewhere.
     moved = np.zeros(n, dtype=bool)
-    if len(records.transfers):
-        tc = _codes(records.transfers["key"].to_numpy(), keys)
-        moved[tc[tc >= 0]] = True
-    has_size = tasks["nbytes"].notna().to_numpy() if "nbytes" in tasks else np.zeros(n, dtype=bool)
-    tasks["never_ran"] = (n_exec == 0) & ~moved & ~has_size
-    if len(graph_keys):
-        gc = _codes(graph_keys["key"].to_numpy(), keys)
-        g = graph_keys["graph"].to_numpy(dtype=np.int64)
+    if transfer_keys is not None and len(transfer_keys.codes):
+        moved[_mapping(transfer_keys.cats, keys)[transfer_keys.codes]] = True
+    tasks["never_ran"] = (n_exec == 0) & ~moved & np.isnan(nbytes)
+    if graph_keys is not None and len(graph_keys.key):
+        gc = _mapping(graph_keys.cats, keys)[graph_keys.key]
+        g = graph_keys.graph
         first_graph = _last_per_key(gc, n, -g)
-        tasks["graph"] = pd.array(
-            np.where(first_graph >= 0, g[np.maximum(first_graph, 0)], 0), dtype="Int64"
-        )
-        tasks.loc[first_graph < 0, "graph"] = pd.NA
+        graph = pd.array(_at(g, first_graph, 0), dtype="Int64")
+        graph[first_graph < 0] = pd.NA
+        tasks["graph"] = graph
         wanted = np.zeros(n, dtype=bool)
-        wc = gc[graph_keys["wanted"].to_numpy(dtype=bool)]
-        wanted[wc[wc >= 0]] = True
+        wanted[gc[graph_keys.wanted]] = True
         tasks["wanted"] = wanted
         client_of = records.graphs.set_index("graph")["client"]
-        tasks["client"] = client_of.reindex(tasks["graph"].astype("float64")).array
+        tasks["client"] = client_of.reindex(pd.Series(graph).astype("float64")).array
     else:
-        tasks["wanted"] = False
-    records.tasks = conform("tasks", tasks)
-
-    th = (
-        ex[ex["thread"].notna()]
-        .groupby(["worker", "thread"])
-        .size()
-        .rename("n_tasks")
-        .reset_index()
+        tasks["wanted"] = np.zeros(n, dtype=bool)
+    records.tasks = conform(
+        "tasks", pd.DataFrame({k: v for k, v in tasks.items() if v is not None})
     )
-    records.threads = conform("threads", th.sort_values(["worker", "thread"]))
+
+    # tasks per (worker, thread), executions without a worker or a thread left out
+    sel = np.flatnonzero(~ex.thread.na & (ex.worker >= 0))
+    w, t = ex.worker[sel], ex.thread.values[sel]
+    o = np.lexsort((t, w))
+    w, t = w[o], t[o]
+    new = _run_starts(w, t)
+    counts = np.diff(np.r_[np.flatnonzero(new), len(w)])
+    th = pd.DataFrame(
+        {
+            "worker": _str(_decode(wcats, w[new])),
+            "thread": pd.arrays.IntegerArray(t[new].astype(np.uint64), np.zeros(new.sum(), bool)),
+            "n_tasks": counts,
+        }
+    )
+    records.threads = conform("threads", th)
 
 
 _KEY_SPLIT = r"^(?P<head>[^-]*)(?P<rest>(?:-(?![0-9a-f]{8}(?:-|$))[A-Za-z]+(?=-|$))*)"
@@ -746,46 +1018,58 @@ def run_id(records: RunRecords) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def read_dask_csvs(run: Path, records: RunRecords, progress=None) -> None:
+def read_dask_csvs(run: Path, records: RunRecords, progress: Any = None) -> None:
     """Read the six CSV files of ``run`` into ``records`` (missing files are recorded)."""
     acct = records.accounting
-    tables: dict[str, CsvTable | None] = {}
-    for name in CSV_FILES:
-        tables[name] = _read(run, name, acct)
+    later: list[_Deferred] = []  # findings about the files' content, reported after the reads
+
+    def content(name: str) -> tuple[CsvTable | None, _Deferred]:
+        ct = _read(run, name, acct)
         if progress is not None:
             progress.update(1)
+        later.append(_Deferred())
+        return ct, later[-1]
+
+    sched = work = None
+    ct, d = content("scheduler_transition.csv")
+    if ct is not None:
+        sched = read_transitions(ct, "scheduler", d)
+    ct, d = content("worker_transition.csv")
+    if ct is not None:
+        work = read_transitions(ct, "worker", d)
+    transfer_keys = None
+    ct, d = content("worker_transfer.csv")
+    if ct is not None:
+        records.transfers, transfer_keys = read_transfers(ct, d)
+    graph_keys = None
+    ct, d = content("graph.csv")
+    if ct is not None:
+        records.graphs, records.dependencies, graph_keys = read_graphs(ct, d)
+    ct, d = content("worker.csv")
+    workers = read_membership(ct, "worker", d) if ct is not None else None
+    ct, d = content("client.csv")
+    clients = read_membership(ct, "client", d) if ct is not None else None
+    del ct
+    for d in later:
+        d.replay(acct)
     records.missing = [n for n in CSV_FILES if not (run / n).exists()]
 
-    st, wt = tables["scheduler_transition.csv"], tables["worker_transition.csv"]
-    sched = read_transitions(st, "scheduler", acct) if st is not None else pd.DataFrame()
-    work = read_transitions(wt, "worker", acct) if wt is not None else pd.DataFrame()
-    if tables["worker_transfer.csv"] is not None:
-        records.transfers = read_transfers(tables["worker_transfer.csv"], acct)
-    graph_keys = pd.DataFrame(columns=["graph", "key", "wanted"])
-    if tables["graph.csv"] is not None:
-        records.graphs, records.dependencies, graph_keys = read_graphs(tables["graph.csv"], acct)
-
-    if len(sched):
-        counts = sched["address"].value_counts()
+    if sched is not None and len(sched):
+        counts = pd.Series(
+            pd.Categorical.from_codes(
+                sched.address.codes,
+                dtype=pd.CategoricalDtype(_index_str(sched.address.cats)),
+                validate=False,
+            )
+        ).value_counts()
         if len(counts) and counts.iloc[0] > 0:
             records.scheduler["address"] = str(counts.index[0])
-
-    workers = (
-        read_membership(tables["worker.csv"], "worker", acct)
-        if tables["worker.csv"] is not None
-        else None
-    )
-    clients = (
-        read_membership(tables["client.csv"], "client", acct)
-        if tables["client.csv"] is not None
-        else None
-    )
 
     # Workers: from worker.csv, plus every address that logged or ran something.
     seen = [
         workers["id"] if workers is not None else None,
-        pd.Series(work["address"].cat.categories) if len(work) else None,
-        pd.Series(sched["worker"].cat.categories) if len(sched) else None,
+        _str(work.address.cats) if work is not None and len(work) else None,
+        _str(sched.worker.cats) if sched is not None and len(sched) else None,
         records.transfers["source"],
         records.transfers["destination"],
     ]
@@ -817,5 +1101,4 @@ def read_dask_csvs(run: Path, records: RunRecords, progress=None) -> None:
         cdf = cdf.merge(clients.rename(columns={"id": "client"}), on="client", how="left")
     records.clients = conform("clients", cdf)
 
-    # rows used: per file, rows not dropped above
-    consolidate(records, sched, work, graph_keys)
+    consolidate(records, sched, work, graph_keys, transfer_keys)
