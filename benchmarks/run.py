@@ -82,7 +82,9 @@ def _rss_now_mb() -> float:
         return 0.0
 
 
-def _child(stage: str, run: Path, work: Path, fmt: str, n: int) -> dict[str, Any]:
+def _child(stage: str, run: Path, work: Path, arg: str, n: int) -> dict[str, Any]:
+    """Run one stage; ``arg`` is its argument (export format, or question name for ``query``)."""
+    fmt = arg
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(HERE))
     if stage == "generate":
@@ -215,36 +217,40 @@ def _child(stage: str, run: Path, work: Path, fmt: str, n: int) -> dict[str, Any
             triples = sum(int(getattr(r, "triples", 0)) for r in reports)
             return {"wall": wall, "triples": triples or _count(None, nt)}
 
-        if stage == "query":
-            query = lib("query")
-            store = work / "store"
-            if not store.exists():
-                return _not_available("needs the store of this run (stage load)")
+        if stage == "query-list":
+            # The packaged questions, with values for their required parameters from the run.
+            lib("query")
             try:
                 from metaprov.queries import questions
             except ImportError as exc:
                 return _not_available(f"metaprov.queries.questions: {exc}")
             samples = _param_samples(run)
-            per: dict[str, float] = {}
-            rows: dict[str, Any] = {}
+            todo: dict[str, dict[str, Any]] = {}
             skipped: dict[str, str] = {}
             for q in questions():
-                params: dict[str, Any] = {}
-                for prm in q.params:
-                    if prm.required:
-                        if prm.name not in samples:
-                            skipped[q.name] = f"needs a value for {prm.name}"
-                            break
-                        params[prm.name] = samples[prm.name]
-                if q.name in skipped:
-                    continue
-                t0 = time.perf_counter()
-                res = query(q.name, params, store=store)
-                per[q.name] = time.perf_counter() - t0
-                rows[q.name] = res if isinstance(res, bool) else _count(res, None)
+                missing = [p.name for p in q.params if p.required and p.name not in samples]
+                if missing:
+                    skipped[q.name] = f"needs a value for {', '.join(missing)}"
+                else:
+                    todo[q.name] = {p.name: samples[p.name] for p in q.params if p.required}
+                    if q.name == "downstream" and "key" in todo[q.name]:
+                        # Downstream of the last task is empty: ask about the first one instead.
+                        todo[q.name]["key"] = samples["first_key"]
+            return {"wall": 0.0, "extra": {"questions": todo, "skipped": skipped}}
+
+        if stage == "query":
+            query = lib("query")
+            store = work / "store"
+            if not store.exists():
+                return _not_available("needs the store of this run (stage load)")
+            name, _, raw = arg.partition("?")
+            params = json.loads(raw) if raw else {}
+            t0 = time.perf_counter()
+            res = query(name, params, store=store)
+            wall = time.perf_counter() - t0
             return {
-                "wall": sum(per.values()),
-                "extra": {"per_query_s": per, "result_rows": rows, "skipped": skipped},
+                "wall": wall,
+                "extra": {"result_rows": res if isinstance(res, bool) else _count(res, None)},
             }
     except _Unavailable as exc:
         return _not_available(str(exc))
@@ -274,8 +280,8 @@ def _count(value: Any, nt: Path | None) -> int | None:
 def _param_samples(run: Path) -> dict[str, Any]:
     """Values for required question parameters, taken from the run itself.
 
-    ``key`` is the last task to finish (the deepest lineage); ``prefix`` its prefix; ``worker``
-    its worker.
+    ``key`` is the last task to finish (the deepest lineage), ``first_key`` the first task
+    submitted (the largest downstream); ``prefix`` and ``worker`` those of ``key``.
     """
     import csv
 
@@ -285,17 +291,25 @@ def _param_samples(run: Path) -> dict[str, Any]:
     with open(path, "rb") as fh:
         fh.seek(max(0, path.stat().st_size - 65536))
         tail = fh.read().decode("utf-8", "replace").splitlines()[1:]
-    header = next(csv.reader([path.open().readline()]))
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        first = next((dict(zip(header, r, strict=False)) for r in reader), {})
     for row in reversed(list(csv.reader(tail))):
         rec = dict(zip(header, row, strict=False))
         if rec.get("finish") == "memory":
-            return {"key": rec["key"], "prefix": rec["prefix"], "worker": rec["worker"]}
+            return {
+                "key": rec["key"],
+                "first_key": first.get("key", rec["key"]),
+                "prefix": rec["prefix"],
+                "worker": rec["worker"],
+            }
     return {}
 
 
 def _child_main(args: argparse.Namespace) -> int:
     try:
-        result = _child(args.child, Path(args.run), Path(args.work), args.format, args.n[0])
+        result = _child(args.child, Path(args.run), Path(args.work), args.arg, args.n[0])
         result.setdefault("status", "ok")
     except Exception as exc:  # a failing stage is a result, not a crash of the harness
         result = {
@@ -318,7 +332,7 @@ def _child_main(args: argparse.Namespace) -> int:
 def _spawn(stage: str, run: Path, work: Path, n: int, fmt: str, timeout: float) -> dict[str, Any]:
     """Run one stage in a fresh interpreter; return its result with wall time and peak RSS."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--run", str(run)]
-    cmd += ["--work", str(work), "--format", fmt, "--n", str(n)]
+    cmd += ["--work", str(work), "--arg", fmt, "--n", str(n)]
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     )
@@ -466,6 +480,8 @@ def _fmt_row(e: dict[str, Any]) -> str:
     extra = e.get("extra") or {}
     if "map_write_s" in extra:
         notes.append(f"read {extra['read_s']:.1f} s + map/write {extra['map_write_s']:.1f} s")
+    if "result_rows" in extra:
+        notes.append(f"{extra['result_rows']} result rows")
     if "per_query_s" in extra:
         slowest = max(extra["per_query_s"].items(), key=lambda kv: kv[1])
         notes.append(
@@ -527,11 +543,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="skip the naive baselines")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per stage run")
+    ap.add_argument("--query-timeout", type=float, default=600, help="seconds per question run")
     ap.add_argument("--json", type=Path, help="also write the results JSON here")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
-    ap.add_argument("--format", default="nt", help=argparse.SUPPRESS)
+    ap.add_argument("--arg", "--format", dest="arg", default="nt", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return _child_main(args)
@@ -602,9 +619,29 @@ def main(argv: list[str] | None = None) -> int:
                     _measure("load", "load", n, run, work, "nt", args.repeat, args.timeout)
                 )
             elif stage == "query":
-                results.append(
-                    _measure("query", "query", n, run, work, "nt", args.repeat, args.timeout)
-                )
+                # One fresh process per question: its own time, memory and timeout.
+                listing = _spawn("query-list", run, work, n, "", args.timeout)
+                if listing.get("status") != "ok":
+                    results.append({**listing, "n": n, "stage": "query"})
+                    continue
+                for name, why in listing["extra"]["skipped"].items():
+                    results.append(
+                        {"n": n, "stage": f"query {name}", "status": "skipped", "reason": why}
+                    )
+                for name, params in listing["extra"]["questions"].items():
+                    qarg = name + ("?" + json.dumps(params) if params else "")
+                    results.append(
+                        _measure(
+                            f"query {name}",
+                            "query",
+                            n,
+                            run,
+                            work,
+                            qarg,
+                            args.repeat,
+                            args.query_timeout,
+                        )
+                    )
             elif stage == "darshan":
                 # Untimed preparation (the logs and executions), then the timed parse + link.
                 prep = _spawn("darshan-build", run, work, n, "nt", args.timeout)
@@ -633,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         "args": {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in vars(args).items()
-            if k not in ("child", "run", "work", "format")
+            if k not in ("child", "run", "work", "arg")
         },
         "results": results,
     }
