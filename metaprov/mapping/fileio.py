@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from metaprov.mapping.block import (
     Block,
+    Kind,
     group_lists,
     lit_double,
     lit_int,
@@ -58,6 +59,8 @@ LARGE = pa.large_string()
 #: Link statuses (metaprov.link.STATUSES) in the order their codes are assigned here.
 STATUS = ("linked", "process", "ambiguous", "unlinked")
 OPS = ("read", "write")
+#: (predicate, values for every row or a constant, kind, datatype): one column of a block.
+Col = tuple[str, Any, Kind, str | None]
 
 
 @dataclass
@@ -65,9 +68,9 @@ class IOTables:
     """The I/O of a run, grouped once per export and shared by the blocks.
 
     Attributes:
-        procs: one row per traced process of the run, sorted by log name: log, role, pid, host,
-            cmdline, start/end (clock-corrected), worker, clock_offset, mapped (the worker's own
-            process), ``iri`` and ``act`` (its process activity) as pyarrow arrays beside.
+        procs: one row per traced process of the run, sorted by log name: the ``darshan_logs``
+            columns (start/end clock-corrected) plus worker, clock_offset, mapped (the worker's
+            own process) and pid_out (the pid unless the agents step wrote it already).
         proc_iri, proc_act: IRIs of the processes and of their activities.
         proc_code: position of each process activity in ``acts``.
         files: distinct file paths, sorted; ``file_iri`` their IRIs; ``file_index`` finds them.
@@ -75,6 +78,7 @@ class IOTables:
         act_task: whether each activity is a task execution.
         agg: one row per (activity, file, operation, status): codes, sums, extremes; sorted.
         agg_iri: IRI of each aggregate (usage or generation).
+        version_iri: IRI of the file version of each write aggregate (unused for reads).
         seg: per traced call of the run (only with segment detail): aggregate row and its own
             columns; None otherwise.
     """
@@ -346,7 +350,7 @@ def io_tables(ctx: MapContext) -> IOTables:
 def _chunked(
     subjects: pa.Array,
     rdf_type: str,
-    columns: list[tuple[str, Any, str, str | None]],
+    columns: list[Col],
     step: int,
 ) -> Iterator[Block]:
     """Blocks of at most ``step`` rows from whole-table columns (pyarrow arrays or constants)."""
@@ -362,7 +366,7 @@ def _chunked(
 
 
 def _file_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
-    cols: list[tuple[str, Any, str, str | None]] = [
+    cols: list[Col] = [
         (MP.path, lit_str(t.files), "str", None),
         (MP.run, ctx.iris.run, "iri", None),
     ]
@@ -454,7 +458,7 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         c, _, rec_iri = _counter_records(ctx, t)
         first = c.drop_duplicates("rec")
         records = group_lists(first["proc"].to_numpy(), rec_iri, len(p)) if len(first) else None
-    cols: list[tuple[str, Any, str, str | None]] = [
+    cols: list[Col] = [
         (MP.processRole, lit_str(p["role"].astype(object)), "str", None),
         (MP.pid, lit_int(p["pid_out"]), "typed", XSD.integer),
         (MP.darshanLog, lit_str(p["log"].astype(object)), "str", None),
@@ -475,12 +479,12 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         yield nb
 
 
-def _totals(t: IOTables, n: int, rows: np.ndarray) -> list[tuple[str, Any, str, str | None]]:
+def _totals(t: IOTables, n: int, rows: np.ndarray) -> list[Col]:
     """Per activity (``rows`` maps activity code -> block row): bytes and counts, and its files."""
     a = t.agg
     row = rows[a["act"].to_numpy()]
     ok = row >= 0
-    cols: list[tuple[str, Any, str, str | None]] = []
+    cols: list[Col] = []
     for op, b_pred, c_pred in (
         (0, MP.bytesRead, MP.readCount),
         (1, MP.bytesWritten, MP.writeCount),
@@ -511,7 +515,7 @@ def _activity_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     n = len(p)
     rows = np.full(len(t.acts), -1, np.int64)
     rows[t.proc_code] = np.arange(n)
-    cols: list[tuple[str, Any, str, str | None]] = [
+    cols: list[Col] = [
         (PROV.wasAssociatedWith, t.proc_iri, "iri", None),
         (PROV.startedAtTime, lit_time(p["start"]), "typed", XSD.dateTime),
         (PROV.endedAtTime, lit_time(p["end"]), "typed", XSD.dateTime),
@@ -528,7 +532,7 @@ def _activity_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         yield from _chunked(subjects, MP.IOActivity, cols, ctx.chunk_rows)
 
 
-def _figures(a: pd.DataFrame, op: int) -> list[tuple[str, Any, str, str | None]]:
+def _figures(a: pd.DataFrame, op: int) -> list[Col]:
     b_pred, c_pred = (MP.bytesRead, MP.readCount) if op == 0 else (MP.bytesWritten, MP.writeCount)
     return [
         (b_pred, lit_int(a["bytes"].astype("int64")), "typed", XSD.integer),
@@ -574,7 +578,7 @@ def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     v = a["version"].to_numpy()
     prev = ctx.iris.file_versions(file_of, pa.array(np.maximum(v - 1, 1)))
     prev = pc.if_else(pa.array(v > 1), prev, pa.scalar(None, LARGE))
-    vcols: list[tuple[str, Any, str, str | None]] = [
+    vcols: list[Col] = [
         (MP.file, file_of, "iri", None),
         (PROV.specializationOf, file_of, "iri", None),
         (PROV.wasGeneratedBy, act_of, "iri", None),
@@ -590,7 +594,7 @@ def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
 def _counter_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     totals, total_iri = _process_counters(ctx, t)
     if len(totals):
-        tcols: list[tuple[str, Any, str, str | None]] = [
+        tcols: list[Col] = [
             (MP.counterName, lit_str(totals["counter"]), "str", None),
             (MP.counterValue, lit_double(totals["value"]), "typed", XSD.double),
         ]
@@ -604,14 +608,14 @@ def _counter_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     counter_iri = ctx.iris.darshan_counters(rec_of_row, c["counter"].astype(object))
     counters = group_lists(c["rec"].to_numpy(), counter_iri, len(first))
     file_of = t.file_iri.take(pa.array(t.file_index.get_indexer(first["path"])))
-    rcols: list[tuple[str, Any, str, str | None]] = [
+    rcols: list[Col] = [
         (MP.module, lit_str(first["module"].astype(object)), "str", None),
         (MP.rank, lit_int(first["rank"]), "typed", XSD.integer),
         (MP.file, file_of, "iri", None),
         (MP.counter, counters, "iri", None),
     ]
     yield from _chunked(rec_iri, MP.DarshanRecord, rcols, ctx.chunk_rows)
-    ccols: list[tuple[str, Any, str, str | None]] = [
+    ccols: list[Col] = [
         (MP.counterName, lit_str(c["counter"].astype(object)), "str", None),
         (MP.counterValue, lit_double(c["value"].astype("float64")), "typed", XSD.double),
     ]
