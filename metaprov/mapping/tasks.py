@@ -35,6 +35,20 @@ if TYPE_CHECKING:
 
 LARGE = pa.large_string()
 _NAT = np.iinfo(np.int64).min
+TASK_COLUMNS = [
+    "key",
+    "prefix",
+    "group",
+    "graph",
+    "state",
+    "worker",
+    "nbytes",
+    "erred",
+    "retried",
+    "never_ran",
+    "wanted",
+]
+EXECUTION_COLUMNS = ["key", "attempt", "worker", "thread", "start", "end", "outcome", "time_source"]
 
 
 def dict_map(values: Any, fn: Any) -> pa.Array:
@@ -91,7 +105,8 @@ def task_index(ctx: MapContext) -> TaskIndex:
 
     def make() -> TaskIndex:
         rec = ctx.records
-        tasks = rec.tasks.dropna(subset=["key"]).drop_duplicates("key")
+        # Only the columns the mapping reads: the sorted copy below is the mapping's largest table.
+        tasks = rec.tasks[TASK_COLUMNS].dropna(subset=["key"]).drop_duplicates("key")
         base = as_text_array(tasks["key"])
         others = [
             rec.executions["key"],
@@ -109,7 +124,7 @@ def task_index(ctx: MapContext) -> TaskIndex:
             if len(extra):
                 from metaprov.records import conform
 
-                add = conform("tasks", pd.DataFrame({"key": extra.to_pandas()}))
+                add = conform("tasks", pd.DataFrame({"key": extra.to_pandas()}))[TASK_COLUMNS]
                 tasks = pd.concat([tasks, add], ignore_index=True)
                 base = pa.concat_arrays([base, extra])
         order = pc.sort_indices(base).to_numpy()
@@ -230,7 +245,7 @@ def executions_sorted(ctx: MapContext, idx: TaskIndex) -> pd.DataFrame:
     """Executions with their key's row (``row``), sorted by key then attempt; IRIs cached."""
 
     def make() -> pd.DataFrame:
-        ex = ctx.records.executions.dropna(subset=["key"])
+        ex = ctx.records.executions[EXECUTION_COLUMNS].dropna(subset=["key"])
         if not len(ex):
             return ex.assign(row=pd.Series(dtype="int64"))
         rows = idx.rows(ex["key"])
