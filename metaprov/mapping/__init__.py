@@ -43,7 +43,7 @@ IO_DETAILS = ("aggregate", "segments")
 OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
     ("io", "metaprov.mapping.fileio", "add_io", "transfers"),
 ]
-DEFAULT_CHUNK_ROWS = 100_000
+DEFAULT_CHUNK_ROWS = 25_000
 
 Step = Callable[["MapContext"], Iterator[Block]]
 

@@ -216,11 +216,16 @@ def _view(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets - offsets[0], data
 
 
+#: Bytes of text encoded per pass: the per-byte index arrays (8 bytes each) stay ~100 MB.
+QUOTE_CHUNK_BYTES = 4_000_000
+
+
 def quote_array(values: Any) -> pa.Array:
     """Percent-encode every value like ``urllib.parse.quote(v, safe='')``, vectorised.
 
-    Works on the UTF-8 bytes of the whole column at once: unreserved bytes are copied, every other
-    byte becomes ``%XX`` (upper-case hex). Nulls stay null.
+    Works on the UTF-8 bytes of the column: unreserved bytes are copied, every other byte becomes
+    ``%XX`` (upper-case hex). Nulls stay null. Long columns are encoded in slices of about
+    :data:`QUOTE_CHUNK_BYTES` bytes, so memory stays bounded whatever the column size.
 
     Args:
         values: a column of text (pandas Series, numpy array, list or pyarrow array).
@@ -232,11 +237,31 @@ def quote_array(values: Any) -> pa.Array:
     n = len(arr)
     if n == 0:
         return pa.array([], type=pa.large_string())
+    offsets, _ = _view(arr)
+    total = int(offsets[-1])
+    if total <= QUOTE_CHUNK_BYTES:
+        return _quote_slice(arr)
+    # Row boundaries that split the bytes into slices of about QUOTE_CHUNK_BYTES.
+    cuts = np.searchsorted(
+        offsets, np.arange(QUOTE_CHUNK_BYTES, total, QUOTE_CHUNK_BYTES), side="left"
+    )
+    bounds = np.unique(np.concatenate(([0], cuts, [n])))
+    parts = [
+        _quote_slice(arr.slice(int(a), int(b - a)))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        if b > a
+    ]
+    return pa.concat_arrays(parts)
+
+
+def _quote_slice(arr: pa.Array) -> pa.Array:
+    n = len(arr)
     offsets, data = _view(arr)
     safe = _SAFE[data]
     width = np.where(safe, 1, 3).astype(np.int64)
     ends = np.cumsum(width)
     pos = ends - width
+    del width
     out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
     out[pos[safe]] = data[safe]
     unsafe = ~safe
@@ -247,9 +272,9 @@ def quote_array(values: Any) -> pa.Array:
         out[p + 1] = _HEX[b >> 4]
         out[p + 2] = _HEX[b & 15]
     new_offsets = np.concatenate(([0], ends))[offsets] if len(ends) else np.zeros(n + 1, np.int64)
-    validity = arr.buffers()[0] if arr.null_count else None
-    if validity is not None and arr.offset:
-        # Re-base the validity bitmap to offset 0 (cheap: only when slicing produced an offset).
+    validity = None
+    if arr.null_count:
+        # A fresh bitmap at offset 0 (the input may be a slice).
         validity = pc.is_valid(arr).buffers()[1]
     return pa.Array.from_buffers(
         pa.large_string(),

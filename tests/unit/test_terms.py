@@ -159,3 +159,12 @@ def test_run_id_is_content_derived() -> None:
     assert run_id_of(a) != run_id_of(b)
     a.run_id = "given"
     assert run_id_of(a) == "given"
+
+
+def test_quote_array_in_slices_matches_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = [f"('x-{i}', {i})" if i % 7 else None for i in range(2000)] + ["ü/" * 50]
+    whole = quote_array(values).to_pylist()
+    monkeypatch.setattr(terms, "QUOTE_CHUNK_BYTES", 37)  # many slices, cut mid-way everywhere
+    assert quote_array(values).to_pylist() == whole
+    assert whole[1] == urllib.parse.quote("('x-1', 1)", safe="")
+    assert whole[0] is None
