@@ -50,7 +50,7 @@ from metaprov.mapping.block import (
     lit_str,
     lit_time,
 )
-from metaprov.mapping.terms import MP, PROV, RDF, XSD
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, concat
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
@@ -74,7 +74,8 @@ class IOTables:
         proc_iri, proc_act: IRIs of the processes and of their activities.
         proc_code: position of each process activity in ``acts``.
         files: distinct file paths, sorted; ``file_iri`` their IRIs; ``file_index`` finds them.
-        acts: IRI of every activity with I/O (task executions, then process activities), sorted.
+        acts: IRI of every activity with I/O: task executions (by key, then attempt), then
+            process activities (by log name).
         act_task: whether each activity is a task execution.
         agg: one row per (activity, file, operation, status): codes, sums, extremes; sorted.
         agg_iri: IRI of each aggregate (usage or generation).
@@ -121,14 +122,20 @@ def add_io(ctx: MapContext) -> Iterator[Block]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _paths(df: pd.DataFrame) -> pd.Series:
+def _paths(df: pd.DataFrame) -> pa.Array:
     """File paths; a record id missing from the name map becomes ``darshan-record:<id>``."""
-    path = df["path"].astype(object)
-    missing = path.isna()
-    if missing.any():
-        path = path.copy()
-        path[missing] = "darshan-record:" + df.loc[missing, "record_id"].astype(str)
-    return path.astype(str)
+    path = as_text_array(df["path"])
+    if path.null_count:
+        ids = concat("darshan-record:", pc.cast(pa.Array.from_pandas(df["record_id"]), LARGE))
+        path = pc.coalesce(path, ids)
+    return path
+
+
+def _codes(values: pa.Array, index: pd.Index) -> np.ndarray:
+    """Position of each value in ``index``, looking each distinct value up once."""
+    enc = pc.dictionary_encode(values)
+    pos = index.get_indexer(enc.dictionary.to_numpy(zero_copy_only=False))
+    return pos[enc.indices.to_numpy(zero_copy_only=False)]
 
 
 def _processes(ctx: MapContext) -> pd.DataFrame:
@@ -186,6 +193,8 @@ def _node_of(ctx: MapContext, hosts: pd.Series) -> tuple[pd.Series, list[str]]:
 
 def io_tables(ctx: MapContext) -> IOTables:
     """Group the run's traced calls per (activity, file, operation, link status)."""
+    from metaprov.mapping.tasks import task_index
+
     rec = ctx.records
     iris = ctx.iris
     dr = rec.darshan
@@ -205,52 +214,48 @@ def io_tables(ctx: MapContext) -> IOTables:
             f"records.io has {len(links)} segment links for {len(seg)} Darshan segments",
             hint="run metaprov.link_io(records) again on these records",
         )
-    proc = pd.Index(procs["log"]).get_indexer(seg["log"])
+    log_index = pd.Index(procs["log"].astype(object))
+    proc = _codes(as_text_array(seg["log"]), log_index) if len(seg) else np.zeros(0, np.int64)
     inc = proc >= 0
     seg = seg.loc[inc].reset_index(drop=True)
     lk = links.loc[inc].reset_index(drop=True)
     proc = proc[inc]
-    status = lk["status"].astype(object)
-    st = np.full(len(lk), STATUS.index("unlinked"), np.int64)
-    for i, name in enumerate(STATUS):
-        st[(status == name).to_numpy(dtype=bool)] = i
+    st = np.asarray(
+        pc.fill_null(
+            pc.index_in(as_text_array(lk["status"]), value_set=pa.array(STATUS, LARGE)),
+            STATUS.index("unlinked"),
+        ).to_numpy(zero_copy_only=False),
+        dtype=np.int64,
+    )
     linked = st == 0
 
     # Activity of each call: its task execution when linked, else its process's activity.
-    pairs = pd.DataFrame(
-        {
-            "key": lk.loc[linked, "key"].astype(object).to_numpy(),
-            "attempt": lk.loc[linked, "attempt"].fillna(0).astype("int64").to_numpy(),
-        }
-    )
-    pair_code = pairs.groupby(["key", "attempt"], sort=True).ngroup().to_numpy()
-    firsts = pairs.drop_duplicates(["key", "attempt"]).sort_values(["key", "attempt"])
-    task_acts = iris.executions(iris.tasks(firsts["key"]), firsts["attempt"])
+    # Executions are found in the run's key space shared with the tasks step (its IRIs reused),
+    # ordered by key then attempt; process activities follow, by log name.
+    idx = task_index(ctx)
+    key_row = idx.rows(as_text_array(lk.loc[linked, "key"]))
+    attempt = lk.loc[linked, "attempt"].fillna(0).to_numpy(dtype=np.int64)
+    width = int(attempt.max()) + 1 if len(attempt) else 1
+    pair, pair_code = np.unique(key_row * width + attempt, return_inverse=True)
+    task_acts = iris.executions(idx.task_iri.take(pa.array(pair // width)), pa.array(pair % width))
     n_task = len(task_acts)
-    act_raw = np.where(linked, 0, n_task + proc)
-    act_raw[linked] = pair_code
-    acts_all = pa.concat_arrays([task_acts, proc_act])
-    is_task_all = np.arange(len(acts_all)) < n_task
-    # Codes in IRI order (deterministic output, whatever order the logs were read in).
-    order = pc.sort_indices(acts_all).to_numpy()
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    acts = acts_all.take(pa.array(order))
-    act_task = is_task_all[order]
-    act = rank[act_raw] if len(act_raw) else act_raw
+    act = n_task + proc
+    act[linked] = pair_code.reshape(-1)
+    acts = pa.concat_arrays([task_acts, proc_act])
+    act_task = np.arange(len(acts)) < n_task
 
-    # --- files: traced calls and counter records ---
+    # --- files: traced calls (and, with segment detail, counter records) ---
     seg_path = _paths(seg)
-    paths = set(seg_path.unique())
+    paths = set(pc.unique(seg_path).to_pylist())
     if ctx.io_detail == "segments":
         # the per-file counter records name files that were only opened, stat'ed or mapped
         counters = dr.counters
-        c_in = pd.Index(procs["log"]).get_indexer(counters["log"]) >= 0
-        paths |= set(_paths(counters.loc[c_in]).unique())
+        c_in = log_index.get_indexer(counters["log"].astype(object)) >= 0
+        paths |= set(pc.unique(_paths(counters.loc[c_in])).to_pylist())
     file_index = pd.Index(sorted(paths), dtype=object)
     files = pa.array(file_index.to_numpy(), LARGE)
     file_iri = iris.files(files)
-    path = file_index.get_indexer(seg_path)
+    path = _codes(seg_path, file_index) if len(seg) else np.zeros(0, np.int64)
 
     op = (seg["op"].astype(object) == "write").to_numpy(dtype=np.int64)
     length = seg["length"].fillna(0).to_numpy(dtype=np.int64)
@@ -290,14 +295,11 @@ def io_tables(ctx: MapContext) -> IOTables:
     version = np.zeros(len(agg), np.int64)
     version[w.index.to_numpy()] = w.groupby("path").cumcount().to_numpy() + 1
     agg["version"] = version
-    labels = np.where(
-        agg["st"].to_numpy() <= 1,
-        np.array(OPS, dtype=object)[agg["op"].to_numpy()],
-        np.char.add(
-            np.char.add(np.array(OPS)[agg["op"].to_numpy()], "-"),
-            np.array(STATUS)[agg["st"].to_numpy()],
-        ).astype(object),
+    # usage label per (operation, status): read, write, read-ambiguous, write-unlinked, ...
+    label_table = pa.array(
+        [o if i <= 1 else f"{o}-{name}" for o in OPS for i, name in enumerate(STATUS)], LARGE
     )
+    labels = label_table.take(pa.array(agg["op"].to_numpy() * len(STATUS) + agg["st"].to_numpy()))
     a_path = pa.array(agg["path"].to_numpy())
     version_iri = iris.file_versions(file_iri.take(a_path), agg["version"])
     usage_iri = iris.io_qualifiers(
@@ -329,7 +331,7 @@ def io_tables(ctx: MapContext) -> IOTables:
         procs=procs,
         proc_iri=proc_iri,
         proc_act=proc_act,
-        proc_code=rank[n_task + np.arange(len(procs))],
+        proc_code=n_task + np.arange(len(procs)),
         files=files,
         file_iri=file_iri,
         file_index=file_index,
@@ -428,7 +430,7 @@ def _counter_records(ctx: MapContext, t: IOTables) -> tuple[pd.DataFrame, pa.Arr
         proc = pd.Index(t.procs["log"]).get_indexer(c["log"])
         keep = proc >= 0
         c = c.loc[keep].reset_index(drop=True)
-        c = c.assign(proc=proc[keep], path=_paths(c).to_numpy())
+        c = c.assign(proc=proc[keep], path=_paths(c).to_numpy(zero_copy_only=False))
         c = c.sort_values(
             ["proc", "module", "rank", "record_id", "counter"], kind="stable"
         ).reset_index(drop=True)
