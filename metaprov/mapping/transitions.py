@@ -3,7 +3,8 @@
 Input: ``records.transitions`` (scheduler and worker observations). Output: an mp:Transition per
 row: task, from/to state, time (dateTime and epoch), stimulus, observer kind and agent
 (``mp:observedBy`` the scheduler or the worker), source line; a worker's transition is linked
-(``mp:execution``) to the execution of that key on that worker nearest in time.
+(``mp:execution``) to the execution of that key on that worker that had started last (the first
+one for transitions before any start).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def add_transitions(ctx: MapContext) -> Iterator[Block]:
 
 
 def _link_executions(ctx: MapContext, tr: pd.DataFrame) -> pd.DataFrame:
-    """Add ``attempt``: the execution of the same key on the observing worker nearest in time."""
+    """Add ``attempt``: the execution of the same key on the observing worker that had started last."""
     idx = task_index(ctx)
     ex = executions_sorted(ctx, idx)
     if not len(ex):
@@ -83,14 +84,19 @@ def _link_executions(ctx: MapContext, tr: pd.DataFrame) -> pd.DataFrame:
     left["key"] = left["key"].astype(object)
     left["worker"] = left["worker"].astype(object)
     e = e.assign(key=e["key"].astype(object), worker=e["worker"].astype(object))
-    merged = pd.merge_asof(
-        left.sort_values("time", kind="stable"),
-        e.sort_values("start", kind="stable"),
-        left_on="time",
-        right_on="start",
-        by=["key", "worker"],
-        direction="nearest",
-    )
+    lsorted = left.sort_values("time", kind="stable")
+    esorted = e.sort_values("start", kind="stable")
+    # The execution that had started last on that worker when the transition happened; the
+    # transitions before its first start (released -> waiting -> ready) go to the first one.
+    merged = {
+        d: pd.merge_asof(
+            lsorted, esorted, left_on="time", right_on="start", by=["key", "worker"], direction=d
+        )
+        for d in ("backward", "forward")
+    }
+    back = merged["backward"].set_index("index")["attempt"].astype("Int64")
+    fwd = merged["forward"].set_index("index")["attempt"].astype("Int64")
+    chosen = back.fillna(fwd)
     attempt = pd.Series(pd.array([pd.NA] * len(tr), dtype="Int64"))
-    attempt.iloc[merged["index"].to_numpy()] = merged["attempt"].astype("Int64").to_numpy()
+    attempt.iloc[chosen.index.to_numpy()] = chosen.to_numpy()
     return tr.assign(attempt=attempt)

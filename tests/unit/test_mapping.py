@@ -289,3 +289,38 @@ def test_lone_surrogates_in_keys_still_give_valid_utf8() -> None:
     assert '"bad\ufffdkey"' in text
     assert q("bad\ufffdkey") in text
     assert '"x\ufffd"' in text
+
+
+def test_worker_transitions_link_to_the_attempt_running_then() -> None:
+    import pandas as pd
+    from tinyrun import T0, utc
+
+    from metaprov.records import conform
+
+    rec = tiny_records()
+    extra = conform(
+        "transitions",
+        pd.DataFrame(
+            {
+                "key": [KEY_ERR, KEY_ERR, KEY_ERR],
+                "observer": ["worker"] * 3,
+                "address": [W1] * 3,
+                "from_state": ["released", "ready", "executing"],
+                "to_state": ["waiting", "executing", "memory"],
+                "time": utc([T0 + 0.5, T0 + 3.0, T0 + 3.5]),
+                "line": pd.array([10, 11, 12], dtype="Int64"),
+            }
+        ),
+    )
+    rec.transitions = pd.concat([rec.transitions, extra], ignore_index=True)
+    g = graph_of(rec, detail="transitions")
+    link = {
+        line: g.value(URIRef(f"{RUN}/transition/worker/{line}"), MPN.execution)
+        for line in (4, 10, 11, 12)
+    }
+    assert link == {
+        4: execution(KEY_ERR, 0),  # executing -> error, during attempt 0
+        10: execution(KEY_ERR, 0),  # before any start: the first attempt
+        11: execution(KEY_ERR, 1),
+        12: execution(KEY_ERR, 1),  # nearer attempt 1's start than its end, still attempt 1
+    }
