@@ -46,23 +46,6 @@ def records_of(out: Path) -> RunRecords:
     ex["end"] = epoch_to_utc(ex["end"])
     rec = RunRecords(path=str(out))
     rec.executions = conform("executions", ex)
-    # One transfer: tasks.py cannot map a run whose transfers table is empty (a pyarrow
-    # ChunkedArray from an empty column; reported), and real runs have some anyway.
-    first = ex.iloc[0]
-    rec.transfers = conform(
-        "transfers",
-        pd.DataFrame(
-            {
-                "transfer": [0],
-                "key": [first["key"]],
-                "nbytes": [4096],
-                "source": [first["worker"]],
-                "destination": ["tcp://10.0.0.2:40000"],
-                "start": [first["end"]],
-                "stop": [first["end"] + pd.Timedelta(milliseconds=1)],
-            }
-        ),
-    )
     rec.run_id = "bench-io"
     rec.darshan = read_darshan_logs(out, rec.accounting)
     return link_io(rec)
