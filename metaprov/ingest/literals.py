@@ -472,11 +472,14 @@ class ParsedArrow:
     bad_detail: list[str]
 
 
-def _spans(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+def _spans(
+    data: pa.Buffer, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = None
+) -> pa.Array:
     """The byte ranges ``[starts, ends)`` of ``data`` (sorted, disjoint) as a string array.
 
     The ranges and the gaps between them tile the buffer, so one offsets array describes both
-    without copying; taking every other element then copies only the ranges' bytes.
+    without copying; taking every other element then copies only the ranges' bytes. ``valid``:
+    null where False.
     """
     k = len(starts)
     if k == 0:
@@ -485,7 +488,11 @@ def _spans(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
     offs[0::2] = starts
     offs[1::2] = ends
     tiled = pa.LargeStringArray.from_buffers(2 * k - 1, pa.py_buffer(offs), data)
-    return tiled.take(pa.array(np.arange(0, 2 * k, 2, dtype=np.int64)))
+    out = tiled.take(pa.array(np.arange(0, 2 * k, 2, dtype=np.int64)))
+    if valid is None or valid.all():
+        return out
+    bits = pa.array(valid).buffers()[1]  # (a boolean array is a bitmap)
+    return pa.LargeStringArray.from_buffers(k, out.buffers()[1], out.buffers()[2], bits)
 
 
 def _paint(
@@ -552,6 +559,19 @@ def _classify(
     return np.concatenate(starts_out), np.concatenate(codes_out), np.concatenate(wends_out)
 
 
+_DELIM = np.zeros(256, dtype=np.bool_)
+_DELIM[[ord("'"), ord("("), ord(")"), *_REJECT]] = True
+
+
+def _delimiters(b: np.ndarray, itype: type) -> np.ndarray:
+    """Positions of quotes, parentheses and ``_REJECT`` bytes, slice by slice (one table lookup)."""
+    out = [
+        (np.flatnonzero(_DELIM[b[s : s + _SLICE]]) + s).astype(itype)
+        for s in range(0, len(b), _SLICE)
+    ]
+    return np.concatenate(out) if out else np.zeros(0, dtype=itype)
+
+
 def _pairs(
     pos: np.ndarray, is_open: np.ndarray | None, pcell: np.ndarray, elig: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -608,13 +628,16 @@ def _scan(
         # the last cell starting at or before pos (empty cells share their start with the next)
         return (np.searchsorted(offs, pos, side="right") - 1).astype(itype)
 
-    for ch in _REJECT:
-        elig[cell_of(np.flatnonzero(b == ch))] = False
-    q = np.flatnonzero(b == ord("'")).astype(itype)
+    # one pass: the delimiters (quotes, parentheses) and the bytes tier 1 leaves to tier 2
+    found = _delimiters(b, itype)
+    kind = b[found]
+    elig[cell_of(found[(kind != ord("'")) & (kind != ord("(")) & (kind != ord(")"))])] = False
+    q = found[kind == ord("'")]
     opens, closes = _pairs(q, None, cell_of(q), elig)
     del q
     # parentheses outside strings: each "(" must close before the next opens (flat tuples)
-    par = np.flatnonzero((b == ord("(")) | (b == ord(")"))).astype(itype)
+    par = found[(kind == ord("(")) | (kind == ord(")"))]
+    del found, kind
     outside = np.searchsorted(opens, par, side="right") == np.searchsorted(closes, par)
     par = par[outside]
     lpar, rpar = _pairs(par, b[par] == ord("("), cell_of(par), elig)
@@ -710,18 +733,22 @@ def _scan(
 
     if shape == "deps":
         sel = np.flatnonzero(item & ((depth == 1) | (depth == 2)))
-        text = texts(sel)
         is_key = depth[sel] == 1
-        owner = np.maximum.accumulate(np.where(is_key, np.arange(len(sel)), -1))
+        # each dependency's owner: the last key before it, as a position among the keys
+        kpos = np.cumsum(is_key) - 1
         dep = np.flatnonzero(~is_key)
-        has_dep = np.zeros(len(sel), dtype=bool)
-        has_dep[owner[dep]] = True
-        lone = np.flatnonzero(is_key & ~has_dep)
-        cells = np.concatenate([tcell[sel[dep]], tcell[sel[lone]]])
-        key = pa.concat_arrays([text.take(pa.array(owner[dep])), text.take(pa.array(lone))])
-        value = pa.concat_arrays(
-            [text.take(pa.array(dep)), pa.nulls(len(lone), type=pa.large_string())]
-        )
+        owner = kpos[dep]
+        has_dep = np.zeros(int(is_key.sum()), dtype=bool)
+        has_dep[owner] = True
+        keys = texts(sel[is_key])  # every key once; the dependencies straight from the buffer
+        lone = np.flatnonzero(~has_dep)
+        cells = np.concatenate([tcell[sel[dep]], tcell[sel[is_key][lone]]])
+        key = keys.take(pa.array(np.concatenate([owner, lone])))
+        # values: the dependencies, then a null (an empty range at the end) per lone key
+        d = sel[dep]
+        vs = np.concatenate([tpos[d] + strk[d], np.full(len(lone), hi - lo)]) + lo
+        ve = np.concatenate([tend[d] - strk[d], np.full(len(lone), hi - lo)]) + lo
+        value = _spans(data, vs, ve, np.r_[np.ones(len(d), bool), np.zeros(len(lone), bool)])
         section = np.r_[np.zeros(len(dep), np.int8), np.ones(len(lone), np.int8)]
     elif shape == "set":
         sel = np.flatnonzero(item & (depth == 1))
