@@ -88,7 +88,10 @@ SPECS: dict[str, dict] = {
         dictionary=("who", "type", "called_from"),
     ),
     "graph.csv": dict(
-        required=["client", "keys", "dependencies"], optional=["time"], dictionary=("client",)
+        required=["client", "keys", "dependencies"],
+        optional=["time"],
+        dictionary=("client",),
+        large_rows=True,
     ),
     "worker.csv": dict(
         required=["worker", "action"],
@@ -499,6 +502,12 @@ class _Trans:
     def __len__(self) -> int:
         return self.n
 
+    def release(self) -> None:
+        """Drop every column (the row count stays)."""
+        for name in self.__dataclass_fields__:
+            if name not in ("observer", "n"):
+                setattr(self, name, None)
+
 
 def read_transitions(ct: CsvTable, observer: str, acct: Accounting) -> _Trans:
     """scheduler_transition.csv / worker_transition.csv -> codes and numbers."""
@@ -716,6 +725,13 @@ def _distinct(*cols: np.ndarray) -> np.ndarray:
     return o[_run_starts(*(c[o] for c in cols))]
 
 
+def _rows(arr: pa.Array, idx: np.ndarray) -> pa.Array:
+    """``arr`` at ``idx`` (no copy when that is every row)."""
+    if len(idx) == len(arr):
+        return arr
+    return arr.take(pa.array(idx))
+
+
 def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _Graphs]:
     """graph.csv -> (graphs table, keys and edges as codes; see :func:`_dependencies`)."""
     name = ct.name
@@ -746,21 +762,29 @@ def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _Graphs]:
     want_ok = np.flatnonzero(good[wanted.cell])
     dcell, wcell = deps.cell[dep_ok], wanted.cell[want_ok]
     texts = [
-        deps.key.take(pa.array(dep_ok)),
-        deps.value.take(pa.array(dep_ok)),
-        wanted.key.take(pa.array(want_ok)),
+        _rows(deps.key, dep_ok),
+        _rows(deps.value, dep_ok),
+        _rows(wanted.key, want_ok),
     ]
     del deps, wanted
-    enc = pc.dictionary_encode(pa.concat_arrays(texts))
-    del texts
-    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    # one dictionary for every key text of the graphs (hashed once, not concatenated)
+    parts = [t for t in texts if len(t)]
+    enc = pc.dictionary_encode(pa.chunked_array(parts, type=pa.large_string()))
+    chunks = iter(enc.chunks)
+    kc, vc, wc = (
+        next(chunks).indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(t)
+        else np.zeros(0, dtype=np.int64)
+        for t in texts
+    )
+    cats = enc.chunk(0).dictionary if enc.num_chunks else pa.array([], type=pa.large_string())
+    del texts, parts, enc
     nd = len(dcell)
-    kc, vc, wc = codes[:nd], codes[nd : 2 * nd], codes[2 * nd :]
     has = vc >= 0
     eg, ek, ev = dcell[has].astype(np.int64), kc[has], vc[has]
     e = _distinct(eg, ek, ev)
     g = _Graphs(
-        enc.dictionary,
+        cats,
         np.concatenate([dcell, wcell]).astype(np.int64),
         np.concatenate([kc, wc]),
         np.r_[np.zeros(nd, dtype=bool), np.ones(len(wc), dtype=bool)],
@@ -835,7 +859,7 @@ def _transitions(files: list[_Trans], key_cats: pa.Array) -> pd.DataFrame:
 
     Categories are as pandas' ``union_categoricals`` gives them: the first file's, then the new
     ones of the second (for the keys: ``key_cats``, with each file's ``tkey`` codes into them).
-    The files' columns are released as they are used.
+    The files' columns no later step uses are released as they are used.
     """
     if not files:
         return conform("transitions", pd.DataFrame(columns=_TCOLS))
@@ -845,7 +869,7 @@ def _transitions(files: list[_Trans], key_cats: pa.Array) -> pd.DataFrame:
     cols: dict[str, Any] = {}
     cols["key"] = _categorical(np.concatenate([f.tkey for f in files])[order], key_cats)
     for f in files:
-        f.tkey = f.key = None
+        f.tkey = None
     for name in ("address", "from_state", "to_state", "stimulus_id"):
         parts = [getattr(f, name) for f in files]
         filled = [p for p in parts if len(p.cats)]
@@ -860,16 +884,15 @@ def _transitions(files: list[_Trans], key_cats: pa.Array) -> pd.DataFrame:
                 for p, m in zip(parts, maps, strict=True)
             ]
         )
-        for f in files:
-            setattr(f, name, None)
+        for f in files:  # (the executions still need the rest)
+            if name == "stimulus_id" or (name == "address" and f.observer == "scheduler"):
+                setattr(f, name, None)
         del parts
         cols[name] = _categorical(codes[order], cats)
         del codes
     obs = np.concatenate([np.full(len(f), i, dtype=np.int8) for i, f in enumerate(files)])
     cols["observer"] = _categorical(obs[order], pa.array([f.observer for f in files]))
     cols["time"] = _utc(np.concatenate([f.time for f in files])[order])
-    for f in files:
-        f.time = None
     cols["line"] = pd.array(np.concatenate([f.line for f in files])[order], dtype="Int64")
     for f in files:
         f.line = None
@@ -1049,6 +1072,10 @@ def consolidate(
     gmap = rank[maps[len(files)]] if graphs is not None else None
     tmap = rank[maps[-1]] if transfer_keys is not None else None
     del texts, maps, rank
+    # first the largest table, releasing what no later step needs
+    records.transitions = _transitions(files, key_cats)
+    del key_cats
+    _release_memory()
     if graphs is not None:
         records.dependencies = _dependencies(graphs, gmap, keys)
         graph_of, wanted_of = graphs.graph, graphs.wanted
@@ -1087,6 +1114,7 @@ def consolidate(
         n_proc = np.bincount(kc[sched.to_state.is_in(("processing",))], minlength=n)
         erred |= np.bincount(kc[sched.to_state.is_in(("erred",))], minlength=n) > 0
         n_tr += np.bincount(kc, minlength=n)
+        sched.release()
     if work is not None:
         kc = work.gkey
         last = _last_in_order(kc, _key_time_order(kc, work.time), n)
@@ -1094,6 +1122,7 @@ def consolidate(
         state = wstate if state is None else pc.coalesce(state, wstate)
         erred |= np.bincount(kc[work.to_state.is_in(("error",))], minlength=n) > 0
         n_tr += np.bincount(kc, minlength=n)
+        work.release()
     if state is not None:
         tasks["state"] = _str(state)
     if sched is not None:
@@ -1159,13 +1188,6 @@ def consolidate(
         }
     )
     records.threads = conform("threads", th)
-    del ex, tasks
-    # last: the largest table, from what is left of the files
-    for f in files:
-        f.gkey = f.thread = None
-        f.worker = f.prefix = f.group = f.begins = f.ends = f.size = None
-    _release_memory()
-    records.transitions = _transitions(files, key_cats)
 
 
 _KEY_SPLIT = r"^(?P<head>[^-]*)(?P<rest>(?:-(?![0-9a-f]{8}(?:-|$))[A-Za-z]+(?=-|$))*)"
