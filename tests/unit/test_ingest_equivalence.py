@@ -219,3 +219,70 @@ def test_the_reference_sees_failures(run: Path, records) -> None:
     retried = sum(1 for r in ref.values() if r["n_executions"] > 1)
     assert retried == load_truth(run)["retried"]
     assert sum(1 for r in ref.values() if r["start"] is not None) == len(ref)
+
+
+# ----------------------------------------------------------------------------- literal parser tiers
+
+_ATOMS = [
+    "'a'", "'ab-c'", "'x y'", "'k:1'", "'{b}'", "'ü-键'", "1", "0", "-3", "007", "-0", "1.5",
+    "12345678901234567", "('a', 1)", "('a', -1, 'b')", "('a',)", "( 'a', 1)", "('a',1)", '"q"',
+    "'it\\'s'", "'\\\\'", "None", "True", "('a', ('b', 1))", "()", "('a', 1.5)", "x", "set",
+    "'a''b'", "'", "'tab\tx'", "'nl\nx'", "(1, 2)",
+]  # fmt: skip
+
+
+def _random_column(rng, shape: str) -> list[str | None]:
+    def atom() -> str:
+        return rng.choice(_ATOMS[:8] * 4 + _ATOMS)
+
+    def sep(s: str) -> str:
+        return s if rng.random() < 0.9 else rng.choice([",", " , ", ":", "  ", "", "\t", "\n"])
+
+    def cell() -> str:
+        if rng.random() < 0.05:
+            return rng.choice(["", " ", "set()", "{}", "{", "}", "set ()", "{'a'}", "{5}"])
+        k = rng.randint(0, 4)
+        if shape == "set":
+            c = "{" + sep(", ").join(atom() for _ in range(k)) + "}" if k else "set()"
+        elif shape == "dict_int":
+            vals = ["1", "336", "-5", "0", "1e3", "'v'", "007"] + ["42"] * 8
+            c = "{" + sep(", ").join(atom() + sep(": ") + rng.choice(vals) for _ in range(k)) + "}"
+        else:
+
+            def deps() -> str:
+                m = rng.randint(0, 3)
+                return "{" + sep(", ").join(atom() for _ in range(m)) + "}" if m else "set()"
+
+            c = "{" + sep(", ").join(atom() + sep(": ") + deps() for _ in range(k)) + "}"
+        if rng.random() < 0.05:  # a stray character anywhere
+            i = rng.randrange(len(c) + 1)
+            c = c[:i] + rng.choice("'(){},: \"x") + c[i:]
+        return c
+
+    return [cell() if rng.random() > 0.05 else None for _ in range(rng.randint(1, 10))]
+
+
+@pytest.mark.parametrize("slice_bytes", [3, 1 << 23])
+def test_literal_tiers_agree(monkeypatch, slice_bytes: int) -> None:
+    """The byte scanner (tier 1) only accepts cells it reads exactly as the regex tier would."""
+    import random
+
+    from metaprov.ingest import literals
+
+    monkeypatch.setattr(literals, "_SLICE", slice_bytes)  # words, strings across slice ends
+    rng = random.Random(slice_bytes)
+    accepted = 0
+    for _ in range(150):
+        shape = rng.choice(["set", "dict_int", "deps"])
+        cells = pd.Series(_random_column(rng, shape), dtype=object)
+        both = literals.parse_cells(cells, shape)
+        p, section, by_cell = literals._parse_regex(cells, shape)
+        order = literals._order(p.cell, section, by_cell)
+        assert both.cell.tolist() == p.cell[order].tolist(), cells.tolist()
+        assert both.key.tolist() == p.key[order].tolist(), cells.tolist()
+        got, want = both.value.tolist(), p.value[order].tolist()
+        assert [None if v != v else v for v in got] == [None if v != v else v for v in want]
+        assert both.bad_cells.tolist() == p.bad_cells.tolist()
+        assert both.bad_detail == p.bad_detail
+        accepted += int(literals._scan(literals._as_large_string(cells), shape)[0].sum())
+    assert accepted > 100  # tier 1 did read a good share of the cells
