@@ -195,8 +195,12 @@ def _uint64(ct: CsvTable, col: str, acct: Accounting) -> _Threads:
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(pa.string())
     # "123.0" appears when a writer let pandas turn the column into float: accept the exact form.
-    arr = pc.replace_substring_regex(arr, r"\.0$", "")
-    ok = pc.fill_null(pc.match_substring_regex(arr, r"^\d{1,20}$"), False)
+    if pc.any(pc.ends_with(arr, ".0")).as_py():
+        arr = pc.replace_substring_regex(arr, r"\.0$", "")
+    # 1 to 20 ASCII digits (the same test as the regex ^\d{1,20}$, without a regex engine)
+    ok = pc.fill_null(
+        pc.and_(pc.ascii_is_decimal(arr), pc.less_equal(pc.binary_length(arr), 20)), False
+    )
     good = pc.if_else(ok, arr, pa.scalar(None, pa.string()))
     try:
         out = pc.cast(good, pa.uint64())
@@ -1281,6 +1285,7 @@ def read_dask_csvs(run: Path, records: RunRecords, progress: Any = None) -> None
                 pd.concat([s for s in seen if s is not None and len(s)], ignore_index=True)
                 .dropna()
                 .astype(str)
+                .unique()
             )
         )
         if any(s is not None and len(s) for s in seen)
