@@ -217,7 +217,7 @@ def write(
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as raw, _BackgroundWriter(raw) as out:
+        with _AlignedFile(fd, tmp) as raw, _BackgroundWriter(raw) as out:
             n = int(func(graph, out, force=force))
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
@@ -280,6 +280,119 @@ class _BackgroundWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: Bytes gathered before each write to the file (a multiple of every usual block size).
+ALIGNED_BUFFER_BYTES = 8 << 20
+_ALIGN = 4096
+
+
+class _AlignedFile:
+    """The raw sink of a file export: bytes gathered in a page-aligned buffer and written in
+    :data:`ALIGNED_BUFFER_BYTES` pieces with ``O_DIRECT`` where the file system allows it.
+
+    A large export is written once and not read back by this process: copying it through the
+    page cache costs more CPU than formatting it (measured at 10^6 tasks, 6.5 GB: 12-16 s of
+    kernel time buffered, under 1 s direct, on the 2-core reference machine). The last piece is
+    padded to the block size and the file truncated to its true length. Where ``O_DIRECT`` is
+    refused (tmpfs, some network file systems, a platform without it), the same large writes go
+    through the page cache. The bytes written are the same either way.
+
+    Args:
+        fd: the open (empty) file, from :func:`tempfile.mkstemp`; closed by :meth:`close`.
+        path: its path, re-opened with ``O_DIRECT``.
+    """
+
+    def __init__(self, fd: int, path: str, size: int = ALIGNED_BUFFER_BYTES) -> None:
+        import mmap
+
+        import numpy as np
+
+        self.fd = fd
+        self.direct_fd: int | None = None
+        direct = getattr(os, "O_DIRECT", 0)
+        if direct:
+            try:
+                self.direct_fd = os.open(path, os.O_WRONLY | direct)
+            except OSError:
+                self.direct_fd = None
+        self.size = size
+        self.buf = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT needs
+        self.view = memoryview(self.buf)
+        self.arr = np.frombuffer(self.buf, dtype=np.uint8)
+        self.pos = 0
+        self.total = 0  # bytes received
+        self.written = 0  # bytes written to the file (padding included)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        import numpy as np
+
+        src = np.frombuffer(data, dtype=np.uint8)
+        n = len(src)
+        done = 0
+        while done < n:
+            k = min(n - done, self.size - self.pos)
+            self.arr[self.pos : self.pos + k] = src[done : done + k]  # numpy copies without the GIL
+            self.pos += k
+            done += k
+            if self.pos == self.size:
+                self._drain(self.size)
+        self.total += n
+        return n
+
+    def _drain(self, length: int) -> None:
+        """Write ``buf[:length]`` (a multiple of the block size while writing directly)."""
+        mv = self.view[:length]
+        while len(mv):
+            if self.direct_fd is not None:
+                try:
+                    k = os.write(self.direct_fd, mv)
+                except OSError as exc:
+                    import errno
+
+                    if exc.errno != errno.EINVAL:
+                        raise
+                    # Direct I/O refused at write time: go on through the page cache.
+                    os.close(self.direct_fd)
+                    self.direct_fd = None
+                    os.lseek(self.fd, self.written, os.SEEK_SET)
+                    continue
+            else:
+                k = os.write(self.fd, mv)
+            mv = mv[k:]
+            self.written += k
+        self.pos = 0
+
+    def flush(self) -> None:
+        pass
+
+    def close(self, complete: bool = True) -> None:
+        """Write what is left (``complete``) and close the file."""
+        try:
+            if complete and self.pos:
+                if self.direct_fd is not None:
+                    used = self.pos
+                    padded = -(-used // _ALIGN) * _ALIGN
+                    self.arr[used:padded] = 0
+                    self._drain(padded)
+                else:
+                    self._drain(self.pos)
+            if complete and self.written != self.total:
+                os.ftruncate(self.fd, self.total)
+        finally:
+            if self.direct_fd is not None:
+                os.close(self.direct_fd)
+                self.direct_fd = None
+            os.close(self.fd)
+            del self.arr
+            self.view.release()
+            self.buf.close()
+
+    def __enter__(self) -> _AlignedFile:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(complete=exc_type is None)
 
 
 def _umask() -> int:

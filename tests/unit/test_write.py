@@ -245,3 +245,46 @@ def test_prov_formats_refuse_big_runs_before_mapping(
     monkeypatch.setattr(mapping.ProvGraph, "blocks", no_mapping)
     with pytest.raises(LimitError, match="at least 98"):
         write(to_prov(tiny_records()), tmp_path / "run.provjson")
+
+
+@pytest.mark.parametrize("where", ["tmp", "shm"])
+def test_aligned_file_writes_exact_bytes_across_buffer_boundaries(
+    tmp_path: Path, where: str
+) -> None:
+    """Direct-I/O sink (or its page-cache fallback, e.g. on tmpfs): same bytes, true length."""
+    import os
+    import random
+    import tempfile
+
+    from metaprov.write import _AlignedFile
+
+    folder = tmp_path
+    if where == "shm":
+        if not Path("/dev/shm").is_dir():
+            pytest.skip("no /dev/shm")
+        folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    rnd = random.Random(7)
+    try:
+        for trial in range(12):
+            fd, name = tempfile.mkstemp(dir=folder)
+            sink = _AlignedFile(fd, name, size=8192 * rnd.choice([1, 2, 3]))
+            data = bytearray()
+            for _ in range(rnd.randint(0, 25)):
+                chunk = rnd.randbytes(rnd.choice([0, 1, 100, 4095, 4096, 8191, 20000, 70000]))
+                sink.write(chunk)
+                data += chunk
+            sink.close()
+            assert Path(name).read_bytes() == bytes(data), trial
+            os.unlink(name)
+    finally:
+        if where == "shm":
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_file_export_equals_stream_export(tmp_path: Path) -> None:
+    for fmt in LINE_BASED:
+        out = tmp_path / f"run.{fmt}"
+        write(to_prov(tiny_records(), detail="transitions"), out, fmt)
+        assert out.read_bytes() == written(fmt), fmt
