@@ -178,8 +178,19 @@ class ProvGraph:
         self.run_iri = self.iris.run
         self.graph_iri = self.iris.graph
 
-    def blocks(self) -> Iterator[Block]:
-        """Every block of the graph, step by step (a fresh pass each call; deterministic order)."""
+    def blocks(self, ahead: int = 0) -> Iterator[Block]:
+        """Every block of the graph, step by step (a fresh pass each call; deterministic order).
+
+        Args:
+            ahead: map up to this many blocks ahead in a background thread while the caller
+                formats the current one (the column kernels release the GIL, so mapping and
+                formatting use both cores of a small machine). 0: map in the caller's thread.
+        """
+        if ahead > 0:
+            return _ahead(self._blocks(), ahead)
+        return self._blocks()
+
+    def _blocks(self) -> Iterator[Block]:
         _ensure_builtin_steps()
         ctx = MapContext(
             self.records, self.iris, self.detail, self.chunk_rows, io_detail=self.io_detail
@@ -198,6 +209,62 @@ class ProvGraph:
     def count_triples(self) -> int:
         """Number of triples (builds the blocks, formats nothing)."""
         return sum(block.n_triples() for block in self.blocks())
+
+
+_DONE = object()
+
+
+def _ahead(items: Iterator[Block], depth: int) -> Iterator[Block]:
+    """``items`` produced by a background thread, at most ``depth`` ahead of the consumer.
+
+    Same items, same order; an exception in the producer is raised in the consumer; when the
+    consumer stops early (or fails), the producer stops at its next item.
+    """
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any, exc: BaseException | None = None) -> bool:
+        while not stop.is_set():
+            try:
+                q.put((item, exc), timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_DONE)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            put(_DONE, exc)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=run, name="metaprov-map", daemon=True)
+    thread.start()
+
+    def consume() -> Iterator[Block]:
+        try:
+            while True:
+                item, exc = q.get()
+                if item is _DONE:
+                    if exc is not None:
+                        raise exc
+                    return
+                yield item
+        finally:
+            stop.set()
+            thread.join()
+
+    return consume()
 
 
 def to_prov(

@@ -237,7 +237,7 @@ class _BackgroundWriter:
     At most ``depth`` chunks wait in the queue, which bounds the extra memory.
     """
 
-    def __init__(self, raw: IO[bytes], depth: int = 8) -> None:
+    def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 8) -> None:
         import queue
         import threading
 

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from metaprov.mapping.terms import PREFIXES, PROV_NS, VOCAB, XSD_NS
 from metaprov.write.ntriples import block_triples
-from metaprov.write.rows import JsonLdTerms, write_jsonld_rows
+from metaprov.write.rows import BLOCKS_AHEAD, JsonLdTerms, write_jsonld_rows
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -102,7 +102,7 @@ def write_jsonld(graph: ProvGraph, out: IO[bytes], *, force: bool = False) -> in
     out.write(f'{{\n  "@context": {inline},\n  "@graph": ['.encode())
     first = True
     n = 0
-    for block in graph.blocks():
+    for block in graph.blocks(ahead=BLOCKS_AHEAD):
         write_jsonld_rows(block, out, terms, first)
         first = False
         n += block_triples(block)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
 from metaprov.mapping.block import Block
-from metaprov.write.rows import write_nt
+from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -28,7 +28,7 @@ def iter_lines(graph: ProvGraph, graph_iri: str | None) -> Iterator[bytes]:
 
 def _write(graph: ProvGraph, out: IO[bytes], graph_iri: str | None) -> int:
     n = 0
-    for block in graph.blocks():
+    for block in graph.blocks(ahead=BLOCKS_AHEAD):
         write_nt(block, out, graph_iri)
         n += block_triples(block)
     return n

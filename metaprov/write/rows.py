@@ -24,6 +24,8 @@ from metaprov.mapping.terms import RDF, XSD, concat
 
 LARGE = pa.large_string()
 _PN_LOCAL = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+#: Blocks the file writers let the mapping run ahead (in its own thread) of the formatting.
+BLOCKS_AHEAD = 2
 
 
 class Rows:

@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING
 
 from metaprov.mapping.terms import PREFIXES
 from metaprov.write.ntriples import block_triples
-from metaprov.write.rows import turtle_prefix_header, write_turtle_rows
+from metaprov.write.rows import BLOCKS_AHEAD, turtle_prefix_header, write_turtle_rows
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -25,7 +25,7 @@ def _write(graph: ProvGraph, out: IO[bytes], named: bool) -> int:
         out.write(f"<{graph.graph_iri}> {{\n\n".encode())
         indent = "    "
     n = 0
-    for block in graph.blocks():
+    for block in graph.blocks(ahead=BLOCKS_AHEAD):
         write_turtle_rows(block, out, PREFIXES, indent)
         n += block_triples(block)
     if named:

@@ -324,3 +324,67 @@ def test_worker_transitions_link_to_the_attempt_running_then() -> None:
         11: execution(KEY_ERR, 1),
         12: execution(KEY_ERR, 1),  # nearer attempt 1's start than its end, still attempt 1
     }
+
+
+def test_key_lookup_agrees_with_index_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hash-sorted key lookup: exact (texts compared), nulls and absent keys -1, and the
+    index_in fallback when two values share a hash."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from metaprov.mapping import tasks as tasks_mod
+    from metaprov.mapping.tasks import KeyLookup
+
+    values = pa.array(
+        ["a", "b", "('x', 1)", "ü/ß", "", "key with space", *[f"k{i}" for i in range(500)]],
+        pa.large_string(),
+    )
+    queries = pa.array(
+        ["b", None, "zz", "", "ü/ß", "k499", "k500", "('x', 1)", "a", "k7", "k7"], pa.large_string()
+    )
+    want = np.asarray(pc.fill_null(pc.index_in(queries, value_set=values), -1), np.int64)
+    lookup = KeyLookup(values)
+    assert lookup.exact
+    assert lookup.rows(queries).tolist() == want.tolist()
+    order = np.random.default_rng(0).permutation(len(values))
+    moved = lookup.permuted(order)
+    assert moved.values.equals(values.take(pa.array(order)))
+    assert (
+        moved.rows(queries).tolist()
+        == np.asarray(pc.fill_null(pc.index_in(queries, value_set=moved.values), -1)).tolist()
+    )
+    assert lookup.rows(pa.array([], pa.large_string())).tolist() == []
+    assert KeyLookup(pa.array([], pa.large_string())).rows(queries).tolist() == [-1] * len(queries)
+    # Every value hashing alike: candidates are checked (no false hits), then index_in is used.
+    monkeypatch.setattr(tasks_mod, "_hash64", lambda v: np.zeros(len(v), np.uint64))
+    same = KeyLookup(values)
+    assert not same.exact
+    assert same.rows(queries).tolist() == want.tolist()
+    one = KeyLookup(values.slice(0, 1))
+    assert one.rows(queries).tolist() == [-1, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1]
+
+
+def test_blocks_ahead_gives_the_same_blocks_and_stops_early() -> None:
+    graph = to_prov(tiny_records(), detail="transitions")
+    plain = [(b.subjects.to_pylist(), [c.predicate for c in b.columns]) for b in graph.blocks()]
+    ahead = [
+        (b.subjects.to_pylist(), [c.predicate for c in b.columns]) for b in graph.blocks(ahead=2)
+    ]
+    assert ahead == plain
+    it = graph.blocks(ahead=1)
+    next(it)
+    it.close()  # the producer thread stops (joined in close)
+
+
+def test_blocks_ahead_raises_the_mappings_error() -> None:
+    from metaprov.mapping import _ahead
+
+    def failing():  # type: ignore[no-untyped-def]
+        yield 1
+        raise RuntimeError("mapping failed")
+
+    it = _ahead(failing(), 1)
+    assert next(it) == 1
+    with pytest.raises(RuntimeError, match="mapping failed"):
+        next(it)
