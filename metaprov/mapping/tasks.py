@@ -79,27 +79,35 @@ class KeyLookup:
 
     ``pc.index_in`` builds a hash table of the whole value set on every call (~0.3-1 s for 10^6
     keys); the mapping asks for key rows a dozen times, per block for transfers and transitions.
-    Here the values' 64-bit hashes are sorted once; a lookup hashes the queries, binary-searches
-    them and checks every candidate by comparing the texts, so the answer is exact (as
-    ``index_in``). When two values share a hash, lookups fall back to ``index_in``.
+    Here the values' 64-bit hashes are sorted once and bucketed by their top bits (about one value
+    per bucket); a lookup hashes the queries, finds their bucket and scans it (one or two probes),
+    then checks every candidate by comparing the texts, so the answer is exact (as ``index_in``).
+    When two values share a hash, lookups fall back to ``index_in``.
     """
 
-    def __init__(self, values: pa.Array, hashes: np.ndarray | None = None) -> None:
+    def __init__(self, values: pa.Array) -> None:
         self.values = values
-        h = _hash64(values) if hashes is None else hashes
-        self.order = np.argsort(h, kind="stable")
+        self.series = _series(values)
+        h = _hash64(self.series)
+        self.order = np.argsort(h, kind="stable").astype(np.int64)
         self.sorted = h[self.order]
         self.exact = len(h) < 2 or not bool((self.sorted[1:] == self.sorted[:-1]).any())
+        # Buckets: the top ``bits`` bits of the hash; starts[b] .. starts[b + 1] in ``sorted``.
+        self.bits = max(1, int(len(h)).bit_length())
+        self.shift = np.uint64(64 - self.bits)
+        counts = np.bincount((self.sorted >> self.shift).astype(np.int64), minlength=1 << self.bits)
+        self.starts = np.zeros((1 << self.bits) + 1, np.int64)
+        np.cumsum(counts, out=self.starts[1:])
 
     def permuted(self, order: np.ndarray) -> KeyLookup:
         """The lookup of ``values.take(order)`` (no re-hashing)."""
         new = object.__new__(KeyLookup)
+        new.__dict__.update(self.__dict__)
         new.values = self.values.take(pa.array(order))
+        new.series = _series(new.values)
         inverse = np.empty(len(order), np.int64)
         inverse[order] = np.arange(len(order), dtype=np.int64)
         new.order = inverse[self.order]
-        new.sorted = self.sorted
-        new.exact = self.exact
         return new
 
     def rows(self, queries: pa.Array) -> np.ndarray:
@@ -112,23 +120,38 @@ class KeyLookup:
         if not self.exact:
             idx = pc.index_in(queries, value_set=self.values)
             return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), np.int64)
-        hq = _hash64(queries)
-        pos = np.minimum(np.searchsorted(self.sorted, hq), n - 1)
-        cand = self.order[pos].astype(np.int64)
-        same = pc.equal(self.values.take(pa.array(cand)), queries)
-        ok = (self.sorted[pos] == hq) & np.asarray(
-            pc.fill_null(same, False).to_numpy(zero_copy_only=False), bool
-        )
-        return np.where(ok, cand, -1)
+        qs = _series(queries)
+        hq = _hash64(qs)
+        bucket = (hq >> self.shift).astype(np.int64)
+        pos = self.starts[bucket]
+        end = self.starts[bucket + 1]
+        found = np.full(len(hq), -1, np.int64)
+        todo = np.flatnonzero(pos < end)
+        while len(todo):
+            p = pos[todo]
+            hit = self.sorted[p] == hq[todo]
+            found[todo[hit]] = p[hit]
+            p += 1
+            pos[todo] = p
+            more = ~hit & (p < end[todo])
+            todo = todo[more]
+        has = found >= 0
+        cand = np.where(has, self.order[np.where(has, found, 0)], 0)
+        same = (self.series.gather(cand) == qs).fill_null(False).to_numpy()
+        return np.where(has & same, cand, -1)
 
 
-def _hash64(values: pa.Array) -> np.ndarray:
-    """A 64-bit hash of each text (polars' string hash; only compared within one process)."""
+def _hash64(series: Any) -> np.ndarray:
+    """64-bit hash of each text of a polars Series (compared only within one process)."""
+    return np.asarray(series.hash(seed=0).to_numpy(), np.uint64)
+
+
+def _series(values: pa.Array) -> Any:
     import polars as pl
 
     series = pl.from_arrow(values)
     assert isinstance(series, pl.Series)
-    return series.hash(seed=0).to_numpy()
+    return series
 
 
 @dataclass
@@ -224,15 +247,14 @@ def dependency_edges(ctx: MapContext, idx: TaskIndex) -> Edges:
         src = idx.rows(dep["key"])
         dst = idx.rows(dep["dependency"])
         ok = (src >= 0) & (dst >= 0)
-        pairs = (
-            np.unique(np.stack([src[ok], dst[ok]], axis=1), axis=0)
-            if ok.any()
-            else np.zeros((0, 2), np.int64)
-        )
-        counts = np.bincount(pairs[:, 0], minlength=n) if len(pairs) else np.zeros(n, np.int64)
+        # Distinct pairs sorted by (task, dependency): one sort of task * n + dependency.
+        pairs = np.sort(src[ok] * n + dst[ok])
+        if len(pairs):
+            pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+        counts = np.bincount(pairs // n, minlength=n) if len(pairs) else np.zeros(n, np.int64)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return Edges(offsets, pairs[:, 1].astype(np.int64))
+        return Edges(offsets, (pairs % n).astype(np.int64))
 
     return ctx.cached("dependency_edges", make)
 
