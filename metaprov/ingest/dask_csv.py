@@ -310,13 +310,14 @@ def _table(name: str, cols: dict[str, Any]) -> pd.DataFrame:
 def _union(parts: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray]]:
     """Unique texts of ``parts`` in order of first appearance, and each part's positions in them.
 
-    One hash pass over the concatenation; each mapping has one more entry (-1) for code -1.
+    One hash pass over all parts (as the chunks of one array: no concatenation); each mapping has
+    one more entry (-1) for code -1.
     """
-    if not parts:
-        return pa.array([], type=pa.large_string()), []
     chunks = [p.cast(pa.large_string()) for p in parts]
-    enc = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.large_string()))
-    # (a chunked array drops empty chunks: give those an empty mapping)
+    filled = [c for c in chunks if len(c)]
+    if not filled:
+        return pa.array([], type=pa.large_string()), [np.array([-1], np.int64) for _ in parts]
+    enc = pc.dictionary_encode(pa.chunked_array(filled, type=pa.large_string()))
     done = iter(enc.chunks)
     maps = [
         np.append(next(done).indices.to_numpy(zero_copy_only=False).astype(np.int64), -1)
@@ -324,8 +325,7 @@ def _union(parts: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray]]:
         else np.array([-1], dtype=np.int64)
         for c in chunks
     ]
-    texts = enc.chunk(0).dictionary if enc.num_chunks else pa.array([], type=pa.large_string())
-    return texts, maps
+    return enc.chunk(0).dictionary, maps
 
 
 def _ranks(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
