@@ -7,8 +7,13 @@ on the path in execution order (key, prefix, worker, start, end, duration, cumul
 The dependency DAG comes from the submitted task graphs (``graph.csv``): an edge runs from a
 dependency to the task that needs it. Each task weighs the compute time of its executions (all
 attempts: a retried task kept the path waiting for each of them); a task that never ran weighs 0.
+
 networkx finds the heaviest path (``dag_longest_path``) after moving the task weights onto the
 edges that enter each task, with a virtual source so that the first task's own weight counts too.
+Above :data:`NETWORKX_LIMIT` tasks a vectorised version of the same dynamic programme runs
+instead (level by level over the topological order, numpy over whole edge arrays): networkx keeps
+Python objects per node and edge, which takes minutes and gigabytes at 10^6 tasks. Both give the
+same path length (a test compares them on random DAGs).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from metaprov.errors import QueryError
 from metaprov.queries import Param, Question
 
 if TYPE_CHECKING:
+    from metaprov.mapping import ProvGraph
     from metaprov.records import RunRecords
     from metaprov.store import Store
 
@@ -42,19 +48,27 @@ QUESTION = Question(
 )
 
 COLUMNS = ["position", "key", "prefix", "worker", "start", "end", "duration", "cumulative"]
+#: Largest DAG (tasks) given to networkx; bigger ones use the vectorised programme.
+NETWORKX_LIMIT = 200_000
 _SOURCE = -1  # virtual start node (task nodes are row numbers >= 0)
 
 
 def longest_path(
-    keys: np.ndarray, weights: np.ndarray, edges_from: np.ndarray, edges_to: np.ndarray
+    keys: np.ndarray,
+    weights: np.ndarray,
+    edges_from: np.ndarray,
+    edges_to: np.ndarray,
+    *,
+    method: str = "auto",
 ) -> list[int]:
     """Heaviest path through a DAG whose nodes carry weights.
 
     Args:
-        keys: node labels (only their count is used; nodes are ``0..len(keys)-1``).
+        keys: node labels (for messages; nodes are ``0..len(keys)-1``).
         weights: weight of each node (seconds); NaN counts as 0.
         edges_from: source node of each edge (the dependency).
         edges_to: target node of each edge (the task that needs it).
+        method: ``networkx``, ``numpy`` or ``auto`` (networkx up to :data:`NETWORKX_LIMIT` nodes).
 
     Returns:
         The node numbers on the heaviest path, first to last (empty when there are no nodes).
@@ -62,26 +76,30 @@ def longest_path(
     Raises:
         QueryError: the graph has a cycle.
     """
-    import networkx as nx
-
     n = len(keys)
     if n == 0:
         return []
     w = np.nan_to_num(np.asarray(weights, dtype="float64"), nan=0.0)
+    src = np.asarray(edges_from, dtype=np.int64)
+    dst = np.asarray(edges_to, dtype=np.int64)
+    if method == "numpy" or (method == "auto" and n > NETWORKX_LIMIT):
+        return _longest_path_numpy(keys, w, src, dst)
+    return _longest_path_networkx(keys, w, src, dst)
+
+
+def _longest_path_networkx(
+    keys: np.ndarray, w: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> list[int]:
+    import networkx as nx
+
+    n = len(keys)
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     # Node weights move onto the edges entering each node; the virtual source reaches every node,
     # so a path may start anywhere and its first task's weight still counts.
     g.add_weighted_edges_from(zip([_SOURCE] * n, range(n), w.tolist(), strict=True))
-    if len(edges_from):
-        g.add_weighted_edges_from(
-            zip(
-                np.asarray(edges_from).tolist(),
-                np.asarray(edges_to).tolist(),
-                w[np.asarray(edges_to)].tolist(),
-                strict=True,
-            )
-        )
+    if len(src):
+        g.add_weighted_edges_from(zip(src.tolist(), dst.tolist(), w[dst].tolist(), strict=True))
     try:
         path = nx.dag_longest_path(g, weight="weight", default_weight=0)
     except nx.NetworkXUnfeasible as exc:
@@ -94,12 +112,61 @@ def longest_path(
     return [int(v) for v in path if v != _SOURCE]
 
 
+def _longest_path_numpy(
+    keys: np.ndarray, w: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> list[int]:
+    """Kahn's algorithm one topological level at a time, relaxing all of a level's edges at once."""
+    n = len(keys)
+    order = np.argsort(src, kind="stable")
+    src_sorted, dst_by_src = src[order], dst[order]
+    out_start = np.searchsorted(src_sorted, np.arange(n + 1))
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    dist = w.copy()  # heaviest path ending at each node (its own weight included)
+    frontier = np.flatnonzero(indeg == 0)
+    done = 0
+    while len(frontier):
+        done += len(frontier)
+        lo, hi = out_start[frontier], out_start[frontier + 1]
+        counts = hi - lo
+        if not counts.sum():
+            break
+        pos = np.repeat(lo - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(counts.sum())
+        u = np.repeat(frontier, counts)
+        v = dst_by_src[pos]
+        np.maximum.at(dist, v, dist[u] + w[v])
+        np.subtract.at(indeg, v, 1)
+        touched = np.unique(v)
+        frontier = touched[indeg[touched] == 0]
+    if done < n:
+        stuck = np.flatnonzero(indeg > 0)[:5]
+        raise QueryError(
+            f"the dependency graph has a cycle (through {', '.join(str(keys[i]) for i in stuck)} ...)",
+            hint="a task graph must be acyclic; check graph.csv of this run",
+        )
+    # Walk back from the heaviest end: a predecessor u of v is on the path when
+    # dist[u] + w[v] == dist[v] (the same floating-point sum that produced dist[v]).
+    order_in = np.argsort(dst, kind="stable")
+    dst_sorted, src_by_dst = dst[order_in], src[order_in]
+    in_start = np.searchsorted(dst_sorted, np.arange(n + 1))
+    v = int(np.argmax(dist))
+    path = [v]
+    while dist[v] != w[v]:  # equal: v starts the path (predecessors would add nothing)
+        preds = src_by_dst[in_start[v] : in_start[v + 1]]
+        hit = preds[dist[preds] + w[v] == dist[v]]
+        if not len(hit):
+            break
+        v = int(hit.min())
+        path.append(v)
+    return path[::-1]
+
+
 def _frame(
     keys: np.ndarray,
     path: list[int],
     weights: np.ndarray,
     info: pd.DataFrame | None,
 ) -> pd.DataFrame:
+    """The path as a table; ``info`` holds one row per path element (key, prefix, ...)."""
     rows = np.asarray(path, dtype=np.int64)
     dur = (
         np.nan_to_num(np.asarray(weights, dtype="float64")[rows], nan=0.0)
@@ -115,8 +182,8 @@ def _frame(
         }
     )
     if info is not None and len(out):
-        sub = info.reindex(rows).reset_index(drop=True)
-        for col in ("prefix", "worker", "start", "end"):
+        sub = info.reset_index(drop=True)
+        for col in ("key", "prefix", "worker", "start", "end"):
             if col in sub:
                 out[col] = sub[col].to_numpy()
     for col in COLUMNS:
@@ -125,11 +192,12 @@ def _frame(
     return out[COLUMNS]
 
 
-def critical_path(records: RunRecords) -> pd.DataFrame:
+def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
     """The critical path of one run, from its records.
 
     Args:
         records: from :func:`metaprov.read_run`.
+        method: see :func:`longest_path`.
 
     Returns:
         One row per task on the path, in dependency order: ``position``, ``key``, ``prefix``,
@@ -148,8 +216,8 @@ def critical_path(records: RunRecords) -> pd.DataFrame:
         pd.concat([tasks["key"], dep["key"], dep["dependency"]], ignore_index=True).astype(str)
     )
     index = pd.Index(keys)
-    start = (ex["start"]).to_numpy(dtype="datetime64[us]").view("int64")
-    end = (ex["end"]).to_numpy(dtype="datetime64[us]").view("int64")
+    start = ex["start"].to_numpy(dtype="datetime64[us]").view("int64")
+    end = ex["end"].to_numpy(dtype="datetime64[us]").view("int64")
     nat = np.iinfo(np.int64).min
     secs = np.where((start != nat) & (end != nat), (end - start) / 1e6, 0.0)
     weights = np.zeros(len(keys))
@@ -160,51 +228,100 @@ def critical_path(records: RunRecords) -> pd.DataFrame:
     pairs = dep[["dependency", "key"]].drop_duplicates()
     src = index.get_indexer(pairs["dependency"].astype(str))
     dst = index.get_indexer(pairs["key"].astype(str))
-    path = longest_path(keys, weights, src, dst)
-    info = (
-        tasks.set_index(tasks["key"].astype(str))
-        .reindex(keys)[["prefix", "worker", "start", "end"]]
-        .reset_index(drop=True)
-    )
-    out = _frame(keys, path, weights, info)
+    path = longest_path(keys, weights, src, dst, method=method)
+    info = tasks.set_index(tasks["key"].astype(str)).reindex(keys[path] if path else [])
+    out = _frame(keys, path, weights, info[["prefix", "worker", "start", "end"]])
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     return out
 
 
-_EDGES = """
-PREFIX mp: <https://w3id.org/metaprov/ns#>
-SELECT ?key ?dependency WHERE {
-  GRAPH ?g { ?run mp:runId ?run_id . ?task mp:dependsOn ?dep ; mp:key ?key . ?dep mp:key ?dependency }
-}
+_PREFIXES = """PREFIX mp: <https://w3id.org/metaprov/ns#>
+PREFIX prov: <http://www.w3.org/ns/prov#>
 """
 
-_TASKS = """
-PREFIX mp: <https://w3id.org/metaprov/ns#>
-PREFIX prov: <http://www.w3.org/ns/prov#>
-SELECT ?key ?prefix ?worker ?start ?end ?duration WHERE {
-  GRAPH ?g {
-    ?run mp:runId ?run_id .
-    ?execution a mp:TaskExecution ; mp:task ?task ; mp:duration ?duration ; prov:wasAssociatedWith ?agent .
+# Bulk reads are single index scans (no joins): joins on millions of rows are done by pandas.
+_EDGES = _PREFIXES + "SELECT ?task ?dep WHERE {{ GRAPH {g} {{ ?task mp:dependsOn ?dep }} }}"
+_EXEC_TASK = (
+    _PREFIXES + "SELECT ?e ?task WHERE {{ GRAPH {g} {{ ?e a mp:TaskExecution ; mp:task ?task }} }}"
+)
+_DURATIONS = _PREFIXES + "SELECT ?e ?d WHERE {{ GRAPH {g} {{ ?e mp:duration ?d }} }}"
+
+_DETAILS = (
+    _PREFIXES
+    + """SELECT ?task ?key ?prefix ?worker ?start ?end WHERE {{
+  GRAPH {g} {{
+    VALUES ?task {{ {tasks} }}
     ?task mp:key ?key .
-    OPTIONAL { ?execution prov:qualifiedAssociation/prov:hadPlan/mp:name ?prefix }
-    OPTIONAL { ?execution prov:startedAtTime ?start }
-    OPTIONAL { ?execution prov:endedAtTime ?end }
-    OPTIONAL { ?agent a mp:Thread ; prov:actedOnBehalfOf/prov:actedOnBehalfOf ?thread_worker }
-    BIND (COALESCE(?thread_worker, ?agent) AS ?worker_node)
-    OPTIONAL { ?worker_node mp:address ?worker }
-  }
-}
-"""
+    # Optional links are followed through a placeholder IRI when absent (lookups stay lookups).
+    OPTIONAL {{ ?task mp:taskGroup ?group_ }}
+    BIND (COALESCE(?group_, <urn:metaprov:none>) AS ?group)
+    OPTIONAL {{ ?group mp:taskPrefix ?plan_ }}
+    BIND (COALESCE(?plan_, <urn:metaprov:none>) AS ?plan)
+    OPTIONAL {{ ?plan mp:name ?prefix }}
+    OPTIONAL {{ ?about_ mp:task ?task }}
+    BIND (COALESCE(?about_, <urn:metaprov:none>) AS ?about)
+    OPTIONAL {{ ?about mp:attempt ?attempt }}
+    OPTIONAL {{ ?about prov:startedAtTime ?start_ }}
+    OPTIONAL {{ ?about prov:endedAtTime ?end_ }}
+    OPTIONAL {{ ?about prov:wasAssociatedWith ?agent_ }}
+    BIND (IF(BOUND(?attempt), ?start_, ?unknown) AS ?start)
+    BIND (IF(BOUND(?attempt), ?end_, ?unknown) AS ?end)
+    BIND (COALESCE(?agent_, <urn:metaprov:none>) AS ?agent)
+    OPTIONAL {{ ?agent mp:threadId ?thread ; prov:actedOnBehalfOf/prov:actedOnBehalfOf ?thread_worker }}
+    BIND (IF(BOUND(?attempt), COALESCE(?thread_worker, ?agent), ?unknown) AS ?worker_node)
+    OPTIONAL {{ ?worker_node mp:address ?worker }}
+  }}
+}}"""
+)
 
 _RUNS = """
 PREFIX mp: <https://w3id.org/metaprov/ns#>
-SELECT ?run_id ?name WHERE { GRAPH ?g { ?run a mp:Run ; mp:runId ?run_id . OPTIONAL { ?run mp:runName ?name } } }
+SELECT ?run_id ?name ?graph WHERE {
+  GRAPH ?graph { ?run a mp:Run ; mp:runId ?run_id . OPTIONAL { ?run mp:runName ?name } }
+}
 ORDER BY ?run_id
 """
 
 
-def resolve_run(store: Store, run: str | None) -> str:
-    """The id of the run meant by ``run`` (an id or a run directory name) in a store.
+def _details(store: Store, g: str, on_path: np.ndarray) -> pd.DataFrame:
+    """Key, prefix, worker, start and end of the given tasks (one row each, in order)."""
+    from metaprov.queries.sparql import make_term
+
+    if not len(on_path):
+        return pd.DataFrame({"key": pd.Series([], dtype=object)})
+    values = " ".join(make_term(str(t), "iri", name="task") for t in on_path)
+    details = store.query(_DETAILS.format(g=g, tasks=values))
+    assert isinstance(details, pd.DataFrame)
+    details = details.sort_values(["task", "start"], kind="stable", na_position="first")
+    return details.groupby("task", sort=False).last().reindex(on_path)
+
+
+def _path_from_store(store: Store, g: str, method: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(task IRIs, weights, path as rows) computed from the DAG read out of the store."""
+    edges = store.select_strings(_EDGES.format(g=g))
+    ex_task = store.select_strings(_EXEC_TASK.format(g=g))
+    durations = store.select_strings(_DURATIONS.format(g=g))
+    cols = [edges.get("task"), edges.get("dep"), ex_task.get("task")]
+    present = [c for c in cols if c is not None]
+    if not present:
+        return np.zeros(0, dtype=object), np.zeros(0), []
+    codes, uniques = pd.factorize(pd.concat(present, ignore_index=True))
+    tasks = np.asarray(uniques, dtype=object)
+    n_edges = len(edges)
+    weights = np.zeros(len(tasks))
+    if len(ex_task) and len(durations):
+        secs = pd.to_numeric(durations.set_index("e")["d"], errors="coerce")
+        per_exec = secs.reindex(ex_task["e"]).to_numpy(dtype="float64")
+        np.add.at(weights, codes[2 * n_edges :], np.nan_to_num(per_exec, nan=0.0))
+    # dependsOn runs task -> dependency; the path runs dependency -> task.
+    path = longest_path(
+        tasks, weights, codes[n_edges : 2 * n_edges], codes[:n_edges], method=method
+    )
+    return tasks, weights, path
+
+
+def resolve_run(store: Store, run: str | None) -> tuple[str, str]:
+    """(run id, graph IRI) of the run meant by ``run`` (an id or a run directory name).
 
     Raises:
         QueryError: no such run, or no run given while the store holds several.
@@ -213,74 +330,88 @@ def resolve_run(store: Store, run: str | None) -> str:
     assert isinstance(runs, pd.DataFrame)
     if not len(runs):
         raise QueryError("the store holds no run", hint="load one first: metaprov load RUN")
+    names = runs["name"].astype(object).where(runs["name"].notna(), "")
     if run is None:
         if len(runs) > 1:
-            shown = ", ".join(
-                f"{r} ({n})" for r, n in zip(runs["run_id"], runs["name"].fillna(""), strict=True)
-            )
+            shown = ", ".join(f"{r} ({n})" for r, n in zip(runs["run_id"], names, strict=True))
             raise QueryError(
                 "the store holds several runs: say which one",
                 hint=f"give --param run=ID; runs: {shown}",
             )
-        return str(runs["run_id"].iloc[0])
-    if run in set(runs["run_id"].astype(str)):
-        return run
-    names = runs[runs["name"].astype(str) == run]
-    if len(names) == 1:
-        return str(names["run_id"].iloc[0])
-    if len(names) > 1:
+        hit = runs
+    else:
+        hit = runs[runs["run_id"].astype(str) == run]
+        if not len(hit):
+            hit = runs[names.astype(str) == run]
+    if len(hit) > 1:
         raise QueryError(
-            f"several runs are named {run!r}", hint=f"give the run id: {', '.join(names['run_id'])}"
+            f"several runs are named {run!r}", hint=f"give the run id: {', '.join(hit['run_id'])}"
         )
-    raise QueryError(f"no run {run!r} in the store", hint=f"runs: {', '.join(runs['run_id'])}")
+    if not len(hit):
+        raise QueryError(f"no run {run!r} in the store", hint=f"runs: {', '.join(runs['run_id'])}")
+    return str(hit["run_id"].iloc[0]), str(hit["graph"].iloc[0])
 
 
-def critical_path_from_store(store: Store, run: str | None = None) -> pd.DataFrame:
+def path_summary(graph: ProvGraph) -> dict[str, Any]:
+    """The critical path of a PROV graph's records, as task IRIs and weights (JSON-ready).
+
+    Recorded by stores at load time (see :meth:`metaprov.store.Store.load_graph`).
+    """
+    import pyarrow as pa
+
+    cp = critical_path(graph.records)
+    keys = pa.array([str(k) for k in cp["key"]], type=pa.large_string())
+    return {
+        "tasks": graph.iris.tasks(keys).to_pylist() if len(keys) else [],
+        "weights": [float(x) for x in cp["duration"]],
+    }
+
+
+def critical_path_from_store(
+    store: Store, run: str | None = None, *, method: str = "auto"
+) -> pd.DataFrame:
     """The critical path of a run held in a store (same result as :func:`critical_path`).
+
+    When the store recorded the path at load time (the embedded store does), only the path's
+    details are read. Otherwise the DAG and the durations are read with three index scans (slow
+    for huge runs: every task IRI is decoded) and the path is computed here; the details (keys,
+    prefixes, workers, times) are then looked up for the tasks on the path only.
 
     Args:
         store: an open store.
         run: run id or directory name; may be omitted when the store holds one run.
+        method: see :func:`longest_path`.
 
     Returns:
         See :func:`critical_path`; a ``run_id`` column comes first.
     """
-    run_id = resolve_run(store, run)
-    params = {"run_id": run_id}
-    edges = store.query(_EDGES, params)
-    tasks = store.query(_TASKS, params)
-    assert isinstance(edges, pd.DataFrame) and isinstance(tasks, pd.DataFrame)
-    agg: dict[str, Any] = {
-        "prefix": "first",
-        "worker": "last",
-        "start": "max",
-        "end": "max",
-        "duration": "sum",
-    }
-    tasks = tasks.sort_values(["key", "start"], kind="stable", na_position="first")
-    per_task = tasks.groupby("key", sort=True).agg(agg)
-    keys = pd.unique(
-        pd.concat(
-            [pd.Series(per_task.index, dtype=object), edges["key"], edges["dependency"]],
-            ignore_index=True,
-        ).astype(str)
-    )
-    index = pd.Index(keys)
-    per_task = per_task.reindex(keys)
-    weights = (
-        pd.to_numeric(per_task["duration"], errors="coerce").fillna(0.0).to_numpy(dtype="float64")
-    )
-    pairs = edges.drop_duplicates()
-    path = longest_path(
-        keys,
-        weights,
-        index.get_indexer(pairs["dependency"].astype(str)),
-        index.get_indexer(pairs["key"].astype(str)),
-    )
-    out = _frame(keys, path, weights, per_task.reset_index(drop=True))
+    from metaprov.queries.sparql import make_term
+
+    run_id, graph = resolve_run(store, run)
+    g = make_term(graph, "iri", name="graph")
+    cached = store.cached_critical_path(graph)
+    if cached is not None:
+        tasks = np.asarray(cached["tasks"], dtype=object)
+        weights = np.asarray(cached["weights"], dtype="float64")
+        path = list(range(len(tasks)))
+        info = _details(store, g, tasks[path])
+        if info["key"].isna().any():  # the graph changed since the path was recorded
+            cached = None
+    if cached is None:
+        tasks, weights, path = _path_from_store(store, g, method)
+        info = _details(store, g, tasks[path]) if path else None
+    out = _frame(np.asarray(tasks, dtype=object), path, weights, info)
     out.insert(0, "run_id", run_id)
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     return out
 
 
-__all__ = ["QUESTION", "critical_path", "critical_path_from_store", "longest_path", "resolve_run"]
+__all__ = [
+    "NETWORKX_LIMIT",
+    "QUESTION",
+    "critical_path",
+    "critical_path_from_store",
+    "longest_path",
+    "path_summary",
+    "resolve_run",
+]

@@ -238,7 +238,65 @@ def run_question(
         _check_params(q, values)
         return critical_path_from_store(store, run=values.get("run"))
     bound, types, limit = _check_params(q, values)
-    return store.query(q.text, bound, types=types, limit=limit)
+    steps = split_steps(q.text)
+    if len(steps) == 1:
+        return store.query(q.text, bound, types=types, limit=limit)
+    from metaprov.queries.sparql import variables
+    from metaprov.store import results_to_frame
+
+    rows = None
+    for i, step in enumerate(steps):
+        here = variables(step)
+        rows = store.query_json(
+            step,
+            {k: v for k, v in bound.items() if k in here},
+            types=types,
+            limit=limit if i == 0 else None,
+            rows=rows,
+        )
+    assert rows is not None
+    return results_to_frame(rows)
+
+
+def check_question(q: Question) -> None:
+    """Check a question statically: every step parses, each step's empty VALUES blocks take the
+    previous step's columns, and every declared parameter is a variable of some step.
+
+    Raises:
+        QueryError: what is wrong, naming the question.
+    """
+    from metaprov.queries.sparql import check_syntax, fill_values, projection, query_form, variables
+
+    steps = split_steps(q.text)
+    previous: list[str] = []
+    used: set[str] = set()
+    for i, step in enumerate(steps):
+        if i:
+            step = fill_values(step, {"head": {"vars": previous}, "results": {"bindings": []}})
+        if query_form(step) != "SELECT" and len(steps) > 1:
+            raise QueryError(f"{q.name}: step {i + 1} is not a SELECT query")
+        check_syntax(step)
+        previous = projection(step)
+        used |= variables(step)
+    missing = [p.name for p in q.params if p.type != "limit" and p.name not in used]
+    if missing:
+        raise QueryError(
+            f"{q.name}: parameter(s) {', '.join(missing)} bind no variable of the query"
+        )
+
+
+_STEP = re.compile(r"^#%%\s*then\s*$", re.MULTILINE)
+
+
+def split_steps(text: str) -> list[str]:
+    """The steps of a question: SELECT queries separated by a line ``#%% then``.
+
+    Each step after the first holds an empty ``VALUES (?a ?b) { }`` block that the previous
+    step's rows fill: a few rows found by scans in step 1 are then looked up one by one in step
+    2, which stores do much faster than joining two scans of millions of rows. Every step is
+    plain SPARQL 1.1, so multi-step questions run on any server.
+    """
+    return [part.strip() + "\n" for part in _STEP.split(text) if part.strip()]
 
 
 def _check_params(
@@ -326,6 +384,7 @@ __all__ = [
     "CRITICAL_PATH",
     "Param",
     "Question",
+    "check_question",
     "format_list",
     "format_result",
     "get_question",
@@ -333,4 +392,5 @@ __all__ = [
     "questions",
     "resolve",
     "run_question",
+    "split_steps",
 ]

@@ -396,6 +396,106 @@ def _limit_pieces(toks: list[Token], text: str, limit: int) -> list[tuple[int, i
     return [(end, end, f"\nLIMIT {limit}")]
 
 
+def projection(text: str) -> list[str]:
+    """The variables a SELECT query returns, in order (``SELECT *`` gives every variable)."""
+    toks = list(tokens(text))
+    i = next(
+        (k for k, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "SELECT"), None
+    )
+    if i is None:
+        return []
+    out: list[str] = []
+    depth = 0
+    for k in range(i + 1, len(toks)):
+        t = toks[k]
+        if depth == 0 and (
+            t.text == "{" or (t.kind == "word" and t.text.upper() in ("WHERE", "FROM"))
+        ):
+            break
+        if t.text == "(":
+            depth += 1
+        elif t.text == ")":
+            depth -= 1
+        elif t.text == "*" and depth == 0:
+            return sorted(variables(text))
+        elif t.kind == "var" and (
+            depth == 0 or (toks[k - 1].kind == "word" and toks[k - 1].text.upper() == "AS")
+        ):
+            out.append(t.text[1:])
+    return out
+
+
+def fill_values(text: str, rows: Mapping[str, Any]) -> str:
+    """Fill every empty ``VALUES (?a ?b) { }`` block of a query with rows of SPARQL JSON results.
+
+    A block names one variable per column of the previous step, in the same order (its names
+    may differ: a sub-select may rename them). Each value becomes an RDF term through
+    pyoxigraph's constructors (IRIs validated, literals escaped, datatype and language kept); an
+    unbound value becomes ``UNDEF``. A step may hold several empty blocks (e.g. one in its main
+    pattern and one in a sub-select that aggregates the same rows); each gets all the rows.
+
+    Raises:
+        QueryError: the query has no empty VALUES block, or a value is a blank node.
+    """
+    import pyoxigraph as ox
+
+    toks = list(tokens(text))
+    blocks: list[tuple[int, int, list[str]]] = []
+    for k, t in enumerate(toks):
+        if not (t.kind == "word" and t.text.upper() == "VALUES"):
+            continue
+        j = k + 1
+        names: list[str] = []
+        if j < len(toks) and toks[j].text == "(":
+            j += 1
+            while j < len(toks) and toks[j].kind == "var":
+                names.append(toks[j].text[1:])
+                j += 1
+            if j >= len(toks) or toks[j].text != ")":
+                continue
+        elif j < len(toks) and toks[j].kind == "var":
+            names.append(toks[j].text[1:])
+        else:
+            continue
+        j += 1
+        if j + 1 < len(toks) and toks[j].text == "{" and toks[j + 1].text == "}":
+            blocks.append((t.start, toks[j + 1].end, names))
+    if not blocks:
+        raise QueryError("this step has no empty VALUES (...) { } block to take the previous rows")
+    bindings = rows.get("results", {}).get("bindings", [])
+    columns = list(rows.get("head", {}).get("vars", []))
+    out = text
+    for start, end, names in reversed(blocks):
+        if len(names) != len(columns):
+            raise QueryError(
+                f"a VALUES block names {len(names)} variables but the previous step gave "
+                f"{len(columns)} columns ({', '.join('?' + c for c in columns)})"
+            )
+        lines = ["(" + " ".join(_json_term(b.get(c), ox) for c in columns) + ")" for b in bindings]
+        head = "(" + " ".join("?" + n for n in names) + ")"
+        block = f"VALUES {head} {{\n    " + "\n    ".join(lines) + "\n  }"
+        out = out[:start] + block + out[end:]
+    return out
+
+
+def _json_term(cell: Mapping[str, Any] | None, ox: Any) -> str:
+    if cell is None:
+        return "UNDEF"
+    kind, value = cell.get("type"), str(cell.get("value", ""))
+    if kind == "uri":
+        return str(ox.NamedNode(value))
+    if kind in ("literal", "typed-literal"):
+        if cell.get("xml:lang"):
+            return str(ox.Literal(value, language=cell["xml:lang"]))
+        if cell.get("datatype"):
+            return str(ox.Literal(value, datatype=ox.NamedNode(cell["datatype"])))
+        return str(ox.Literal(value))
+    raise QueryError(
+        f"a blank node ({kind}) cannot be passed to the next step of a question",
+        hint="return IRIs or literals from the step before",
+    )
+
+
 def check_syntax(text: str) -> None:
     """Parse ``text`` as a SPARQL query (against an empty store); raise QueryError when invalid."""
     import pyoxigraph as ox
@@ -412,6 +512,8 @@ __all__ = [
     "PARAM_TYPES",
     "bind",
     "check_syntax",
+    "fill_values",
+    "projection",
     "make_term",
     "query_form",
     "tokens",

@@ -11,6 +11,7 @@ import pytest
 from metaprov.errors import QueryError
 from metaprov.queries import (
     CRITICAL_PATH,
+    check_question,
     format_list,
     format_result,
     get_question,
@@ -18,8 +19,17 @@ from metaprov.queries import (
     questions,
     resolve,
     run_question,
+    split_steps,
 )
-from metaprov.queries.sparql import PARAM_TYPES, bind, make_term, query_form
+from metaprov.queries.sparql import (
+    PARAM_TYPES,
+    bind,
+    fill_values,
+    make_term,
+    query_form,
+    tokens,
+    variables,
+)
 from metaprov.store import EmbeddedStore
 
 SAMPLE = {
@@ -45,14 +55,71 @@ def test_at_least_twelve_documented_sparql_questions() -> None:
 
 @pytest.mark.parametrize("q", [q for q in questions() if q.text], ids=lambda q: q.name)
 def test_each_question_parses_and_binds_every_parameter(q) -> None:
-    assert query_form(q.text) == "SELECT"
+    check_question(q)  # every step parses and hands the next step the columns it expects
+    steps = split_steps(q.text)
+    assert all(query_form(step) == "SELECT" for step in steps)
     values = {p.name: make_term(SAMPLE[p.type], p.type) for p in q.params if p.type != "limit"}
     limit = 3 if any(p.type == "limit" for p in q.params) else None
-    bound = bind(q.text, values, limit=limit)  # parses, and every parameter is a variable of it
-    for name in values:
-        assert f"VALUES (?{name})" in bound or f"?{name} " in bound
+    first = bind(
+        steps[0], {k: v for k, v in values.items() if k in variables(steps[0])}, limit=limit
+    )
     if limit is not None:
-        assert "LIMIT 3" in bound
+        assert "LIMIT 3" in first
+    bound_somewhere = set()
+    for step in steps:
+        here = {k: v for k, v in values.items() if k in variables(step)}
+        filled = step
+        if step is not steps[0]:
+            empty = {"head": {"vars": ["x"] * _block_width(step)}, "results": {"bindings": []}}
+            filled = fill_values(step, empty)
+        out = bind(filled, here)
+        bound_somewhere |= {k for k in here if f"VALUES (?{k})" in out or f"?{k} " in out}
+    assert bound_somewhere == set(values)
+
+
+def _block_width(step: str) -> int:
+    toks = list(tokens(step))
+    k = next(
+        i for i, t in enumerate(toks) if t.text.upper() == "VALUES" and toks[i + 1].text == "("
+    )
+    j = k + 2
+    while toks[j].kind == "var":
+        j += 1
+    return j - k - 2
+
+
+def test_multi_step_rows_are_passed_as_terms() -> None:
+    rows = {
+        "head": {"vars": ["a", "b"]},
+        "results": {
+            "bindings": [
+                {
+                    "a": {"type": "uri", "value": "http://x/1"},
+                    "b": {"type": "literal", "value": 'q"} UNION {'},
+                },
+                {
+                    "a": {
+                        "type": "literal",
+                        "value": "3",
+                        "datatype": "http://www.w3.org/2001/XMLSchema#integer",
+                    }
+                },
+            ]
+        },
+    }
+    out = fill_values("SELECT * WHERE { VALUES (?x ?y) { } ?x ?p ?y }", rows)
+    assert '(<http://x/1> "q\\"} UNION {")' in out
+    assert '("3"^^<http://www.w3.org/2001/XMLSchema#integer> UNDEF)' in out
+    with pytest.raises(QueryError, match="names 1 variables"):
+        fill_values("SELECT * WHERE { VALUES ?x { } }", rows)
+    with pytest.raises(QueryError, match="blank"):
+        fill_values(
+            "SELECT * WHERE { VALUES ?x { } }",
+            {
+                "head": {"vars": ["a"]},
+                "results": {"bindings": [{"a": {"type": "bnode", "value": "b0"}}]},
+            },
+        )
 
 
 @pytest.mark.parametrize("q", [q for q in questions() if q.text], ids=lambda q: q.name)

@@ -66,6 +66,36 @@ def test_failed_load_leaves_no_partial_graph() -> None:
     assert st.graphs() == [G1] and st.count() == 3
 
 
+def test_failing_producer_leaves_no_partial_graph(tmp_path: Path) -> None:
+    # The mapping feeding the loader fails half way (after more than a pipe buffer of data):
+    # its own error comes out, and the half-loaded graph is removed.
+    class MappingFailed(RuntimeError):
+        pass
+
+    def failing():
+        yield from nt(5000)
+        raise MappingFailed("column 'x' broke")
+
+    with open_store(tmp_path / "s") as st:
+        st.load_chunks(G1, nt(3))
+        with pytest.raises(MappingFailed, match="column 'x' broke"):
+            st.load_chunks(G2, failing())
+        assert st.graphs() == [G1] and st.count() == 3
+
+
+def test_large_stream_loads_completely_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    # Several MB in odd-sized chunks that cut lines: every triple arrives, counted once; the
+    # staging file in the store's directory is gone after a load and after a failed one.
+    data = b"".join(nt(30_000))
+    chunks = [data[i : i + 99_991] for i in range(0, len(data), 99_991)]
+    with open_store(tmp_path / "s") as st:
+        report = st.load_chunks(G1, chunks)
+        assert report.triples == 30_000 and st.count(G1) == 30_000
+        with pytest.raises(StoreError):
+            st.load_chunks(G2, [b"<urn:a> <urn:b> broken .\n"])
+    assert not list((tmp_path / "s").glob(".metaprov-load-*"))
+
+
 def test_store_directory_guards(tmp_path: Path) -> None:
     other = tmp_path / "documents"
     other.mkdir()

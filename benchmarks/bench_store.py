@@ -1,0 +1,196 @@
+"""Benchmark the store: load a synthetic run into the embedded store, then time every question.
+
+Input: the number of tasks N (a seeded synthetic run, see :mod:`metaprov.synthetic`). Output: a
+table on stdout and ``benchmarks/results/bench_store_<N>.json``:
+
+- load: read + map once, then stream the graph into a fresh embedded store (N-Triples chunks
+  into Oxigraph's bulk loader); triples, wall and CPU seconds, triples/s, peak RSS;
+- the store's own bulk-load rate on the same triples, from an N-Triples file, in the same run
+  (the comparison the target is stated against);
+- each packaged question on the loaded store: median wall and CPU seconds of ``--repeat`` runs.
+
+This machine is shared and noisy: CPU seconds are printed beside wall seconds, and the load
+average at the start and end.
+
+Example::
+
+    python benchmarks/bench_store.py --n 1000000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET_RATE = 200_000  # triples/s (docs/performance targets)
+TARGET_QUESTION = 5.0  # seconds per packaged question at 10^6 tasks
+
+
+def cpu() -> float:
+    """CPU seconds of this process so far (all threads, user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def peak_mb() -> float:
+    """Peak resident memory of this process in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def params_for(store, name: str) -> dict[str, str]:
+    """Parameters a question needs: a task with dependencies for lineage, its dependency for
+    downstream (a task in the middle of the DAG, so both directions have an answer)."""
+    from metaprov.queries import get_question
+
+    q = get_question(name)
+    if not (q.param("key") and q.param("key").required):
+        return {}
+    mp = "PREFIX mp: <https://w3id.org/metaprov/ns#> "
+    pair = store.query(mp + "SELECT ?t ?d WHERE { GRAPH ?g { ?t mp:dependsOn ?d } } LIMIT 1")
+    node = pair["d" if name == "downstream" else "t"].iloc[0]
+    key = store.query(mp + f"SELECT ?k WHERE {{ GRAPH ?g {{ <{node}> mp:key ?k }} }}")["k"].iloc[0]
+    return {"key": str(key)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table."""
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="example: python benchmarks/bench_store.py --n 100000",
+    )
+    ap.add_argument("--n", type=int, default=100_000, help="tasks in the synthetic run")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=Path(__file__).resolve().parent / "_data",
+        help="where runs and stores go",
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="runs per question (median reported)")
+    ap.add_argument("--keep", action="store_true", help="keep the store directory afterwards")
+    ap.add_argument(
+        "--skip-own-rate", action="store_true", help="do not measure Oxigraph's own rate"
+    )
+    args = ap.parse_args(argv)
+
+    import pyoxigraph as ox
+
+    from metaprov.ingest import read_run
+    from metaprov.mapping import to_prov
+    from metaprov.queries import questions, run_question
+    from metaprov.store import EmbeddedStore
+    from metaprov.synthetic import generate_run
+    from metaprov.write import iter_ntriples
+
+    out: dict = {"n_tasks": args.n, "load_average_start": os.getloadavg()}
+    args.work.mkdir(parents=True, exist_ok=True)
+    run = args.work / f"store-run-{args.n}-s{args.seed}"
+    if not (run / "truth.json").exists():
+        t0 = time.perf_counter()
+        generate_run(run, args.n, seed=args.seed, erred_fraction=0.001, retried_fraction=0.001)
+        print(f"generated {run} in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    t0, c0 = time.perf_counter(), cpu()
+    records = read_run(run, darshan=False)
+    graph = to_prov(records)
+    out["read_s"] = round(time.perf_counter() - t0, 2)
+    out["read_cpu_s"] = round(cpu() - c0, 2)
+    out["rss_after_read_mb"] = round(peak_mb())
+    print(
+        f"read: {out['read_s']} s wall, {out['read_cpu_s']} s CPU, peak RSS {out['rss_after_read_mb']} MB",
+        flush=True,
+    )
+
+    store_dir = args.work / f"store-{args.n}"
+    shutil.rmtree(store_dir, ignore_errors=True)
+    store = EmbeddedStore(store_dir)
+    t0, c0 = time.perf_counter(), cpu()
+    report = store.load_graph(graph)
+    wall, used = time.perf_counter() - t0, cpu() - c0
+    out["load"] = {
+        "triples": report.triples,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(used, 2),
+        "triples_per_s": round(report.triples / wall),
+        "triples_per_cpu_s": round(report.triples / used),
+        "peak_rss_mb": round(peak_mb()),
+    }
+    print(
+        f"load (map + stream into the store, critical path recorded): {report.triples:,} triples in {wall:.1f} s wall / {used:.1f} s CPU -> {report.triples / wall:,.0f} triples/s, peak RSS {peak_mb():.0f} MB",
+        flush=True,
+    )
+
+    if not args.skip_own_rate:
+        nt = args.work / f"store-{args.n}.nt"
+        with open(nt, "wb") as f:
+            for chunk in iter_ntriples(graph):
+                f.write(chunk)
+        own_dir = args.work / f"store-{args.n}-own"
+        shutil.rmtree(own_dir, ignore_errors=True)
+        own = ox.Store(str(own_dir))
+        t0, c0 = time.perf_counter(), cpu()
+        own.bulk_load(
+            path=str(nt), format=ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(graph.graph_iri)
+        )
+        wall, used = time.perf_counter() - t0, cpu() - c0
+        out["oxigraph_bulk_load_from_file"] = {
+            "wall_s": round(wall, 2),
+            "cpu_s": round(used, 2),
+            "triples_per_s": round(report.triples / wall),
+        }
+        print(
+            f"Oxigraph's own bulk load of the same triples from a file: {wall:.1f} s wall / {used:.1f} s CPU -> {report.triples / wall:,.0f} triples/s",
+            flush=True,
+        )
+        del own
+        shutil.rmtree(own_dir, ignore_errors=True)
+        nt.unlink()
+    del records, graph
+
+    results = {}
+    print(
+        f"\n{'question':24s} {'wall s':>8s} {'CPU s':>8s} {'rows':>7s}  <= {TARGET_QUESTION:.0f} s",
+        flush=True,
+    )
+    for q in questions():
+        params = params_for(store, q.name)
+        walls, cpus, rows = [], [], 0
+        for _ in range(args.repeat):
+            t0, c0 = time.perf_counter(), cpu()
+            df = run_question(store, q.name, params)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(cpu() - c0)
+            rows = len(df)
+        wall, used = statistics.median(walls), statistics.median(cpus)
+        results[q.name] = {"wall_s": round(wall, 3), "cpu_s": round(used, 3), "rows": rows}
+        ok = "yes" if wall <= TARGET_QUESTION else "NO"
+        print(f"{q.name:24s} {wall:8.2f} {used:8.2f} {rows:7d}  {ok}", flush=True)
+    out["questions"] = results
+    t0 = time.perf_counter()
+    store.drop(report.graph)  # the store's only graph: dropped by clearing key ranges
+    out["drop_only_graph_s"] = round(time.perf_counter() - t0, 3)
+    print(f"drop the run's graph (the store's only graph): {out['drop_only_graph_s']} s")
+    out["load_average_end"] = os.getloadavg()
+    store.close()
+    if not args.keep:
+        shutil.rmtree(store_dir, ignore_errors=True)
+    target = Path(__file__).resolve().parent / "results" / f"bench_store_{args.n}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out, indent=2))
+    print(
+        f"\nload average {out['load_average_start']} -> {out['load_average_end']}; written {target}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
