@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metaprov.synthetic import generate_run, load_truth  # noqa: E402
+from metaprov.synthetic import IO_FILES, generate_run, load_truth  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         "--fetch-transitions", action="store_true", help="add released->fetch->flight->memory rows"
     )
     ap.add_argument("--wide-thread-ids", action="store_true", help="thread ids above 2^63")
+    ap.add_argument(
+        "--io-fraction",
+        type=float,
+        default=0.0,
+        help="share of tasks doing file I/O; > 0 also writes one Darshan DXT log per worker",
+    )
+    ap.add_argument("--io-files", type=int, default=IO_FILES, help="size of the data file pool")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     run = generate_run(
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         retried_fraction=args.retried_fraction,
         wide_thread_ids=args.wide_thread_ids,
         fetch_transitions=args.fetch_transitions,
+        io_fraction=args.io_fraction,
+        io_files=args.io_files,
     )
     elapsed = time.perf_counter() - t0
     truth = load_truth(run)
@@ -76,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     print(
-        json.dumps({k: v for k, v in truth.items() if k not in ("params", "bytes")}, sort_keys=True)
+        json.dumps(
+            {k: v for k, v in truth.items() if k not in ("params", "bytes", "io")}
+            | ({"io": {k: truth["io"][k] for k in ("segments", "link")}} if "io" in truth else {}),
+            sort_keys=True,
+        )
     )
     return 0
 
