@@ -232,12 +232,13 @@ def write(
 
 class _BackgroundWriter:
     """A binary file whose ``write`` hands the bytes to a thread, so formatting the next block
-    overlaps with the kernel copying this one to disk (on 2 cores that is most of the write time).
+    overlaps with writing this one to disk.
 
-    At most ``depth`` chunks wait in the queue, which bounds the extra memory.
+    At most ``depth`` chunks (one block's text each, ~30 MB at most) wait in the queue, which
+    bounds the extra memory.
     """
 
-    def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 8) -> None:
+    def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 4) -> None:
         import queue
         import threading
 
