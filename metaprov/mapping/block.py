@@ -137,9 +137,47 @@ class Block:
 _NT_NEEDS_ESCAPE = r'[\\"\n\r]'
 
 
+def byte_table(chars: bytes) -> np.ndarray:
+    """A 256-entry lookup table, true at the given (ASCII) bytes, for :func:`has_any_byte`."""
+    table = np.zeros(256, dtype=bool)
+    table[np.frombuffer(chars, dtype=np.uint8)] = True
+    return table
+
+
+def has_any_byte(values: pa.Array, table: np.ndarray, pattern: str) -> bool:
+    """Whether any text of ``values`` holds a byte marked in ``table`` (ASCII bytes only: they
+    never occur inside a multi-byte UTF-8 sequence, so this is a character test).
+
+    One pass of a table lookup over the array's data buffer (a regex scan took ~1/3 of the
+    JSON-LD formatting time). Bytes of null slots may be scanned too, which can only say "yes"
+    where the answer is "no" (the caller then escapes, a no-op). Arrays that are not plain
+    (large) strings use the regex ``pattern``.
+    """
+    if len(values) == 0:
+        return False
+    t = values.type
+    if pa.types.is_large_string(t):
+        width: type = np.int64
+    elif pa.types.is_string(t):
+        width = np.int32
+    else:
+        return bool(pc.any(pc.match_substring_regex(values, pattern)).as_py())
+    bufs = values.buffers()
+    if bufs[2] is None:
+        return False
+    offsets: np.ndarray = np.frombuffer(bufs[1], dtype=width)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    data = np.frombuffer(bufs[2], dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
+    return bool(table[data].any())
+
+
+_NT_ESCAPED = byte_table(b'\\"\n\r')
+
+
 def nt_escape(values: pa.Array) -> pa.Array:
     """Escape a string literal's lexical forms for N-Triples/Turtle: ``\\``, ``"``, LF, CR."""
-    if len(values) == 0 or not pc.any(pc.match_substring_regex(values, _NT_NEEDS_ESCAPE)).as_py():
+    if not has_any_byte(values, _NT_ESCAPED, _NT_NEEDS_ESCAPE):
         return values
     out = pc.replace_substring(values, "\\", "\\\\")
     out = pc.replace_substring(out, '"', '\\"')

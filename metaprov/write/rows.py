@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.mapping.block import Block, Column, nt_escape
+from metaprov.mapping.block import Block, Column, byte_table, has_any_byte, nt_escape
 from metaprov.mapping.terms import RDF, XSD, concat
 
 LARGE = pa.large_string()
@@ -224,9 +224,12 @@ def turtle_prefix_header(prefixes: dict[str, str]) -> str:
 _JSON_CTRL = r"[\x00-\x1f\\\"]"
 
 
+_JSON_ESCAPED = byte_table(bytes(range(0x20)) + b'\\"')
+
+
 def json_escape(values: pa.Array) -> pa.Array:
     """Escape strings for a JSON string body (backslash, quote, control characters)."""
-    if len(values) == 0 or not pc.any(pc.match_substring_regex(values, _JSON_CTRL)).as_py():
+    if not has_any_byte(values, _JSON_ESCAPED, _JSON_CTRL):
         return values
     out = pc.replace_substring(values, "\\", "\\\\")
     out = pc.replace_substring(out, '"', '\\"')

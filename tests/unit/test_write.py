@@ -288,3 +288,22 @@ def test_file_export_equals_stream_export(tmp_path: Path) -> None:
         out = tmp_path / f"run.{fmt}"
         write(to_prov(tiny_records(), detail="transitions"), out, fmt)
         assert out.read_bytes() == written(fmt), fmt
+
+
+def test_escape_checks_agree_with_the_regexes() -> None:
+    """The byte-table test that decides whether to escape says what the regexes say."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from metaprov.mapping.block import _NT_ESCAPED, _NT_NEEDS_ESCAPE, has_any_byte
+    from metaprov.write.rows import _JSON_CTRL, _JSON_ESCAPED
+
+    samples = ["plain", 'a"b', "back\\slash", "tab\there", "\x01", "é\nü", "日本", "", "\r"]
+    for text in samples:
+        for typ in (pa.string(), pa.large_string()):
+            arr = pa.array(["x", text, None], typ)
+            for table, regex in ((_NT_ESCAPED, _NT_NEEDS_ESCAPE), (_JSON_ESCAPED, _JSON_CTRL)):
+                want = bool(pc.any(pc.match_substring_regex(arr, regex)).as_py())
+                assert has_any_byte(arr, table, regex) == want, (text, typ)
+                assert not has_any_byte(arr.slice(0, 1), table, regex)
+                assert has_any_byte(arr.slice(1, 1), table, regex) == want
