@@ -1,6 +1,8 @@
 """Benchmark the store: load a synthetic run into the embedded store, then time every question.
 
-Input: the number of tasks N (a seeded synthetic run, see :mod:`metaprov.synthetic`). Output: a
+Input: the number of tasks N (a seeded synthetic run, see :mod:`metaprov.synthetic`, with real
+Darshan DXT logs for ``--io-fraction`` of the tasks, so that the I/O questions have files,
+usages and generations to find; read with Darshan and linked). Output: a
 table on stdout and ``benchmarks/results/bench_store_<N>.json``:
 
 - load: read + map once, then stream the graph into a fresh embedded store (N-Triples chunks
@@ -70,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=100_000, help="tasks in the synthetic run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
+        "--io-fraction",
+        type=float,
+        default=0.1,
+        help="share of tasks doing Darshan-traced I/O (synthetic DXT logs; 0 for none)",
+    )
+    ap.add_argument(
         "--work",
         type=Path,
         default=Path(__file__).resolve().parent / "_data",
@@ -85,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyoxigraph as ox
 
     from metaprov.ingest import read_run
+    from metaprov.link import link_io
     from metaprov.mapping import to_prov
     from metaprov.queries import questions, run_question
     from metaprov.store import EmbeddedStore
@@ -93,14 +102,22 @@ def main(argv: list[str] | None = None) -> int:
 
     out: dict = {"n_tasks": args.n, "load_average_start": os.getloadavg()}
     args.work.mkdir(parents=True, exist_ok=True)
-    run = args.work / f"store-run-{args.n}-s{args.seed}"
+    run = args.work / f"store-run-{args.n}-s{args.seed}-io{args.io_fraction:g}"
     if not (run / "truth.json").exists():
         t0 = time.perf_counter()
-        generate_run(run, args.n, seed=args.seed, erred_fraction=0.001, retried_fraction=0.001)
+        generate_run(
+            run,
+            args.n,
+            seed=args.seed,
+            erred_fraction=0.001,
+            retried_fraction=0.001,
+            io_fraction=args.io_fraction,
+        )
         print(f"generated {run} in {time.perf_counter() - t0:.1f} s", flush=True)
 
     t0, c0 = time.perf_counter(), cpu()
-    records = read_run(run, darshan=False)
+    records = read_run(run)
+    link_io(records)
     graph = to_prov(records)
     out["read_s"] = round(time.perf_counter() - t0, 2)
     out["read_cpu_s"] = round(cpu() - c0, 2)

@@ -779,16 +779,25 @@ class Endpoint:
     """
 
     query: str
-    gsp: str = ""
+    gsp_given: str = ""
     notes: list[str] = field(default_factory=list)
 
     @classmethod
     def from_url(cls, query: str, gsp: str | None = None) -> Endpoint:
-        """Validate the URLs and derive the GSP endpoint for the known server layouts."""
+        """Validate the URLs (the GSP endpoint is derived when first needed: queries never do)."""
         for url in (query, gsp):
             if url:
                 _check_url(url)
-        return cls(query=query, gsp=gsp or derive_gsp(query))
+        return cls(query=query, gsp_given=gsp or "")
+
+    @property
+    def gsp(self) -> str:
+        """The Graph Store endpoint: as given, else derived for the known server layouts.
+
+        Raises:
+            UsageError: not given, and the query URL has no known layout.
+        """
+        return self.gsp_given or derive_gsp(self.query)
 
 
 def _check_url(url: str) -> None:
@@ -837,6 +846,20 @@ def derive_gsp(query_url: str) -> str:
     )
 
 
+class _BearerAuth:
+    """``Authorization: Bearer <token>`` on every request (a requests auth callable)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, request: Any) -> Any:
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        return request
+
+    def __repr__(self) -> str:  # never show the token
+        return "_BearerAuth(<hidden>)"
+
+
 class EndpointStore(Store):
     """A SPARQL 1.1 server over HTTP: GSP for loading/dropping graphs, the SPARQL protocol for queries.
 
@@ -869,7 +892,9 @@ class EndpointStore(Store):
             os.environ.get(ENV_TOKEN),
         )
         if token:
-            self._session.headers["Authorization"] = f"Bearer {token}"
+            # As an auth object, not a bare header: requests would otherwise let a ~/.netrc
+            # entry for the host replace it with Basic auth.
+            self._session.auth = _BearerAuth(token)
             self.auth_source = ENV_TOKEN
         elif user:
             self._session.auth = (user, password or "")
@@ -933,6 +958,7 @@ class EndpointStore(Store):
         from metaprov.queries.sparql import make_term
 
         make_term(graph, "iri", name="graph")
+        gsp = self.endpoint.gsp  # before anything is sent: a UsageError when unknown
         t0 = time.perf_counter()
         replaced = graph in set(self.graphs())
         triples = 0
@@ -945,7 +971,7 @@ class EndpointStore(Store):
             what = f"{'replacing' if first else 'appending to'} graph <{graph}>"
             resp = self._request(
                 method,
-                self.endpoint.gsp,
+                gsp,
                 what=what,
                 params={"graph": graph},
                 data=piece,

@@ -78,6 +78,7 @@ MP_TERMS: frozenset[str] = frozenset(
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
     pid threadId taskCount
+    executionCount totalDuration meanDuration minDuration maxDuration slowestExecution
     graphIndex wantedCount edgeCount name key state wanted erred retried neverRan
     attempt outcome incomplete timeSource duration startEpoch endEpoch epoch nbytes
     transferId totalBytes compressedBytes bandwidth keyCount loggedBy

@@ -293,6 +293,21 @@ def test_credentials_from_netrc(
     assert st.query("ASK { ?s ?p ?o }") in (True, False)
 
 
+def test_token_wins_over_a_netrc_entry(
+    proxy: str, no_credentials: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # requests would let ~/.netrc replace a bare Bearer header with Basic auth (wrong password
+    # here: the proxy would answer 403); the token must be what reaches the server.
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1 login {USER} password wrong\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("METAPROV_ENDPOINT_TOKEN", TOKEN)
+    st = open_store(endpoint=proxy + "/query")
+    assert st.auth_source == "METAPROV_ENDPOINT_TOKEN" and TOKEN not in repr(st._session.auth)
+    assert st.query("ASK { ?s ?p ?o }") in (True, False)
+
+
 def test_server_rejecting_a_query_is_a_query_error(server: str, no_credentials: None) -> None:
     # Valid SPARQL that fails on the server after the answer started: a SERVICE it may not call.
     st = EndpointStore(server + "/query", timeout=30)

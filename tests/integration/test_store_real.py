@@ -154,6 +154,16 @@ def test_r1_lineage_and_downstream(store: Store, r1: metaprov.RunRecords) -> Non
             "NhaA_non_water.gro",
             ".NhaA_non_water.xtc_offsets.npz",
         }
+    # Every task row says where, when and how long it ran and how big its result is, as the
+    # records do (no column left empty by aggregating over rows without those values).
+    truth = r1.tasks.set_index("key")
+    for answer in (tasks, ask(store, "downstream", key=HELPER_TASK, run_id=r1.run_id)):
+        for _, row in answer[answer["kind"] == "task"].iterrows():
+            want = truth.loc[row["item"]]
+            assert row["prefix"] == want["prefix"] and row["worker"] == want["worker"]
+            assert int(row["thread"]) == int(want["thread"]) and row["start"] == want["start"]
+            assert row["duration"] == pytest.approx(want["duration"], abs=1e-6)
+            assert int(row["bytes"]) == int(want["nbytes"])
     down = ask(store, "downstream", key=HELPER_TASK, run_id=r1.run_id)
     assert list(down["item"]) == [LIST_TASK]
 

@@ -388,3 +388,33 @@ def test_blocks_ahead_raises_the_mappings_error() -> None:
     assert next(it) == 1
     with pytest.raises(RuntimeError, match="mapping failed"):
         next(it)
+
+
+def test_prefix_summary_equals_the_executions_it_summarises(g: rdflib.Graph) -> None:
+    # Every prefix's mp:executionCount/totalDuration/min/max/mean and slowest execution equal
+    # what the exported executions themselves say (via mp:duration and the association's plan).
+    rows = g.query(
+        """PREFIX mp: <https://w3id.org/metaprov/ns#> PREFIX prov: <http://www.w3.org/ns/prov#>
+        SELECT ?plan ?e ?d WHERE { ?e a mp:TaskExecution ; mp:duration ?d ;
+                                      prov:qualifiedAssociation/prov:hadPlan ?plan }"""
+    )
+    per_plan: dict = {}
+    for plan, e, d in rows:
+        per_plan.setdefault(plan, []).append((float(d), str(e)))
+    assert per_plan, "the tiny run has executions with a duration"
+    for plan in g.subjects(RDF.type, MP.TaskPrefix):
+        runs = per_plan.get(plan, [])
+        assert int(g.value(plan, MP.executionCount)) == len(runs)
+        if not runs:
+            assert g.value(plan, MP.totalDuration) is None
+            assert g.value(plan, MP.slowestExecution) is None
+            continue
+        durations = [d for d, _ in runs]
+        assert float(g.value(plan, MP.totalDuration)) == pytest.approx(sum(durations), abs=1e-9)
+        assert float(g.value(plan, MP.minDuration)) == min(durations)
+        assert float(g.value(plan, MP.maxDuration)) == max(durations)
+        assert float(g.value(plan, MP.meanDuration)) == pytest.approx(
+            sum(durations) / len(durations)
+        )
+        slowest = g.value(plan, MP.slowestExecution)
+        assert (max(durations), str(slowest)) in runs

@@ -192,6 +192,13 @@ def test_derive_gsp(query_url: str, gsp: str) -> None:
 def test_endpoint_url_rules() -> None:
     with pytest.raises(UsageError, match="--gsp"):
         derive_gsp("http://h/whatever")
+    # A query URL of unknown layout is fine for questions (they never use the Graph Store);
+    # a write asks for the GSP URL before sending anything.
+    st = EndpointStore("http://127.0.0.1:1/whatever")
+    with pytest.raises(UsageError, match="--gsp"):
+        st.load_chunks("http://example.org/g", [b"<urn:a> <urn:b> <urn:c> .\n"])
+    given = EndpointStore("http://127.0.0.1:1/whatever", gsp_url="http://127.0.0.1:1/gsp")
+    assert given.endpoint.gsp == "http://127.0.0.1:1/gsp"
     with pytest.raises(UsageError, match="credentials in the endpoint URL"):
         EndpointStore("http://user:secret@127.0.0.1:7878/query")
     with pytest.raises(UsageError, match="not an http"):
