@@ -192,10 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         ok = "yes" if wall <= TARGET_QUESTION else "NO"
         print(f"{q.name:24s} {wall:8.2f} {used:8.2f} {rows:7d}  {ok}", flush=True)
     out["questions"] = results
-    t0 = time.perf_counter()
-    store.drop(report.graph)  # the store's only graph: dropped by clearing key ranges
-    out["drop_only_graph_s"] = round(time.perf_counter() - t0, 3)
-    print(f"drop the run's graph (the store's only graph): {out['drop_only_graph_s']} s")
+    if not args.keep:
+        t0 = time.perf_counter()
+        store.drop(report.graph)  # the store's only graph: dropped by clearing key ranges
+        out["drop_only_graph_s"] = round(time.perf_counter() - t0, 3)
+        print(f"drop the run's graph (the store's only graph): {out['drop_only_graph_s']} s")
     out["load_average_end"] = os.getloadavg()
     store.close()
     if not args.keep:

@@ -66,7 +66,9 @@ def test_failed_load_leaves_no_partial_graph() -> None:
     assert st.graphs() == [G1] and st.count() == 3
 
 
-def test_failing_producer_leaves_no_partial_graph(tmp_path: Path) -> None:
+def test_failing_producer_leaves_no_partial_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The mapping feeding the loader fails half way (after more than a pipe buffer of data):
     # its own error comes out, and the half-loaded graph is removed.
     class MappingFailed(RuntimeError):
@@ -76,6 +78,10 @@ def test_failing_producer_leaves_no_partial_graph(tmp_path: Path) -> None:
         yield from nt(5000)
         raise MappingFailed("column 'x' broke")
 
+    import metaprov.store as store_module
+
+    monkeypatch.setattr(store_module, "LOAD_PART_BYTES", 20_000)  # parts already loaded
+
     with open_store(tmp_path / "s") as st:
         st.load_chunks(G1, nt(3))
         with pytest.raises(MappingFailed, match="column 'x' broke"):
@@ -83,7 +89,11 @@ def test_failing_producer_leaves_no_partial_graph(tmp_path: Path) -> None:
         assert st.graphs() == [G1] and st.count() == 3
 
 
-def test_large_stream_loads_completely_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+def test_large_stream_loads_completely_and_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import metaprov.store as store_module
+
     # Several MB in odd-sized chunks that cut lines: every triple arrives, counted once; the
     # staging file in the store's directory is gone after a load and after a failed one.
     data = b"".join(nt(30_000))
@@ -91,6 +101,10 @@ def test_large_stream_loads_completely_and_leaves_no_temporary_file(tmp_path: Pa
     with open_store(tmp_path / "s") as st:
         report = st.load_chunks(G1, chunks)
         assert report.triples == 30_000 and st.count(G1) == 30_000
+        # Staged in many small parts (each loaded while the next is written): the same.
+        monkeypatch.setattr(store_module, "LOAD_PART_BYTES", 250_000)
+        report = st.load_chunks(G1, chunks)
+        assert report.triples == 30_000 and st.count(G1) == 30_000 and st.count() == 30_000
         with pytest.raises(StoreError):
             st.load_chunks(G2, [b"<urn:a> <urn:b> broken .\n"])
     assert not list((tmp_path / "s").glob(".metaprov-load-*"))
