@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         help="where runs and stores go",
     )
     ap.add_argument("--repeat", type=int, default=3, help="runs per question (median reported)")
-    ap.add_argument("--keep", action="store_true", help="keep the store directory afterwards")
+    ap.add_argument("--keep", action="store_true", help="keep the store directory, with the run loaded, afterwards")
     ap.add_argument(
         "--skip-own-rate", action="store_true", help="do not measure Oxigraph's own rate"
     )
