@@ -77,6 +77,7 @@ class IOTables:
         acts: IRI of every activity with I/O: task executions (by key, then attempt), then
             process activities (by log name).
         act_task: whether each activity is a task execution.
+        act_row: the task row (in the tasks step's key index) of each task-execution activity.
         agg: one row per (activity, file, operation, status): codes, sums, extremes; sorted.
         agg_iri: IRI of each aggregate (usage or generation).
         version_iri: IRI of the file version of each write aggregate (unused for reads).
@@ -93,6 +94,7 @@ class IOTables:
     file_index: pd.Index
     acts: pa.Array
     act_task: np.ndarray
+    act_row: np.ndarray
     agg: pd.DataFrame
     agg_iri: pa.Array
     version_iri: pa.Array
@@ -337,6 +339,7 @@ def io_tables(ctx: MapContext) -> IOTables:
         file_index=file_index,
         acts=acts,
         act_task=act_task,
+        act_row=pair // width,
         agg=agg,
         agg_iri=agg_iri,
         version_iri=version_iri,

@@ -67,6 +67,17 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         pb.add(MP.minDuration, lit_double(stats["min"]), "typed", XSD.double)
         pb.add(MP.maxDuration, lit_double(stats["max"]), "typed", XSD.double)
         pb.add(MP.slowestExecution, stats["slowest"])
+        io = prefix_io(ctx, prefixes)
+        if io is not None:
+            for pred, col in (
+                (MP.fileReadCount, "file_reads"),
+                (MP.bytesRead, "bytes_read"),
+                (MP.readCount, "reads"),
+                (MP.fileWriteCount, "file_writes"),
+                (MP.bytesWritten, "bytes_written"),
+                (MP.writeCount, "writes"),
+            ):
+                pb.add(pred, lit_int(io[col]), "typed", XSD.integer)
         yield pb
 
     groups = group_table(ctx)
@@ -147,3 +158,50 @@ def _put(base: pa.Array, positions: np.ndarray, values: pa.Array) -> pa.Array:
     out[positions] = np.arange(len(positions))
     taken = values.take(pa.array(np.where(out >= 0, out, 0)))
     return pc.if_else(pa.array(out >= 0), taken, base.cast(values.type))
+
+
+def prefix_io(ctx: MapContext, prefixes: pd.Series) -> dict[str, pd.Series] | None:
+    """Per task prefix (in the order of ``prefixes``): the Darshan I/O of its task executions,
+    from the same per (execution, file, operation) aggregates as the mp:IOUsage and
+    mp:IOGeneration nodes: (execution, file) pairs read and written, bytes, operations.
+
+    None when the run has no linked I/O; prefixes without I/O get nulls (no triples).
+    """
+    rec = ctx.records
+    if rec.darshan is None or rec.io is None:
+        return None
+    from metaprov.mapping.fileio import io_tables
+    from metaprov.mapping.tasks import task_index
+
+    t = ctx.cached("io_tables", lambda: io_tables(ctx))
+    if not len(t.procs):
+        return None
+    agg = t.agg
+    act = agg["act"].to_numpy()
+    on_task = act < len(t.act_row)
+    rows = t.act_row[act[on_task]]
+    task_prefix = task_index(ctx).tasks["prefix"].astype(object).to_numpy()
+    code = pd.Index(prefixes.astype(str)).get_indexer(task_prefix[rows]) if len(rows) else rows
+    n = len(prefixes)
+    ok = code >= 0
+    code = code[ok]
+    op = agg["op"].to_numpy()[on_task][ok]
+    nbytes = agg["bytes"].to_numpy(dtype=np.int64)[on_task][ok]
+    count = agg["count"].to_numpy(dtype=np.int64)[on_task][ok]
+    out: dict[str, np.ndarray] = {}
+    for name, done, is_op in (("read", "read", op == 0), ("write", "written", op == 1)):
+        c = code[is_op]
+        out[f"file_{name}s"] = np.bincount(c, minlength=n)
+        out[f"bytes_{done}"] = _int_sums(c, nbytes[is_op], n)
+        out[f"{name}s"] = _int_sums(c, count[is_op], n)
+    has = (out["file_reads"] + out["file_writes"]) > 0
+    if not has.any():
+        return None
+    return {k: pd.Series(v, dtype="Int64").where(has) for k, v in out.items()}
+
+
+def _int_sums(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact integer sums of ``values`` per code (np.bincount would go through float64)."""
+    sums = np.zeros(n, np.int64)
+    np.add.at(sums, codes, values)
+    return sums

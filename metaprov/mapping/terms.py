@@ -79,6 +79,7 @@ MP_TERMS: frozenset[str] = frozenset(
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
     pid threadId taskCount
     executionCount totalDuration meanDuration minDuration maxDuration slowestExecution
+    fileReadCount fileWriteCount
     graphIndex wantedCount edgeCount name key state wanted erred retried neverRan
     attempt outcome incomplete timeSource duration startEpoch endEpoch epoch nbytes
     transferId totalBytes compressedBytes bandwidth keyCount loggedBy

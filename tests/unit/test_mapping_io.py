@@ -448,3 +448,43 @@ def test_counter_values_are_doubles(g: rdflib.Graph) -> None:
 def test_unknown_io_detail_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="I/O detail"):
         to_prov(tiny_records(), io_detail="calls")
+
+
+def test_prefix_io_summary_sums_the_usages_and_generations_of_its_executions(
+    g: rdflib.Graph,
+) -> None:
+    # The per-prefix I/O figures equal the qualified usages/generations of the task executions
+    # whose plan is that prefix (process-level I/O is nobody's prefix).
+    sums = g.query(
+        (
+            f"""PREFIX mp: <{MP}> PREFIX prov: <{PROV}>
+            SELECT ?plan (COUNT(?u) AS ?n) (SUM(?b) AS ?bytes) (SUM(?c) AS ?ops) WHERE {{
+                 ?e a mp:TaskExecution ; prov:qualifiedAssociation/prov:hadPlan ?plan .
+                 {{ ?e prov:qualifiedUsage ?u . ?u a mp:IOUsage ; mp:bytesRead ?b ; mp:readCount ?c .
+                   BIND ("read" AS ?op) }}
+                 UNION
+                 {{ ?u prov:activity ?e ; a mp:IOGeneration ; mp:bytesWritten ?b ;
+                      mp:writeCount ?c . BIND ("write" AS ?op) }}
+               }} GROUP BY ?plan ?op"""
+        ).replace("SELECT ?plan", "SELECT ?plan ?op")
+    )
+    got: dict = {}
+    for plan, op, n, nbytes, ops in sums:
+        got[(plan, str(op))] = (int(n), int(nbytes), int(ops))
+    assert got, "the tiny run's tasks read and write files"
+    for plan in g.subjects(RDF.type, MP.TaskPrefix):
+        reads = got.get((plan, "read"), (0, 0, 0))
+        writes = got.get((plan, "write"), (0, 0, 0))
+        if reads == writes == (0, 0, 0):
+            assert g.value(plan, MP.fileReadCount) is None
+            continue
+        assert (
+            int(g.value(plan, MP.fileReadCount)),
+            int(g.value(plan, MP.bytesRead)),
+            int(g.value(plan, MP.readCount)),
+        ) == reads
+        assert (
+            int(g.value(plan, MP.fileWriteCount)),
+            int(g.value(plan, MP.bytesWritten)),
+            int(g.value(plan, MP.writeCount)),
+        ) == writes
