@@ -603,6 +603,11 @@ class EmbeddedStore(Store):
             finally:
                 _unlink_quietly(name)
 
+        def open_part() -> Any:
+            fd, name = tempfile.mkstemp(prefix=".metaprov-load-", suffix=".nt", dir=where)
+            staged.append(name)
+            return os.fdopen(fd, "wb")
+
         def hand_over(name: str) -> None:
             nonlocal loader
             if loader is not None:
@@ -619,9 +624,7 @@ class EmbeddedStore(Store):
                 if not chunk:
                     continue
                 if out is None:
-                    fd, name = tempfile.mkstemp(prefix=".metaprov-load-", suffix=".nt", dir=where)
-                    staged.append(name)
-                    out, size = os.fdopen(fd, "wb"), 0
+                    out, size = open_part(), 0
                 lines += chunk.count(b"\n")
                 cut = chunk.rfind(b"\n") + 1 if size + len(chunk) >= LOAD_PART_BYTES else 0
                 if not cut:  # below the part size, or no line ends in this chunk
@@ -634,9 +637,7 @@ class EmbeddedStore(Store):
                 out = None
                 hand_over(staged[-1])
                 if cut < len(chunk):
-                    fd, name = tempfile.mkstemp(prefix=".metaprov-load-", suffix=".nt", dir=where)
-                    staged.append(name)
-                    out = os.fdopen(fd, "wb")
+                    out = open_part()
                     out.write(chunk[cut:])
                     size = len(chunk) - cut
             if out is not None:
