@@ -311,8 +311,7 @@ class Store(ABC):
         _maybe_link(records)
         graph = to_prov(records, base=base, detail=detail)
         report = self.load_graph(graph, source=str(run))
-        if self.keeps_derived:
-            self._remember(report, fingerprint=fingerprint)
+        self._remember(report, fingerprint=fingerprint)
         report.seconds = time.perf_counter() - t0
         return report
 
@@ -608,14 +607,17 @@ class EmbeddedStore(Store):
             staged.append(name)
             return os.fdopen(fd, "wb")
 
-        def hand_over(name: str) -> None:
+        def hand_over(name: str | None) -> None:
+            """Wait for the part being loaded (raising its failure), then start loading ``name``."""
             nonlocal loader
             if loader is not None:
                 loader.join()
+                loader = None
             if failure:
                 raise failure[0]
-            loader = threading.Thread(target=load_part, args=(name,), name="metaprov-load")
-            loader.start()
+            if name is not None:
+                loader = threading.Thread(target=load_part, args=(name,), name="metaprov-load")
+                loader.start()
 
         out = None
         try:
@@ -644,10 +646,7 @@ class EmbeddedStore(Store):
                 out.close()
                 out = None
                 hand_over(staged[-1])
-            if loader is not None:
-                loader.join()
-            if failure:
-                raise failure[0]
+            hand_over(None)
         except (SyntaxError, OSError, ValueError) as exc:
             exc.metaprov_lines = lines  # type: ignore[attr-defined]
             raise
@@ -682,10 +681,17 @@ class EmbeddedStore(Store):
         tmp.write_text(json.dumps({"graphs": graphs}, sort_keys=True), encoding="utf-8")
         os.replace(tmp, self.path / CATALOG)
 
-    def _valid_entry(self, graph: str) -> dict[str, Any] | None:
-        """The catalog entry of ``graph`` when the store still holds exactly what was loaded."""
+    def _entry(self, graph: str) -> dict[str, Any] | None:
+        """The catalog entry of ``graph`` while the store holds that graph."""
         entry = self._catalog().get(graph)
         if not isinstance(entry, dict) or not self._store.contains_named_graph(_named_node(graph)):
+            return None
+        return entry
+
+    def _valid_entry(self, graph: str) -> dict[str, Any] | None:
+        """The catalog entry of ``graph`` when the store still holds exactly what was loaded."""
+        entry = self._entry(graph)
+        if entry is None:
             return None
         return entry if self.count(graph) == int(entry.get("triples", -1)) else None
 
@@ -716,10 +722,8 @@ class EmbeddedStore(Store):
         # No full recount here (seconds on tens of millions of quads): the caller checks that the
         # path's tasks are still in the graph, and metaprov forgets the entry whenever it drops
         # or replaces the graph.
-        entry = self._catalog().get(graph)
-        if not isinstance(entry, dict) or not self._store.contains_named_graph(_named_node(graph)):
-            return None
-        found = entry.get("critical_path")
+        entry = self._entry(graph)
+        found = entry.get("critical_path") if entry is not None else None
         return found if isinstance(found, dict) else None
 
     def _remove_quietly(self, node: Any) -> None:

@@ -108,11 +108,7 @@ def prefix_stats(ctx: MapContext, prefixes: pd.Series) -> dict[str, object]:
     start_us, end_us = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     nat = np.iinfo(np.int64).min  # NaT
     known = (start_us != nat) & (end_us != nat)
-    # prefix number of each execution (via its task's row), -1 when unknown
-    code_of = pd.Index(prefixes.astype(str))
-    task_prefix = idx.tasks["prefix"].astype(object).to_numpy()
-    rows = ex["row"].to_numpy()
-    pcode = code_of.get_indexer(task_prefix[rows]) if len(rows) else np.zeros(0, np.int64)
+    pcode = _task_prefix_codes(ctx, prefixes)[ex["row"].to_numpy()]
     keep = known & (pcode >= 0)
     codes = pcode[keep]
     dur_us = end_us[keep] - start_us[keep]
@@ -125,21 +121,15 @@ def prefix_stats(ctx: MapContext, prefixes: pd.Series) -> dict[str, object]:
     vmax = np.full(n, -np.inf)
     np.minimum.at(vmin, codes, dur)
     np.maximum.at(vmax, codes, dur)
-    # slowest: first row (sorted by key, attempt) reaching the maximum of its prefix
-    slow_row = np.full(n, -1, np.int64)
-    if len(codes):
-        at_max = np.flatnonzero(dur == vmax[codes])
-        first = np.unique(codes[at_max], return_index=True)
-        positions = np.flatnonzero(keep)[at_max[first[1]]]
-        slow_row[first[0]] = positions
-    iris_all = (
-        execution_iris(ctx.iris, idx, ex.iloc[slow_row[has]])
-        if has.any()
-        else pa.array([], pa.large_string())
-    )
     slowest: pa.Array = pa.nulls(n, pa.large_string())
     if has.any():
-        slowest = _put(slowest, np.flatnonzero(has), iris_all)
+        # first row (sorted by key, attempt) reaching the maximum of its prefix
+        at_max = np.flatnonzero(dur == vmax[codes])
+        first_code, first_at = np.unique(codes[at_max], return_index=True)
+        slow_row = np.zeros(n, np.int64)
+        slow_row[first_code] = np.flatnonzero(keep)[at_max[first_at]]
+        iris = execution_iris(ctx.iris, idx, ex.iloc[slow_row])
+        slowest = pc.if_else(pa.array(has), iris, pa.scalar(None, iris.type))
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(has, total / np.maximum(count, 1), np.nan)
     return {
@@ -150,14 +140,6 @@ def prefix_stats(ctx: MapContext, prefixes: pd.Series) -> dict[str, object]:
         "max": np.where(has, vmax, np.nan),
         "slowest": slowest,
     }
-
-
-def _put(base: pa.Array, positions: np.ndarray, values: pa.Array) -> pa.Array:
-    """``base`` with ``values`` put at ``positions`` (nulls elsewhere kept)."""
-    out = np.full(len(base), -1, np.int64)
-    out[positions] = np.arange(len(positions))
-    taken = values.take(pa.array(np.where(out >= 0, out, 0)))
-    return pc.if_else(pa.array(out >= 0), taken, base.cast(values.type))
 
 
 def prefix_io(ctx: MapContext, prefixes: pd.Series) -> dict[str, pd.Series] | None:
@@ -171,7 +153,6 @@ def prefix_io(ctx: MapContext, prefixes: pd.Series) -> dict[str, pd.Series] | No
     if rec.darshan is None or rec.io is None:
         return None
     from metaprov.mapping.fileio import io_tables
-    from metaprov.mapping.tasks import task_index
 
     t = ctx.cached("io_tables", lambda: io_tables(ctx))
     if not len(t.procs):
@@ -179,9 +160,7 @@ def prefix_io(ctx: MapContext, prefixes: pd.Series) -> dict[str, pd.Series] | No
     agg = t.agg
     act = agg["act"].to_numpy()
     on_task = act < len(t.act_row)
-    rows = t.act_row[act[on_task]]
-    task_prefix = task_index(ctx).tasks["prefix"].astype(object).to_numpy()
-    code = pd.Index(prefixes.astype(str)).get_indexer(task_prefix[rows]) if len(rows) else rows
+    code = _task_prefix_codes(ctx, prefixes)[t.act_row[act[on_task]]]
     n = len(prefixes)
     ok = code >= 0
     code = code[ok]
@@ -198,6 +177,17 @@ def prefix_io(ctx: MapContext, prefixes: pd.Series) -> dict[str, pd.Series] | No
     if not has.any():
         return None
     return {k: pd.Series(v, dtype="Int64").where(has) for k, v in out.items()}
+
+
+def _task_prefix_codes(ctx: MapContext, prefixes: pd.Series) -> np.ndarray:
+    """Position in ``prefixes`` of each task row's prefix (-1 when it has none), per task once."""
+    from metaprov.mapping.tasks import task_index
+
+    def make() -> np.ndarray:
+        task_prefix = task_index(ctx).tasks["prefix"].astype(object).to_numpy()
+        return pd.Index(prefixes.astype(str)).get_indexer(task_prefix).astype(np.int64)
+
+    return ctx.cached("task_prefix_codes", make)
 
 
 def _int_sums(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
