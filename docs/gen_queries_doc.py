@@ -16,7 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metaprov.queries import CRITICAL_PATH, Param, Question, questions, split_steps  # noqa: E402
+from metaprov.queries import (  # noqa: E402
+    CRITICAL_PATH,
+    Param,
+    Question,
+    questions,
+    step_variants,
+)
 from metaprov.queries.sparql import PARAM_TYPES, bind, fill_values, make_term  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +174,8 @@ variable free (the question then covers every value: every run, every prefix). T
 {_type_list()}
 
 A `limit` parameter sets every `LIMIT n` of the query to its value (a `LIMIT` is added at the
-end when the query has none); in a multi-step question it applies to the first step. Without a
+end when the query has none); in a multi-step question it applies to the first step, or caps
+the rows a walk adds when the question has one (see below). Without a
 header, any `--param NAME=VALUE` binds `?NAME` as a string (as an IRI when the value is written
 `<...>`). Only queries run: SPARQL updates (`INSERT`, `DROP`, ...) are refused.
 
@@ -211,6 +218,24 @@ with index scans, sorting on numbers only; handed over as a `VALUES` block, thos
 looked up one by one in the next step, which stores do quickly, instead of joining several scans
 of millions of rows in one query. Every step is plain SPARQL 1.1, so a multi-step question runs
 unchanged on the embedded store and on any SPARQL 1.1 server.
+
+A step after a line `#%% repeat` (instead of `#%% then`) is a **walk**: it is run on the
+previous step's rows, then again on the rows it found that are new, and so on, until it finds no
+new row or it has added `limit` rows; its answer is the previous step's rows followed by the new
+ones, level by level (each level sorted, so the rows kept at the limit do not depend on the
+store). Its SELECT returns as many columns as its `VALUES` block takes. `lineage` and
+`downstream` walk `mp:dependsOn` this way, nearest tasks first: a property path
+(`mp:dependsOn+`) would make the store compute the whole closure before the `LIMIT` applies,
+10 s for a task with half a million tasks downstream; the walk stops after `limit` tasks. Each
+level is one query, so a walk runs on any SPARQL 1.1 server too.
+
+A step can be written in **variants**, each after a line `#%% if NAME` (used when the parameter
+NAME is given) or `#%% unless NAME` (used when it is not); the first variant that applies runs.
+Text of the step before its first variant (the PREFIX lines) is shared by all of them. Each
+variant must hand the next step the same columns. `slowest-tasks` uses this: with `prefix` given,
+step 1 starts from that prefix's executions; without it, from a scan of all durations, and step 2
+looks up the prefix of the few executions found (joining every execution to its plan first would
+cost a million lookups). `metaprov query` picks the variant; the test suite checks every variant.
 
 For example, when step 1 found two executions, a step 2 written as
 
@@ -279,19 +304,23 @@ def _question(q: Question) -> list[str]:
             "See [store.md](store.md#the-critical-path)."
         )
         return out
-    steps = split_steps(q.text)
+    steps = step_variants(q.text)
     rel = f"metaprov/queries/{q.name}.rq"
-    if len(steps) == 1:
+    if len(steps) == 1 and len(steps[0][1]) == 1:
         out.append(f"One step. The SPARQL text (`{rel}`, header left out):\n")
-        out.append("```sparql\n" + _strip_header(steps[0]) + "\n```")
+        out.append("```sparql\n" + _strip_header(steps[0][1][0][1]) + "\n```")
         return out
+    what = "One step" if len(steps) == 1 else f"{len(steps)} steps"
     out.append(
-        f"{len(steps)} steps ([how they work](#multi-step-questions)). The SPARQL text "
+        f"{what} ([how they work](#multi-step-questions)). The SPARQL text "
         f"(`{rel}`, header left out):\n"
     )
-    for i, step in enumerate(steps, 1):
-        out.append(f"Step {i} of {len(steps)}:\n")
-        out.append("```sparql\n" + _strip_header(step) + "\n```\n")
+    for i, (repeat, variants) in enumerate(steps, 1):
+        for condition, text in variants:
+            when = f", when `{condition.split()[0]}` {condition.split(' ', 1)[1]}" if condition else ""
+            again = ", repeated on the new rows it finds" if repeat else ""
+            out.append(f"Step {i} of {len(steps)}{again}{when}:\n")
+            out.append("```sparql\n" + _strip_header(text) + "\n```\n")
     out[-1] = out[-1].rstrip("\n")
     return out
 
@@ -302,7 +331,7 @@ def render() -> str:
     out.append("## The questions\n")
     out.append("| question | title | steps | parameters |\n|---|---|---|---|")
     for q in qs:
-        steps = "Python" if q.name == CRITICAL_PATH and not q.text else len(split_steps(q.text))
+        steps = "Python" if q.name == CRITICAL_PATH and not q.text else len(step_variants(q.text))
         params = ", ".join(f"`{p.name}`" + ("" if p.required else "?") for p in q.params) or "-"
         out.append(f"| [`{q.name}`](#{_anchor(q.name)}) | {_cell(q.title)} | {steps} | {params} |")
     out.append("\n(`?`: optional or defaulted.)")

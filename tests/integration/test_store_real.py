@@ -173,6 +173,8 @@ def test_r1_transfers(store: Store, r1: metaprov.RunRecords) -> None:
     assert matrix["transfers"].sum() == 6
     per_transfer = r1.transfers.drop_duplicates("transfer")
     assert matrix["bytes"].sum() == per_transfer["total"].sum()
+    assert matrix["keys"].sum() == per_transfer["n_keys"].sum()
+    assert matrix["seconds"].sum() == pytest.approx(per_transfer["duration"].sum())
     to_client = matrix[matrix["destination"].str.startswith("Client-")]
     assert to_client["transfers"].sum() == 3
     # Only the list task waited for data (3 helper results moved to its worker); the other

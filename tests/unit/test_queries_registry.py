@@ -15,6 +15,7 @@ from metaprov.queries import (
     format_list,
     format_result,
     get_question,
+    guard_names,
     parse_header,
     questions,
     resolve,
@@ -31,6 +32,8 @@ from metaprov.queries.sparql import (
     variables,
 )
 from metaprov.store import EmbeddedStore
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
 SAMPLE = {
     "string": "x",
@@ -56,9 +59,9 @@ def test_at_least_twelve_documented_sparql_questions() -> None:
 @pytest.mark.parametrize("q", [q for q in questions() if q.text], ids=lambda q: q.name)
 def test_each_question_parses_and_binds_every_parameter(q) -> None:
     check_question(q)  # every step parses and hands the next step the columns it expects
-    steps = split_steps(q.text)
-    assert all(query_form(step) == "SELECT" for step in steps)
     values = {p.name: make_term(SAMPLE[p.type], p.type) for p in q.params if p.type != "limit"}
+    steps = split_steps(q.text, set(values))  # the variants run when every parameter is given
+    assert all(query_form(step) == "SELECT" for step in steps)
     limit = 3 if any(p.type == "limit" for p in q.params) else None
     first = bind(
         steps[0], {k: v for k, v in values.items() if k in variables(steps[0])}, limit=limit
@@ -75,6 +78,77 @@ def test_each_question_parses_and_binds_every_parameter(q) -> None:
         out = bind(filled, here)
         bound_somewhere |= {k for k in here if f"VALUES (?{k})" in out or f"?{k} " in out}
     assert bound_somewhere == set(values)
+
+
+VARIANTS = """# title: t
+PREFIX ex: <http://example.org/>
+#%% if name
+SELECT ?x WHERE { ?x ex:name ?name }
+#%% unless name
+SELECT ?x WHERE { ?x a ex:Thing }
+#%% then
+PREFIX ex: <http://example.org/>
+SELECT ?x ?label WHERE { VALUES (?x) { } OPTIONAL { ?x ex:label ?label } }
+"""
+
+
+def test_a_step_variant_is_chosen_by_the_parameters_given() -> None:
+    with_name = split_steps(VARIANTS, {"name"})
+    without = split_steps(VARIANTS)
+    assert len(with_name) == len(without) == 2
+    # the PREFIX line before the variants is shared by both; the chosen variant alone follows
+    assert "PREFIX ex:" in with_name[0] and "ex:name ?name" in with_name[0]
+    assert "a ex:Thing" not in with_name[0]
+    assert "PREFIX ex:" in without[0] and "a ex:Thing" in without[0]
+    assert "ex:name" not in without[0]
+    assert with_name[1] == without[1] and "ex:label" in without[1]
+    assert guard_names(VARIANTS) == ["name"]
+    # a question without variants is one text per step, whatever is given
+    assert split_steps("SELECT * WHERE { ?s ?p ?o }", {"x"}) == ["SELECT * WHERE { ?s ?p ?o }\n"]
+
+
+def test_step_variants_run_on_a_store() -> None:
+    import pyoxigraph as ox
+
+    store = EmbeddedStore(None)
+    ex = "http://example.org/"
+    for s, p, o in [
+        ("a", "name", ox.Literal("A")),
+        ("a", "label", ox.Literal("first")),
+        ("b", "type", ox.NamedNode(ex + "Thing")),
+    ]:
+        pred = ox.NamedNode(ex + p) if p != "type" else ox.NamedNode(str(RDF_TYPE))
+        store.oxigraph.add(ox.Quad(ox.NamedNode(ex + s), pred, o))
+    q = parse_header("# param: name (string, optional) a name\n" + VARIANTS, name="t")
+    check_question(q)
+    by_name = run_question(store, q, {"name": "A"})
+    assert by_name["x"].tolist() == [ex + "a"] and by_name["label"].tolist() == ["first"]
+    assert run_question(store, q, {})["x"].tolist() == [ex + "b"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SELECT * WHERE {}\n#%% if\nSELECT * WHERE {}\n", "'#%% if' needs a parameter name"),
+        ("SELECT * WHERE {}\n#%% unless a b\nSELECT * WHERE {}\n", "needs a parameter name"),
+        ("SELECT * WHERE {}\n#%% then x\nSELECT * WHERE {}\n", "takes nothing after it"),
+    ],
+)
+def test_malformed_variant_lines_are_refused(text: str, message: str) -> None:
+    with pytest.raises(QueryError, match=message):
+        split_steps(text)
+
+
+def test_a_step_without_a_variant_for_the_parameters_given_is_refused() -> None:
+    text = "# param: name (string, optional) n\n#%% if name\nSELECT ?name WHERE { ?s ?p ?name }\n"
+    assert len(split_steps(text, {"name"})) == 1
+    with pytest.raises(QueryError, match="step 1 of the query has no variant .*depend on name"):
+        split_steps(text)
+    with pytest.raises(QueryError, match="has no variant"):
+        check_question(parse_header(text, name="q"))
+    undeclared = "#%% if other\nSELECT * WHERE { ?s ?p ?o }\n#%% unless other\nSELECT * WHERE {}\n"
+    with pytest.raises(QueryError, match="undeclared parameter"):
+        check_question(parse_header(undeclared, name="q"))
 
 
 def _block_width(step: str) -> int:

@@ -1,0 +1,134 @@
+"""Questions that walk the dependency DAG step by step (``#%% repeat``): lineage and downstream.
+
+Ground truth is the DAG of the export itself (every ``mp:dependsOn`` edge read back with one
+query, then networkx), on a synthetic run deep enough for walks of many levels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import pyoxigraph as ox
+import pytest
+
+from metaprov.errors import QueryError
+from metaprov.ingest import read_run
+from metaprov.mapping import to_prov
+from metaprov.queries import check_question, parse_header, run_question, split_steps
+from metaprov.store import EmbeddedStore
+from metaprov.synthetic import generate_run
+
+MP = "https://w3id.org/metaprov/ns#"
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[EmbeddedStore, nx.DiGraph]:
+    run = generate_run(tmp_path_factory.mktemp("walk") / "run", 3000, seed=11)
+    store = EmbeddedStore(None)
+    store.load_graph(to_prov(read_run(run, darshan=False)))
+    edges = store.query(
+        f"PREFIX mp: <{MP}> SELECT ?a ?b WHERE {{ GRAPH ?g {{ ?t mp:dependsOn ?d . "
+        "?t mp:key ?a . ?d mp:key ?b } }"
+    )
+    dag = nx.DiGraph()
+    dag.add_edges_from(zip(edges["b"], edges["a"]))  # dependency -> dependent
+    return store, dag
+
+
+def _deepest(dag: nx.DiGraph, direction: str) -> str:
+    reach = nx.descendants if direction == "down" else nx.ancestors
+    return max(sorted(dag.nodes), key=lambda k: len(reach(dag, k)))
+
+
+def test_downstream_is_every_descendant_then_the_nearest_first(loaded) -> None:
+    store, dag = loaded
+    key = _deepest(dag, "down")
+    below = nx.descendants(dag, key)
+    assert len(below) > 50  # a walk of several levels, not one lookup
+    everything = run_question(store, "downstream", {"key": key, "limit": "100000"})
+    tasks = everything[everything["kind"] == "task"]
+    assert set(tasks["item"]) == below and len(tasks) == len(below)
+    assert key not in set(tasks["item"])  # the task itself is not downstream of itself
+
+    depth = nx.single_source_shortest_path_length(dag, key)
+    few = run_question(store, "downstream", {"key": key, "limit": "7"})
+    kept = set(few.loc[few["kind"] == "task", "item"])
+    assert len(kept) == 7 and kept <= below
+    # breadth first: nothing left out is nearer than something kept
+    assert max(depth[k] for k in kept) <= min(depth[k] for k in below - kept)
+    again = run_question(store, "downstream", {"key": key, "limit": "7"})
+    assert set(again.loc[again["kind"] == "task", "item"]) == kept  # deterministic at the cut
+
+
+def test_lineage_is_the_task_and_every_ancestor(loaded) -> None:
+    store, dag = loaded
+    key = _deepest(dag, "up")
+    above = nx.ancestors(dag, key)
+    assert len(above) > 20
+    lin = run_question(store, "lineage", {"key": key, "limit": "100000"})
+    tasks = lin[lin["kind"] == "task"]
+    assert set(tasks.loc[tasks["relation"] == "upstream", "item"]) == above
+    assert tasks.loc[tasks["relation"] == "self", "item"].tolist() == [key]
+    few = run_question(store, "lineage", {"key": key, "limit": "3"})
+    assert (few["relation"] == "upstream").sum() == 3 and (few["relation"] == "self").sum() == 1
+
+
+WALK = """# title: reachable
+# param: start (iri) where to start
+# param: limit (limit, default 100) at most this many
+PREFIX ex: <http://example.org/>
+SELECT ?n WHERE { BIND (?start AS ?n) }
+#%% repeat
+PREFIX ex: <http://example.org/>
+SELECT DISTINCT ?m WHERE { VALUES (?n) { } ?n ex:next ?m }
+"""
+
+
+def _ring_store() -> EmbeddedStore:
+    store = EmbeddedStore(None)
+    ex = "http://example.org/"
+    # a -> b, a -> c, b -> d, c -> d, d -> a (a cycle back to the start)
+    for s, o in [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("d", "a")]:
+        store.oxigraph.add(
+            ox.Quad(ox.NamedNode(ex + s), ox.NamedNode(ex + "next"), ox.NamedNode(ex + o))
+        )
+    return store
+
+
+def test_a_walk_visits_each_row_once_level_by_level_and_stops_on_cycles() -> None:
+    q = parse_header(WALK, name="walk")
+    check_question(q)
+    store = _ring_store()
+    ex = "http://example.org/"
+    out = run_question(store, q, {"start": ex + "a"})
+    assert out["n"].tolist() == [ex + "a", ex + "b", ex + "c", ex + "d"]
+    # the limit caps the rows the walk adds; the level is cut in sorted order
+    assert run_question(store, q, {"start": ex + "a", "limit": "1"})["n"].tolist() == [
+        ex + "a",
+        ex + "b",
+    ]
+    assert run_question(store, q, {"start": ex + "a", "limit": "0"})["n"].tolist() == [ex + "a"]
+
+
+def test_a_repeating_step_must_return_the_columns_it_is_given() -> None:
+    bad = WALK.replace("SELECT DISTINCT ?m WHERE", "SELECT DISTINCT ?n ?m WHERE")
+    with pytest.raises(QueryError, match="repeats on its own rows, so it must return as many"):
+        check_question(parse_header(bad, name="bad"))
+    with pytest.raises(QueryError, match="'#%% repeat' takes nothing after it"):
+        split_steps(WALK.replace("#%% repeat", "#%% repeat twice"))
+    with pytest.raises(QueryError, match="follows no step"):
+        split_steps("#%% repeat\nSELECT * WHERE { ?s ?p ?o }\n")
+
+
+def test_walk_questions_also_run_on_an_export_file(loaded, tmp_path: Path) -> None:
+    """The same walk through `--file` (an in-memory store of an export): same answer."""
+    store, dag = loaded
+    key = _deepest(dag, "down")
+    path = tmp_path / "run.nq"
+    store.oxigraph.dump(str(path), ox.RdfFormat.N_QUADS)
+    other = EmbeddedStore(None)
+    other.load_file(path)
+    a = run_question(store, "downstream", {"key": key, "limit": "9"})
+    b = run_question(other, "downstream", {"key": key, "limit": "9"})
+    assert a.equals(b)
