@@ -317,7 +317,9 @@ def _question(q: Question) -> list[str]:
     )
     for i, (repeat, variants) in enumerate(steps, 1):
         for condition, text in variants:
-            when = f", when `{condition.split()[0]}` {condition.split(' ', 1)[1]}" if condition else ""
+            when = (
+                f", when `{condition.split()[0]}` {condition.split(' ', 1)[1]}" if condition else ""
+            )
             again = ", repeated on the new rows it finds" if repeat else ""
             out.append(f"Step {i} of {len(steps)}{again}{when}:\n")
             out.append("```sparql\n" + _strip_header(text) + "\n```\n")

@@ -312,7 +312,7 @@ def _walk(
             )
         new = {}
         for r in rows["results"]["bindings"]:
-            r = {n: r[g] for n, g in zip(names, got) if g in r}
+            r = {n: r[g] for n, g in zip(names, got, strict=True) if g in r}
             k = key(r)
             if k not in seen:
                 new[k] = r
@@ -341,10 +341,12 @@ def check_question(q: Question) -> None:
     declared = {p.name for p in q.params}
     unknown = [g for g in guards if g not in declared]
     if unknown:
-        raise QueryError(f"{q.name}: variants depend on undeclared parameter(s) {', '.join(unknown)}")
+        raise QueryError(
+            f"{q.name}: variants depend on undeclared parameter(s) {', '.join(unknown)}"
+        )
     used: set[str] = set(guards)
     for choice in itertools.product((False, True), repeat=len(guards)):
-        given = {g for g, on in zip(guards, choice) if on}
+        given = {g for g, on in zip(guards, choice, strict=True) if on}
         try:
             steps = _chosen(q.text, given)
         except QueryError as exc:
@@ -437,7 +439,9 @@ def _close_step(step: _Step, lead: str) -> None:
     """Finish a step: its text before the first variant (comments, PREFIX lines) is shared by
     every variant; without variants it is the step."""
     if step.variants:
-        step.variants[:] = [_Variant((lead + v.text).strip() + "\n", v.guard) for v in step.variants]
+        step.variants[:] = [
+            _Variant((lead + v.text).strip() + "\n", v.guard) for v in step.variants
+        ]
     elif _sparql_lines(lead):
         step.variants.append(_Variant(lead.strip() + "\n"))
 

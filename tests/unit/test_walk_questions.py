@@ -32,7 +32,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[EmbeddedStore, nx.
         "?t mp:key ?a . ?d mp:key ?b } }"
     )
     dag = nx.DiGraph()
-    dag.add_edges_from(zip(edges["b"], edges["a"]))  # dependency -> dependent
+    dag.add_edges_from(zip(edges["b"], edges["a"], strict=True))  # dependency -> dependent
     return store, dag
 
 
