@@ -960,6 +960,38 @@ def _write_transfers(
     return out.rows, m
 
 
+def _replica_uses(p: _Plan, ev: _Events) -> int:
+    """Executions that used a replica (``mp:usedReplica``, docs/model.md): an execution on worker
+    W of a task with a dependency that a transfer had brought to W by the execution's start.
+
+    Counted on the worker-transition windows (first attempts of retried tasks included) and on
+    the receiving side's transfer times, both at the microseconds the reader parses. Whether some
+    copy had arrived is the earliest arrival per (dependency, worker) <= the start.
+    """
+    tr = np.flatnonzero(p.transfer)
+    if not len(tr):
+        return 0
+
+    def us(t: np.ndarray) -> np.ndarray:
+        return np.rint(np.asarray(t, dtype=np.float64) * 1e6).astype(np.int64)
+
+    g = p.dep1[tr].astype(np.int64) * p.workers + p.worker_of[tr]
+    order = np.lexsort((us(ev.tr_stop[tr]), g))
+    g, arrival = g[order], us(ev.tr_stop[tr])[order]
+    first = np.concatenate(([True], g[1:] != g[:-1]))
+    g, arrival = g[first], arrival[first]  # earliest arrival per (dependency, worker)
+    task = np.concatenate([np.arange(p.n), p.retry_task]).astype(np.int64)
+    worker = np.concatenate([p.worker_of, p.retry_thread // p.threads]).astype(np.int64)
+    start = us(np.concatenate([p.start, p.retry_start]))
+    used = np.zeros(len(task), dtype=bool)
+    for dep in (p.dep1, p.dep2):
+        d = dep[task].astype(np.int64)
+        q = np.where(d >= 0, d * p.workers + worker, -1)
+        at = np.minimum(np.searchsorted(g, q), len(g) - 1)
+        used |= (d >= 0) & (g[at] == q) & (arrival[at] <= start)
+    return int(used.sum())
+
+
 def _write_graph(path: Path, p: _Plan, chunk: int) -> tuple[int, int]:
     """One row per graph; the `keys` set and `dependencies` dict cells are streamed in pieces."""
     wanted = _n_dependents(p.dep1, p.dep2) == 0
@@ -1503,7 +1535,9 @@ def generate_run(
     ``processing->memory`` with thread, worker, begins, ends, duration, size), 4 worker transitions
     (``released->waiting->ready->executing->memory``); ``transfer_fraction`` of the tasks fetch one
     dependency from another worker (3 transfer rows: the incoming row twice, differing only in
-    ``time``, and the sender's outgoing row). ``graph.csv`` holds the dependency DAG.
+    ``time``, and the sender's outgoing row). ``graph.csv`` holds the dependency DAG. With worker
+    transitions, ``truth.json`` says in ``replica_uses`` how many executions read a copy of a
+    dependency that a transfer had brought to their worker by their start (``mp:usedReplica``).
 
     Args:
         path: run directory to create (existing files of the same names are overwritten).
@@ -1676,6 +1710,10 @@ def generate_run(
         "rows_total": int(sum(files.values())),
         "bytes": {name: (run / name).stat().st_size for name in files},
     }
+    if with_worker_transitions:
+        # Without them, executions are the scheduler's startstops, which for a fetching task
+        # start with its transfer: the count would be another one (not written).
+        truth["replica_uses"] = _replica_uses(p, ev)
     if io_truth is not None:
         truth["io"] = io_truth
     (run / TRUTH_FILE).write_text(json.dumps(truth, indent=2, sort_keys=True) + "\n")

@@ -121,6 +121,18 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "a task execution's duration is one non-negative xsd:double",
     ),
     (
+        "TaskExecutionShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:TaskExecution ; mp:usedReplica ?r . "
+        "MINUS { ?r a mp:ChunkReplica } }",
+        "a task execution's used replica is a described mp:ChunkReplica",
+    ),
+    (
+        "TaskExecutionShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:TaskExecution ; prov:startedAtTime ?s ; "
+        "mp:usedReplica/prov:wasGeneratedBy/prov:endedAtTime ?t . FILTER(?t > ?s) }",
+        "a replica a task execution used had arrived by the execution's start",
+    ),
+    (
         "AssociationShape",
         "SELECT DISTINCT ?f WHERE { ?x prov:qualifiedAssociation ?f . MINUS { ?f prov:agent ?a } }",
         "a qualified association names exactly one agent",

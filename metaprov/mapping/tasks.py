@@ -6,8 +6,9 @@ Input: ``records.tasks``, ``records.executions``, ``records.dependencies`` (and 
 - mp:Task per key: key, group, first graph, last state, flags, ``mp:dependsOn`` (static edges);
 - mp:TaskExecution per execution row: compute window (dateTimes, epochs, duration), attempt,
   outcome, ``prov:wasAssociatedWith`` its thread (its worker when the thread is unknown), a
-  qualified ``prov:Association`` whose ``prov:hadPlan`` is the task prefix, and ``prov:used`` of
-  the data chunk of every dependency (dynamic edges);
+  qualified ``prov:Association`` whose ``prov:hadPlan`` is the task prefix, ``prov:used`` of
+  the data chunk of every dependency (dynamic edges) and ``mp:usedReplica`` of the replica a
+  transferred dependency was read from (see ``used_replicas`` in ``transfers.py``);
 - mp:DataChunk per key with a result, ``prov:wasGeneratedBy`` its successful execution and
   ``prov:atLocation`` the worker holding it.
 
@@ -367,6 +368,11 @@ def _execution_blocks(
     np.cumsum(used_counts, out=used_offsets[1:])
     used_targets = edges.targets[keep]
     prefix_of = dict_map(idx.tasks["prefix"], iris.prefixes)
+    # The replica each execution read a transferred dependency from (imported here: the
+    # transfers module builds on this one).
+    from metaprov.mapping.transfers import replica_iris, used_replicas
+
+    use = used_replicas(ctx, idx, edges, ex)
     step = ctx.chunk_rows
     for a in range(0, n, step):
         b = min(n, a + step)
@@ -393,6 +399,10 @@ def _execution_blocks(
         off, pos = ragged_gather(used_offsets, rows)
         if len(pos):
             blk.add(PROV.used, list_column(off, idx.chunk_iri(used_targets[pos])))
+        r0, r1 = int(use.offsets[a]), int(use.offsets[b])
+        if r1 > r0:
+            reps = replica_iris(ctx, use.replicas[r0:r1])
+            blk.add(MP.usedReplica, list_column(use.offsets[a : b + 1] - r0, reps))
         yield blk
 
         ab = Block(iris.associations(e_iri))

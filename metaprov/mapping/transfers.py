@@ -4,7 +4,8 @@ Input: ``records.transfers`` (one row per key moved; rows sharing a transfer id 
 transfer). Output: an mp:Transfer per transfer id (``prov:used`` the chunks at the source,
 ``mp:source``/``mp:destination`` agents, window, bytes, bandwidth) and an mp:ChunkReplica per
 row (``prov:specializationOf`` the chunk, ``prov:wasGeneratedBy`` the transfer,
-``prov:atLocation`` the destination).
+``prov:atLocation`` the destination). Also, for the task step, :func:`used_replicas`: which
+replica each task execution used (``mp:usedReplica``, written on the execution).
 
 A transfer logged only by its sender to a non-worker peer (a client gathering results) has no
 destination address: its destination is the run's client (the first one by id when there are
@@ -13,7 +14,9 @@ several, an approximation written down in docs/model.md).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,13 +25,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
-from metaprov.mapping.tasks import dict_map, list_column, task_index
-from metaprov.mapping.terms import MP, PROV, RDF, XSD
+from metaprov.mapping.tasks import (
+    Edges,
+    TaskIndex,
+    dict_map,
+    list_column,
+    ragged_gather,
+    task_index,
+)
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array
+from metaprov.timeutil import utc_to_us
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
 
+log = logging.getLogger("metaprov")
 LARGE = pa.large_string()
+_NAT = np.iinfo(np.int64).min
 
 
 def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
@@ -40,6 +53,132 @@ def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
         return tr.reset_index(drop=True)
 
     return ctx.cached("transfers_sorted", make)
+
+
+@dataclass
+class ReplicaUse:
+    """Which replica each task execution used, as CSR over the executions.
+
+    ``replicas[offsets[i]:offsets[i + 1]]`` are rows of :func:`transfers_sorted` used by row ``i``
+    of :func:`~metaprov.mapping.tasks.executions_sorted`, in the order of its dependencies.
+
+    Attributes:
+        offsets: ``len(executions) + 1`` list offsets.
+        replicas: rows of the sorted transfers table (one per linked (execution, dependency)).
+        late: (execution, dependency) pairs whose dependency reached the execution's worker only
+            after the execution started (a replica exists there, none arrived in time): no link.
+        no_start: pairs with a replica at the execution's worker but no start time: no link.
+    """
+
+    offsets: np.ndarray
+    replicas: np.ndarray
+    late: int = 0
+    no_start: int = 0
+
+    @property
+    def executions(self) -> int:
+        """Number of executions with at least one link."""
+        return int(np.count_nonzero(np.diff(self.offsets)))
+
+
+def used_replicas(ctx: MapContext, idx: TaskIndex, edges: Edges, ex: pd.DataFrame) -> ReplicaUse:
+    """For each execution E of a task B (rows of ``ex``, sorted as by ``executions_sorted``) and
+    each dependency A of B: the replica of A whose destination is E's worker and whose transfer
+    ended last at or before E's start (on a tie, the higher transfer id). None when no replica
+    had arrived by then, or E has no start: a copy that arrived later did not serve E.
+
+    E's worker is the worker of its thread (the ``worker`` column: a thread's IRI is built under
+    it), or the worker it is associated with when the thread is unknown. Vectorised: replicas are
+    grouped by (key, destination) and ordered by (group, end, transfer id) into one int64 sort
+    key; each (execution, dependency) pair looks its own (group, start) key up with one
+    ``searchsorted``.
+    """
+
+    def make() -> ReplicaUse:
+        n = len(ex)
+        none = ReplicaUse(np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
+        tr = transfers_sorted(ctx)
+        if not n or not len(tr) or not len(edges.targets):
+            return none
+        # Replicas at a worker, with an arrival time, of a known key.
+        dest = pc.dictionary_encode(as_text_array(tr["destination"]))
+        workers = dest.dictionary
+        rep_w = np.asarray(pc.fill_null(dest.indices, -1).to_numpy(), np.int64)
+        rep_end = utc_to_us(tr["stop"])
+        rep_row = idx.rows(tr["key"])
+        rep = np.flatnonzero((rep_w >= 0) & (rep_end != _NAT) & (rep_row >= 0))
+        if not len(rep):
+            return none
+        n_w = len(workers)
+        # Only the dependencies that have a replica somewhere: CSR over task rows.
+        has_rep = np.zeros(len(idx.keys), bool)
+        has_rep[rep_row[rep]] = True
+        keep = has_rep[edges.targets]
+        kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
+        dep_off = kept[edges.offsets]
+        dep_tgt = edges.targets[keep]
+        off, pos = ragged_gather(dep_off, ex["row"].to_numpy(dtype=np.int64))
+        if not len(pos):
+            return none
+        counts = np.diff(off)
+        pair_ex = np.repeat(np.arange(n, dtype=np.int64), counts)
+        pair_dep = dep_tgt[pos]
+        # Each candidate execution's worker, as a code into the replicas' destinations.
+        cand = np.flatnonzero(counts)
+        ex_w = np.full(n, -1, np.int64)
+        codes = dict_map(
+            ex["worker"].iloc[cand], lambda d: pc.index_in(pc.cast(d, LARGE), value_set=workers)
+        )
+        ex_w[cand] = np.asarray(pc.fill_null(codes, -1).to_numpy(), np.int64)
+        q_w = ex_w[pair_ex]
+        q_t = utc_to_us(ex["start"])[pair_ex]
+        # Groups (key row, destination) that hold a replica; dense ids in sorted order.
+        g_rep = rep_row[rep] * n_w + rep_w[rep]
+        groups = np.unique(g_rep)
+        gi_rep = np.searchsorted(groups, g_rep)
+        g_q = pair_dep * n_w + q_w
+        gi_q = np.minimum(np.searchsorted(groups, g_q), len(groups) - 1)
+        there = (q_w >= 0) & (groups[gi_q] == g_q)
+        # One sort key: group * L + rank of the arrival time among the L distinct arrival times.
+        ends = np.unique(rep_end[rep])
+        span = len(ends)
+        key_rep = gi_rep * span + np.searchsorted(ends, rep_end[rep])
+        order = np.lexsort((tr["transfer"].to_numpy(dtype=np.int64)[rep], key_rep))
+        key_sorted, gi_sorted, rep_sorted = key_rep[order], gi_rep[order], rep[order]
+        started = q_t != _NAT
+        c = np.flatnonzero(there & started)
+        # Rank of the start among arrival times: the last arrival at or before it (-1: none).
+        key_q = gi_q[c] * span + (np.searchsorted(ends, q_t[c], side="right") - 1)
+        hit = np.searchsorted(key_sorted, key_q, side="right") - 1
+        safe = np.maximum(hit, 0)
+        found = (hit >= 0) & (gi_sorted[safe] == gi_q[c])
+        link_ex = pair_ex[c[found]]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(link_ex, minlength=n), out=offsets[1:])
+        use = ReplicaUse(
+            offsets,
+            rep_sorted[safe[found]],
+            late=int(np.count_nonzero(~found)),
+            no_start=int(np.count_nonzero(there & ~started)),
+        )
+        if use.late or use.no_start:
+            log.info(
+                "%d (execution, dependency) pairs had a replica at the execution's worker that "
+                "arrived only after the execution started, %d one at an execution without a "
+                "start: no mp:usedReplica for them (docs/model.md, decision 19)",
+                use.late,
+                use.no_start,
+            )
+        return use
+
+    return ctx.cached("used_replicas", make)
+
+
+def replica_iris(ctx: MapContext, rows: np.ndarray) -> pa.Array:
+    """IRIs of the replicas of the given rows of :func:`transfers_sorted`."""
+    tr = transfers_sorted(ctx)
+    part = tr.iloc[rows]
+    return ctx.iris.replicas(ctx.iris.transfers(part["transfer"]), part["key"])
 
 
 def fallback_destination(ctx: MapContext) -> str:

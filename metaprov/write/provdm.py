@@ -4,7 +4,9 @@ Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the same provenance as a 
 activities (run, job, task executions, transfers), agents (user, client, scheduler, workers,
 worker processes, threads), entities (everything else; plans carry ``prov:type prov:Plan``) and
 the PROV relations (used, wasGeneratedBy, wasAssociatedWith with its plan, actedOnBehalfOf,
-wasAttributedTo, specializationOf). metaprov properties become attributes.
+wasAttributedTo, specializationOf). metaprov properties become attributes, except
+``mp:usedReplica`` (a sub-property of ``prov:used``): a ``used`` relation of the execution and
+the replica, typed ``prov:type mp:usedReplica`` so it stays apart from the use of the chunk.
 
 The ``prov`` package holds the whole document in memory and writes at 10-200 k records/s, so
 these formats refuse graphs above ``PROV_LIMIT`` triples (see :mod:`metaprov.write`) unless
@@ -194,6 +196,8 @@ def build_document(
     for p, s, v, plan in relations:
         if p == PROV.used:
             doc.used(names(s), names(v))
+        elif p == MP.usedReplica:
+            doc.used(names(s), names(v), other_attributes=[(PROV_TYPE, names(MP.usedReplica))])
         elif p == PROV.wasGeneratedBy:
             doc.wasGeneratedBy(names(s), names(v))
         elif p == PROV.wasAssociatedWith:
@@ -217,6 +221,7 @@ def build_document(
 
 _RELATIONS = {
     PROV.used,
+    MP.usedReplica,
     PROV.wasGeneratedBy,
     PROV.wasAssociatedWith,
     PROV.actedOnBehalfOf,

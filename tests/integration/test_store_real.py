@@ -177,12 +177,16 @@ def test_r1_transfers(store: Store, r1: metaprov.RunRecords) -> None:
     assert matrix["seconds"].sum() == pytest.approx(per_transfer["duration"].sum())
     to_client = matrix[matrix["destination"].str.startswith("Client-")]
     assert to_client["transfers"].sum() == 3
-    # Only the list task waited for data (3 helper results moved to its worker); the other
-    # transfers went to the client.
+    # Only the list task waited for data (3 helper results moved to its worker, each before it
+    # started: the execution mp:usedReplica each copy); the other transfers went to the client.
     tvc = ask(store, "transfer-vs-compute", run_id=r1.run_id)
     assert list(tvc["key"]) == [LIST_TASK] and tvc["transfers"].iloc[0] == 3
     assert tvc["transfer_bytes"].iloc[0] == 3 * 50208
     assert 0.9 < tvc["transfer_share"].iloc[0] < 1.0
+    # Every PMDA run has the same shape; ImageProcessing recorded no execution.
+    every = ask(store, "transfer-vs-compute")
+    assert len(every) == len(PMDA_RUNS) and set(every["transfers"]) == {3}
+    assert every["key"].str.startswith("list-").all()
 
 
 def test_r1_files_read_by_each_task(store: Store, r1: metaprov.RunRecords) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 import urllib.parse
+from pathlib import Path
 
+import pandas as pd
 import pytest
 import rdflib
 from rdflib import RDF, Literal, URIRef
+from replica_rule import expected_links, exported_links, link_frame
 from tinyrun import (
     CLIENT,
     KEY_A,
@@ -17,16 +20,20 @@ from tinyrun import (
     KEY_NEVER,
     KEY_SLASH,
     KEY_UNI,
+    T0,
     TH2,
     W1,
     W2,
     partial_records,
     tiny_records,
+    utc,
 )
 
 from metaprov.errors import UsageError
 from metaprov.mapping import Block, register_step, steps, to_prov
 from metaprov.mapping.terms import DEFAULT_BASE, MP, PROV, XSD
+from metaprov.records import RunRecords, conform
+from metaprov.synthetic import generate_run, load_truth
 from metaprov.write import write
 
 MPN = rdflib.Namespace(MP.Run[: -len("Run")])
@@ -149,6 +156,169 @@ def test_transfer_uses_source_chunks_and_generates_replicas(g: rdflib.Graph) -> 
     # A gather by the client has no worker destination: the client receives it.
     t1 = URIRef(f"{RUN}/transfer/1")
     assert g.value(t1, MPN.destination) == URIRef(f"{RUN}/client/{CLIENT}")
+
+
+def test_tiny_run_execution_used_the_replicas_moved_to_its_worker(g: rdflib.Graph) -> None:
+    # Transfer 0 moved a and ('b-1f', 0) to W2 by T0+3.25; 'x/y z' started there at T0+4.
+    t0 = f"{RUN}/transfer/0/replica"
+    want = {URIRef(f"{t0}/{q(KEY_A)}"), URIRef(f"{t0}/{q(KEY_B)}")}
+    assert set(g.objects(execution(KEY_SLASH), MPN.usedReplica)) == want
+    # ('b-1f', 0) ran on W1, where a was computed: no replica, only the chunk.
+    assert set(g.objects(execution(KEY_B), MPN.usedReplica)) == set()
+    assert set(g.objects(execution(KEY_B), PROVN.used)) == {chunk(KEY_A)}
+    assert len(list(g.subject_objects(MPN.usedReplica))) == 2
+
+
+W3 = "tcp://10.0.0.3:4003"
+SRC, OTHER = "src", "other"
+
+
+def replica_records() -> RunRecords:
+    """Key ``src`` computed on W1 and moved six times; its dependents run on W2 and W3.
+
+    Replicas of ``src``: transfers 0..3 to W2, ending at T0+10, +20, +20 (a tie) and +30;
+    transfer 4 to W3 at T0+5; transfer 5 to the client at T0+1. Dependents: ``b`` (also depends
+    on ``other``, computed on W2 itself) starts on W2 at T0+25 (attempt 0) and at T0+30 with an
+    unknown thread (attempt 1); ``c`` on W2 at T0+5 (before any copy reached W2); ``d`` on W3 at
+    T0+6; ``e`` on W2 without a start.
+    """
+    rec = RunRecords(path="/runs/replicas")
+    keys = [SRC, OTHER, "b", "c", "d", "e"]
+    rec.tasks = conform(
+        "tasks",
+        pd.DataFrame(
+            {
+                "key": keys,
+                "prefix": keys,
+                "group": keys,
+                "state": ["memory"] * 6,
+                "worker": [W1, W2, W2, W2, W3, W2],
+                "nbytes": pd.array([10] * 6, dtype="Int64"),
+            }
+        ),
+    )
+    rec.executions = conform(
+        "executions",
+        pd.DataFrame(
+            {
+                "key": [SRC, OTHER, "b", "b", "c", "d", "e"],
+                "attempt": pd.array([0, 0, 0, 1, 0, 0, 0], dtype="Int64"),
+                "worker": [W1, W2, W2, W2, W2, W3, W2],
+                "thread": pd.array([1, 2, 2, None, 2, 3, 2], dtype="UInt64"),
+                "start": utc([T0, T0 + 1, T0 + 25, T0 + 30, T0 + 5, T0 + 6, None]),
+                "end": utc([T0 + 0.5, T0 + 2, T0 + 26, T0 + 31, T0 + 7, T0 + 7, T0 + 8]),
+                "outcome": ["memory", "memory", "error", "memory", "memory", "memory", "memory"],
+                "time_source": ["worker"] * 7,
+            }
+        ),
+    )
+    dependents = ["b", "b", "c", "d", "e"]
+    rec.dependencies = conform(
+        "dependencies",
+        pd.DataFrame(
+            {
+                "graph": pd.array([0] * 5, dtype="Int64"),
+                "key": dependents,
+                "dependency": [SRC, OTHER, SRC, SRC, SRC],
+            }
+        ),
+    )
+    ends = [10, 20, 20, 30, 5, 1]
+    rec.transfers = conform(
+        "transfers",
+        pd.DataFrame(
+            {
+                "transfer": pd.array(range(6), dtype="Int64"),
+                "key": [SRC] * 6,
+                "nbytes": pd.array([10] * 6, dtype="Int64"),
+                "source": [W1] * 6,
+                "destination": [W2, W2, W2, W2, W3, None],
+                "start": utc([T0 + e - 0.5 for e in ends]),
+                "stop": utc([T0 + e for e in ends]),
+                "duration": [0.5] * 6,
+                "total": pd.array([10] * 6, dtype="Int64"),
+                "n_keys": pd.array([1] * 6, dtype="Int64"),
+                "logged_by": ["both"] * 6,
+            }
+        ),
+    )
+    rec.run_id = "repl0001"
+    return rec
+
+
+#: The links the rule gives on :func:`replica_records`.
+REPLICA_LINKS = {
+    # the last copy in W2 by T0+25: transfers 1 and 2 tie at +20, 2 wins; 3 came too late
+    ("b", 0, 2, SRC),
+    # arrived at T0+30, the very start: in time; thread unknown, the worker is known
+    ("b", 1, 3, SRC),
+    # the copy at W3, not the ones at W2
+    ("d", 0, 4, SRC),
+}
+
+
+def ntriples(records: RunRecords, **kw) -> bytes:  # type: ignore[no-untyped-def]
+    buf = io.BytesIO()
+    write(to_prov(records, **kw), buf, "ntriples")
+    return buf.getvalue()
+
+
+def test_execution_used_the_last_replica_at_its_worker_that_arrived_by_its_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rec = replica_records()
+    with caplog.at_level("INFO", logger="metaprov"):
+        got = exported_links(to_prov(rec))
+    assert got == REPLICA_LINKS, link_frame(got)
+    # c's copy came after it started, e has no start: said, not linked.
+    assert "1 (execution, dependency) pairs had a replica" in caplog.text
+    assert "1 one at an execution without a start" in caplog.text
+    assert expected_links(rec) == REPLICA_LINKS  # the slow reference agrees on the same rule
+    g = graph_of(rec)
+    run = f"{DEFAULT_BASE}/run/repl0001"
+
+    def ex(key: str) -> URIRef:
+        return URIRef(f"{run}/task/{key}/execution/0")
+
+    def ck(key: str) -> URIRef:
+        return URIRef(f"{run}/task/{key}/chunk")
+
+    # Not linked: c started before any copy reached W2, e has no start; both still use the chunk.
+    for key in ("c", "e"):
+        assert g.value(ex(key), MPN.usedReplica) is None
+        assert set(g.objects(ex(key), PROVN.used)) == {ck(SRC)}
+    # b's other dependency was computed on W2: its chunk, no replica.
+    assert set(g.objects(ex("b"), PROVN.used)) == {ck(SRC), ck(OTHER)}
+    assert g.value(ex("b"), MPN.usedReplica) == URIRef(f"{run}/transfer/2/replica/{SRC}")
+    # The sub-property is declared, so a store with RDFS reasoning also sees prov:used.
+    for e, r in g.subject_objects(MPN.usedReplica):
+        assert (r, RDF.type, URIRef(MP.ChunkReplica)) in g
+        assert g.value(r, PROVN.specializationOf) in set(g.objects(e, PROVN.used))
+
+
+def test_used_replicas_do_not_depend_on_row_order_or_block_size() -> None:
+    ref = ntriples(replica_records())
+    assert b"usedReplica" in ref
+    shuffled = replica_records()
+    for name in ("tasks", "executions", "dependencies", "transfers"):
+        df = getattr(shuffled, name)
+        setattr(shuffled, name, df.sample(frac=1.0, random_state=3).reset_index(drop=True))
+    assert ntriples(shuffled) == ref
+    assert sorted(ntriples(replica_records(), chunk_rows=2).splitlines()) == sorted(
+        ref.splitlines()
+    )
+
+
+def test_used_replicas_on_a_synthetic_run_follow_the_rule(tmp_path: Path) -> None:
+    from metaprov.ingest import read_run
+
+    run = generate_run(
+        tmp_path / "run", 3000, seed=4, workers=4, transfer_fraction=0.3, retried_fraction=0.03
+    )
+    rec = read_run(run)
+    got = exported_links(to_prov(rec, chunk_rows=700))
+    assert got == expected_links(rec)
+    assert len({(k, a) for k, a, _, _ in got}) == load_truth(run)["replica_uses"] > 0
 
 
 def test_run_job_configs_and_software(g: rdflib.Graph) -> None:

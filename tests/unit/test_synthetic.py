@@ -365,6 +365,9 @@ def test_reference_workload_shape(plain_run: Path) -> None:
     assert 0.4 < t["tuple_keys"] / n < 0.6
     assert 1.0 < t["edges"] / n < 1.4
     assert t["erred"] == t["retried"] == 0
+    # Each fetching task's execution reads the copy its transfer brought (mp:usedReplica); no
+    # other execution runs where a fetched key was sent.
+    assert t["replica_uses"] == t["transfers"]
 
 
 def test_files_can_be_left_out(tmp_path: Path) -> None:
@@ -375,6 +378,7 @@ def test_files_can_be_left_out(tmp_path: Path) -> None:
     assert not (r / "scheduler_transition.csv").exists()
     t = load_truth(r)
     assert t["worker_transitions"] == t["scheduler_transitions"] == 0
+    assert "replica_uses" not in t  # counted on worker-transition windows only
     assert (r / "graph.csv").exists() and (r / "worker_transfer.csv").exists()
 
 

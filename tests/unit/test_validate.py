@@ -73,6 +73,22 @@ def test_clean_exports_conform(engine: str, nt: Path) -> None:
             "used entity",
         ),
         (
+            {"drop": r"/transfer/0/replica/a> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"},
+            "TaskExecutionShape",
+            "used replica is a described",
+        ),
+        (
+            # the copy 'x/y z' read would have arrived after it started (in 2030)
+            {
+                "sub": (
+                    r'(/transfer/0> <http://www.w3.org/ns/prov#endedAtTime> )"[^"]+"',
+                    r'\1"2030-01-01T00:00:00.000000Z"',
+                )
+            },
+            "TaskExecutionShape",
+            "arrived by the execution's start",
+        ),
+        (
             {
                 "sub": (
                     r'(/task/a/execution/0> <http://www.w3.org/ns/prov#startedAtTime> )"[^"]+"',
