@@ -133,6 +133,13 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "a replica a task execution used had arrived by the execution's start",
     ),
     (
+        "TaskExecutionShape",
+        "SELECT DISTINCT ?f WHERE { { ?f a mp:TaskExecution ; mp:inputTransferCount ?v FILTER(?v < 1) } "
+        "UNION { ?f a mp:TaskExecution ; mp:inputTransferSeconds ?v FILTER(?v < 0) } "
+        "UNION { ?f a mp:TaskExecution ; mp:inputTransferBytes ?v FILTER(?v < 0) } }",
+        "a task execution's input transfers are one positive count, non-negative seconds and bytes",
+    ),
+    (
         "AssociationShape",
         "SELECT DISTINCT ?f WHERE { ?x prov:qualifiedAssociation ?f . MINUS { ?f prov:agent ?a } }",
         "a qualified association names exactly one agent",

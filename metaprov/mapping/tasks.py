@@ -370,9 +370,10 @@ def _execution_blocks(
     prefix_of = dict_map(idx.tasks["prefix"], iris.prefixes)
     # The replica each execution read a transferred dependency from (imported here: the
     # transfers module builds on this one).
-    from metaprov.mapping.transfers import replica_iris, used_replicas
+    from metaprov.mapping.transfers import input_transfers, replica_iris, used_replicas
 
     use = used_replicas(ctx, idx, edges, ex)
+    waits = input_transfers(ctx, use)
     step = ctx.chunk_rows
     for a in range(0, n, step):
         b = min(n, a + step)
@@ -403,6 +404,9 @@ def _execution_blocks(
         if r1 > r0:
             reps = replica_iris(ctx, use.replicas[r0:r1])
             blk.add(MP.usedReplica, list_column(use.offsets[a : b + 1] - r0, reps))
+            blk.add(MP.inputTransferCount, lit_int(waits.count.iloc[a:b]), "typed", XSD.integer)
+            blk.add(MP.inputTransferSeconds, lit_double(waits.seconds[a:b]), "typed", XSD.double)
+            blk.add(MP.inputTransferBytes, lit_int(waits.bytes.iloc[a:b]), "typed", XSD.integer)
         yield blk
 
         ab = Block(iris.associations(e_iri))

@@ -73,7 +73,7 @@ MP_TERMS: frozenset[str] = frozenset(
     DataChunk ChunkReplica Transfer Transition
     File FileVersion IOUsage IOGeneration
     run partOfJob node task taskGroup taskPrefix inGraph dependsOn source destination
-    observedBy execution file usedReplica
+    observedBy execution file usedReplica inputTransferCount inputTransferSeconds inputTransferBytes
     runId runName missingInput software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt

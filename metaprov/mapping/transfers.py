@@ -174,6 +174,44 @@ def used_replicas(ctx: MapContext, idx: TaskIndex, edges: Edges, ex: pd.DataFram
     return ctx.cached("used_replicas", make)
 
 
+@dataclass
+class InputTransfers:
+    """Per task execution: the transfers that brought the replicas it used (``mp:usedReplica``),
+    each counted once however many of its keys the execution used, with their seconds and bytes
+    summed (a missing duration or size adds nothing). Null for executions without replicas."""
+
+    count: pd.Series  # Int64
+    seconds: np.ndarray  # float64, NaN when none
+    bytes: pd.Series  # Int64
+
+
+def input_transfers(ctx: MapContext, use: ReplicaUse) -> InputTransfers:
+    """The :class:`InputTransfers` of the executions ``use`` covers (rows of executions_sorted)."""
+    n = len(use.offsets) - 1
+    count = np.zeros(n, np.int64)
+    seconds = np.zeros(n, np.float64)
+    total = np.zeros(n, np.float64)
+    if len(use.replicas):
+        tr = transfers_sorted(ctx)
+        ex_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(use.offsets))
+        tid = tr["transfer"].to_numpy(dtype=np.int64)[use.replicas]
+        order = np.lexsort((tid, ex_of))
+        e, t, r = ex_of[order], tid[order], use.replicas[order]
+        first = np.concatenate(([True], (e[1:] != e[:-1]) | (t[1:] != t[:-1])))
+        e, r = e[first], r[first]
+        dur = pd.to_numeric(tr["duration"], errors="coerce").to_numpy(dtype=np.float64)[r]
+        size = pd.to_numeric(tr["total"], errors="coerce").to_numpy(dtype=np.float64)[r]
+        count = np.bincount(e, minlength=n)
+        seconds = np.bincount(e, weights=np.nan_to_num(dur, nan=0.0), minlength=n)
+        total = np.bincount(e, weights=np.nan_to_num(size, nan=0.0), minlength=n)
+    none = count == 0
+    return InputTransfers(
+        count=pd.Series(pd.array(np.where(none, 0, count), dtype="Int64").copy()).mask(none),
+        seconds=np.where(none, np.nan, seconds),
+        bytes=pd.Series(pd.array(np.rint(total).astype(np.int64), dtype="Int64")).mask(none),
+    )
+
+
 def replica_iris(ctx: MapContext, rows: np.ndarray) -> pa.Array:
     """IRIs of the replicas of the given rows of :func:`transfers_sorted`."""
     tr = transfers_sorted(ctx)

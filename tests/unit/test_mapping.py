@@ -321,6 +321,51 @@ def test_used_replicas_on_a_synthetic_run_follow_the_rule(tmp_path: Path) -> Non
     assert len({(k, a) for k, a, _, _ in got}) == load_truth(run)["replica_uses"] > 0
 
 
+def test_tiny_run_execution_sums_the_transfers_that_brought_its_inputs(g: rdflib.Graph) -> None:
+    # 'x/y z' used two replicas, both made by transfer 0: one transfer, its seconds and bytes.
+    t0 = URIRef(f"{RUN}/transfer/0")
+    e = execution(KEY_SLASH)
+    assert g.value(e, MPN.inputTransferCount).toPython() == 1
+    assert g.value(e, MPN.inputTransferSeconds) == g.value(t0, MPN.duration)
+    assert g.value(e, MPN.inputTransferBytes) == g.value(t0, MPN.totalBytes)
+    # an execution that used no replica has none of the three
+    for p in (MPN.inputTransferCount, MPN.inputTransferSeconds, MPN.inputTransferBytes):
+        assert g.value(execution(KEY_B), p) is None
+
+
+def test_input_transfer_totals_on_a_synthetic_run(tmp_path: Path) -> None:
+    """Per execution: the distinct transfers behind its used replicas, summed once each."""
+    from metaprov.ingest import read_run
+
+    run = generate_run(
+        tmp_path / "run", 2000, seed=6, workers=3, transfer_fraction=0.5, retried_fraction=0.02
+    )
+    rec = read_run(run)
+    per_transfer = rec.transfers.drop_duplicates("transfer").set_index("transfer")
+    want: dict[tuple[str, int], tuple[int, float, int]] = {}
+    by_execution: dict[tuple[str, int], set[int]] = {}
+    for key, attempt, transfer, _ in expected_links(rec):
+        by_execution.setdefault((key, int(attempt)), set()).add(int(transfer))
+    for ex_key, transfers in by_execution.items():
+        rows = per_transfer.loc[sorted(transfers)]
+        want[ex_key] = (len(transfers), float(rows["duration"].sum()), int(rows["total"].sum()))
+    assert any(n > 1 for n, _, _ in want.values())  # some executions had several transfers
+
+    graph = rdflib.Graph()
+    graph.parse(data=ntriples(rec).decode(), format="nt")
+    got = {}
+    for e, n in graph.subject_objects(MPN.inputTransferCount):
+        key = str(graph.value(graph.value(e, MPN.task), MPN.key))
+        attempt = int(graph.value(e, MPN.attempt).toPython())
+        seconds = float(graph.value(e, MPN.inputTransferSeconds).toPython())
+        size = int(graph.value(e, MPN.inputTransferBytes).toPython())
+        got[(key, attempt)] = (int(n.toPython()), seconds, size)
+    assert got.keys() == want.keys()
+    for k, (n, seconds, size) in want.items():
+        assert got[k][0] == n and got[k][2] == size, k
+        assert got[k][1] == pytest.approx(seconds, rel=1e-12), k
+
+
 def test_run_job_configs_and_software(g: rdflib.Graph) -> None:
     run = URIRef(RUN)
     assert (run, RDF.type, URIRef(MP.Run)) in g

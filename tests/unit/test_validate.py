@@ -91,6 +91,16 @@ def test_clean_exports_conform(engine: str, nt: Path) -> None:
         (
             {
                 "sub": (
+                    r'(<https://w3id.org/metaprov/ns#inputTransferSeconds> )"[^"]+"',
+                    r'\1"-1.0"',
+                )
+            },
+            "TaskExecutionShape",
+            "input transfer",
+        ),
+        (
+            {
+                "sub": (
                     r'(/task/a/execution/0> <http://www.w3.org/ns/prov#startedAtTime> )"[^"]+"',
                     r'\1"2030-01-01T00:00:00.000000Z"',
                 )
