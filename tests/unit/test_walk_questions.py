@@ -1,7 +1,9 @@
-"""Questions that walk the dependency DAG step by step (``#%% repeat``): lineage and downstream.
+"""Questions on a synthetic run: those that walk the dependency DAG step by step
+(``#%% repeat``: lineage and downstream) and the problem tasks.
 
-Ground truth is the DAG of the export itself (every ``mp:dependsOn`` edge read back with one
-query, then networkx), on a synthetic run deep enough for walks of many levels.
+Ground truth for the walks is the DAG of the export itself (every ``mp:dependsOn`` edge read back
+with one query, then networkx), on a synthetic run deep enough for walks of many levels; for
+the problems, the records the export was made from.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from metaprov.errors import QueryError
 from metaprov.ingest import read_run
 from metaprov.mapping import to_prov
 from metaprov.queries import check_question, parse_header, run_question, split_steps
+from metaprov.records import RunRecords
 from metaprov.store import EmbeddedStore
 from metaprov.synthetic import generate_run
 
@@ -23,10 +26,21 @@ MP = "https://w3id.org/metaprov/ns#"
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[EmbeddedStore, nx.DiGraph]:
-    run = generate_run(tmp_path_factory.mktemp("walk") / "run", 3000, seed=11)
+def records(tmp_path_factory: pytest.TempPathFactory) -> RunRecords:
+    run = generate_run(
+        tmp_path_factory.mktemp("walk") / "run",
+        3000,
+        seed=11,
+        erred_fraction=0.01,
+        retried_fraction=0.01,
+    )
+    return read_run(run, darshan=False)
+
+
+@pytest.fixture(scope="module")
+def loaded(records: RunRecords) -> tuple[EmbeddedStore, nx.DiGraph]:
     store = EmbeddedStore(None)
-    store.load_graph(to_prov(read_run(run, darshan=False)))
+    store.load_graph(to_prov(records))
     edges = store.query(
         f"PREFIX mp: <{MP}> SELECT ?a ?b WHERE {{ GRAPH ?g {{ ?t mp:dependsOn ?d . "
         "?t mp:key ?a . ?d mp:key ?b } }"
@@ -132,3 +146,22 @@ def test_walk_questions_also_run_on_an_export_file(loaded, tmp_path: Path) -> No
     a = run_question(store, "downstream", {"key": key, "limit": "9"})
     b = run_question(other, "downstream", {"key": key, "limit": "9"})
     assert a.equals(b)
+
+
+def test_problem_tasks_name_every_erred_and_retried_task_with_its_executions(
+    loaded, records: RunRecords
+) -> None:
+    store, _ = loaded
+    tasks = records.tasks.set_index("key")
+    runs = records.executions.groupby("key").size()
+    got = run_question(store, "problem-tasks", {"limit": "100000"})
+    for problem, flag in (("erred", "erred"), ("retried", "retried")):
+        rows = got[got["problem"] == problem].set_index("key")
+        want = set(tasks.index[tasks[flag].fillna(False).astype(bool)])
+        assert set(rows.index) == want and len(want) > 5, problem
+        assert (rows["executions"] == runs.reindex(rows.index).fillna(0)).all(), problem
+        assert (rows["prefix"] == tasks.loc[rows.index, "prefix"]).all(), problem
+    assert (got.loc[got["problem"] == "retried", "executions"] > 1).all()
+    # the limit keeps the first rows in (run, problem, task) order, the same on every call
+    few = run_question(store, "problem-tasks", {"limit": "4"})
+    assert len(few) == 4 and few.equals(run_question(store, "problem-tasks", {"limit": "4"}))
