@@ -82,11 +82,33 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
     ctx.obj = Context(quiet=quiet, debug=debug, verbose=verbose)
 
 
+def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    """``--quiet`` after a command name means what ``metaprov --quiet`` means."""
+    if value:
+        obj = ctx.find_object(Context)
+        if obj is not None:
+            obj.quiet = True
+        logging.getLogger("metaprov").setLevel(logging.ERROR)
+    return value
+
+
+#: Every command also takes ``-q/--quiet`` after its name (``metaprov export RUN -o x.ttl -q``).
+quiet_option = click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    expose_value=False,
+    callback=_quiet_here,
+    help="No progress bars and no informational messages (as metaprov -q).",
+)
+
+
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
 @cli.command("inspect")
+@quiet_option
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (for scripts).")
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
@@ -122,6 +144,7 @@ _GSP_HELP = "The server's Graph Store endpoint [default: $METAPROV_GSP or derive
 
 
 @cli.command("load")
+@quiet_option
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
@@ -194,6 +217,7 @@ def load_cmd(
 
 
 @cli.command("query")
+@quiet_option
 @click.argument("question", required=False)
 @click.option(
     "-p",
@@ -288,6 +312,7 @@ def query_cmd(
 @cli.command(
     "capture", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
+@quiet_option
 @click.argument("script", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option(
@@ -347,6 +372,7 @@ def _format_help() -> str:
 
 
 @cli.command("export")
+@quiet_option
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option(
     "-o",
@@ -427,6 +453,7 @@ def export_cmd(
 
 # --- validate (issue 3) ---
 @cli.command("validate")
+@quiet_option
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option(
     "-f",

@@ -132,3 +132,25 @@ def test_help_shows_examples() -> None:
         assert result.exit_code == 0
         assert "Example:" in result.stdout
     assert "200,000" in CliRunner().invoke(cli, ["export", "--help"]).stdout
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "run"
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_is_accepted_before_or_after_the_command(tmp_path: Path, where: str) -> None:
+    """`metaprov -q export ...` and `metaprov export ... -q` both silence the summary line."""
+    out = tmp_path / "r.ttl"
+    args = ["export", str(EXAMPLE), "-o", str(out), "--no-darshan"]
+    loud = CliRunner().invoke(cli, args)
+    assert loud.exit_code == 0 and "triples" in loud.stderr + loud.stdout
+    quiet = ["-q", *args] if where == "before" else [*args, "--quiet"]
+    result = CliRunner().invoke(cli, quiet)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and result.stderr == ""
+    assert out.stat().st_size > 0
+    # load's report is its answer (stdout); --quiet after the command still hides the rest
+    store = tmp_path / "store"
+    loaded = CliRunner().invoke(cli, ["load", str(EXAMPLE), "--store", str(store), "-q"])
+    assert loaded.exit_code == 0 and loaded.stderr == "", loaded.output
+    assert loaded.stdout.startswith("loaded ")
