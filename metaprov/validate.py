@@ -134,6 +134,12 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
     ),
     (
         "TaskExecutionShape",
+        "SELECT DISTINCT ?f WHERE { { ?f a mp:TaskExecution ; mp:prefix ?p . MINUS { ?p a mp:TaskPrefix } } "
+        "UNION { ?f a mp:TaskExecution ; mp:prefix ?p, ?q . FILTER(?p != ?q) } }",
+        "a task execution's prefix is one described mp:TaskPrefix",
+    ),
+    (
+        "TaskExecutionShape",
         "SELECT DISTINCT ?f WHERE { { ?f a mp:TaskExecution ; mp:inputTransferCount ?v FILTER(?v < 1) } "
         "UNION { ?f a mp:TaskExecution ; mp:inputTransferSeconds ?v FILTER(?v < 0) } "
         "UNION { ?f a mp:TaskExecution ; mp:inputTransferBytes ?v FILTER(?v < 0) } }",

@@ -165,3 +165,21 @@ def test_problem_tasks_name_every_erred_and_retried_task_with_its_executions(
     # the limit keeps the first rows in (run, problem, task) order, the same on every call
     few = run_question(store, "problem-tasks", {"limit": "4"})
     assert len(few) == 4 and few.equals(run_question(store, "problem-tasks", {"limit": "4"}))
+
+
+def test_slowest_tasks_of_one_prefix_and_of_all(loaded, records: RunRecords) -> None:
+    """Both variants of step 1 (with and without a prefix) against the records."""
+    store, _ = loaded
+    ex = records.executions.merge(records.tasks[["key", "prefix"]], on="key")
+    ex["duration"] = (ex["end"] - ex["start"]).dt.total_seconds()
+    ex = ex.dropna(subset=["duration"])
+    cases = [(p, ex[ex["prefix"] == p]) for p in sorted(ex["prefix"].dropna().unique())[:3]]
+    for prefix, rows in [*cases, (None, ex)]:
+        want = rows.nlargest(5, "duration")
+        params = {"limit": "5"} if prefix is None else {"prefix": prefix, "limit": "5"}
+        got = run_question(store, "slowest-tasks", params)
+        assert set(zip(got["key"], got["attempt"], strict=True)) == set(
+            zip(want["key"], want["attempt"], strict=True)
+        ), prefix
+        assert list(got["duration"]) == pytest.approx(list(want["duration"]), abs=1e-6)
+        assert list(got["prefix"]) == list(want["prefix"])
