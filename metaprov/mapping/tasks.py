@@ -7,8 +7,9 @@ Input: ``records.tasks``, ``records.executions``, ``records.dependencies`` (and 
 - mp:TaskExecution per execution row: compute window (dateTimes, epochs, duration), attempt,
   outcome, ``prov:wasAssociatedWith`` its thread (its worker when the thread is unknown), a
   qualified ``prov:Association`` whose ``prov:hadPlan`` is the task prefix, ``prov:used`` of
-  the data chunk of every dependency (dynamic edges) and ``mp:usedReplica`` of the replica a
-  transferred dependency was read from (see ``used_replicas`` in ``transfers.py``);
+  the data chunk of every dependency (dynamic edges), ``mp:prefix`` (the plan again, as a
+  direct link), ``mp:usedReplica`` of the replica a transferred dependency was read from and
+  the totals of the transfers behind those (see ``used_replicas`` in ``transfers.py``);
 - mp:DataChunk per key with a result, ``prov:wasGeneratedBy`` its successful execution and
   ``prov:atLocation`` the worker holding it.
 
@@ -399,7 +400,8 @@ def _execution_blocks(
         blk.add(PROV.qualifiedAssociation, iris.associations(e_iri))
         # the association's plan again, as a direct link: "executions of this prefix" is then
         # one index range instead of two lookups per execution (slowest-tasks with a prefix)
-        blk.add(MP.prefix, prefix_of.take(pa.array(rows)))
+        plan = prefix_of.take(pa.array(rows))
+        blk.add(MP.prefix, plan)
         off, pos = ragged_gather(used_offsets, rows)
         if len(pos):
             blk.add(PROV.used, list_column(off, idx.chunk_iri(used_targets[pos])))
@@ -415,7 +417,7 @@ def _execution_blocks(
         ab = Block(iris.associations(e_iri))
         ab.add(RDF.type, PROV.Association)
         ab.add(PROV.agent, agent)
-        ab.add(PROV.hadPlan, prefix_of.take(pa.array(rows)))
+        ab.add(PROV.hadPlan, plan)
         yield ab
 
 
