@@ -316,10 +316,10 @@ def _question(q: Question) -> list[str]:
         f"(`{rel}`, header left out):\n"
     )
     for i, (repeat, variants) in enumerate(steps, 1):
-        for condition, text in variants:
-            when = (
-                f", when `{condition.split()[0]}` {condition.split(' ', 1)[1]}" if condition else ""
-            )
+        for guard, text in variants:
+            when = ""
+            if guard is not None:
+                when = f", when `{guard[1]}` is {'given' if guard[0] else 'not given'}"
             again = ", repeated on the new rows it finds" if repeat else ""
             out.append(f"Step {i} of {len(steps)}{again}{when}:\n")
             out.append("```sparql\n" + _strip_header(text) + "\n```\n")

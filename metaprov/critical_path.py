@@ -25,6 +25,7 @@ import pandas as pd
 
 from metaprov.errors import QueryError
 from metaprov.queries import Param, Question
+from metaprov.timeutil import NAT_US, utc_to_us
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -216,10 +217,8 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
         pd.concat([tasks["key"], dep["key"], dep["dependency"]], ignore_index=True).astype(str)
     )
     index = pd.Index(keys)
-    start = ex["start"].to_numpy(dtype="datetime64[us]").view("int64")
-    end = ex["end"].to_numpy(dtype="datetime64[us]").view("int64")
-    nat = np.iinfo(np.int64).min
-    secs = np.where((start != nat) & (end != nat), (end - start) / 1e6, 0.0)
+    start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
+    secs = np.where((start != NAT_US) & (end != NAT_US), (end - start) / 1e6, 0.0)
     weights = np.zeros(len(keys))
     if len(ex):
         rows = index.get_indexer(ex["key"].astype(str))

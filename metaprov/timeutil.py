@@ -25,8 +25,12 @@ def epoch_to_utc(values: pd.Series | np.ndarray) -> pd.Series:
     return out.dt.tz_localize("UTC")
 
 
+#: "No time" in int64 microseconds: what :func:`utc_to_us` makes of NaT.
+NAT_US = np.iinfo(np.int64).min
+
+
 def utc_to_us(values: pd.Series) -> np.ndarray:
-    """Integer microseconds since the epoch (NaT becomes the int64 minimum)."""
+    """Integer microseconds since the epoch (NaT becomes :data:`NAT_US`)."""
     return values.to_numpy(dtype="datetime64[us]").view("int64")
 
 

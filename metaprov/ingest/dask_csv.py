@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from metaprov.ingest.csvread import CsvTable, _types_mapper, read_csv
 from metaprov.ingest.literals import parse_column
 from metaprov.records import SCHEMAS, Accounting, RunRecords, conform
+from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import epoch_to_utc
 
 CSV_FILES = (
@@ -110,7 +111,6 @@ def _release_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
-_NAT = np.iinfo(np.int64).min  # "no time" in int64 microseconds
 _LAST = np.iinfo(np.int64).max  # sort key of "no time": NaT sorts last
 
 

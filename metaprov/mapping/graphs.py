@@ -100,14 +100,13 @@ def prefix_stats(ctx: MapContext, prefixes: pd.Series) -> dict[str, object]:
     Prefixes without such executions get a count of 0 and no other figure.
     """
     from metaprov.mapping.tasks import execution_iris, executions_sorted, task_index
-    from metaprov.timeutil import utc_to_us
+    from metaprov.timeutil import NAT_US, utc_to_us
 
     n = len(prefixes)
     idx = task_index(ctx)
     ex = executions_sorted(ctx, idx)
     start_us, end_us = utc_to_us(ex["start"]), utc_to_us(ex["end"])
-    nat = np.iinfo(np.int64).min  # NaT
-    known = (start_us != nat) & (end_us != nat)
+    known = (start_us != NAT_US) & (end_us != NAT_US)
     pcode = _task_prefix_codes(ctx, prefixes)[ex["row"].to_numpy()]
     keep = known & (pcode >= 0)
     codes = pcode[keep]

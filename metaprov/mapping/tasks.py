@@ -30,13 +30,13 @@ import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, RunIris, as_text_array, concat
+from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
 
 LARGE = pa.large_string()
-_NAT = np.iinfo(np.int64).min
 TASK_COLUMNS = [
     "key",
     "prefix",

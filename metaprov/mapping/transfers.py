@@ -34,6 +34,7 @@ from metaprov.mapping.tasks import (
     task_index,
 )
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array
+from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
 
 if TYPE_CHECKING:
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metaprov")
 LARGE = pa.large_string()
-_NAT = np.iinfo(np.int64).min
 
 
 def transfers_sorted(ctx: MapContext) -> pd.DataFrame:

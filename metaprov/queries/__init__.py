@@ -493,25 +493,13 @@ def split_steps(text: str, given: set[str] | frozenset[str] = frozenset()) -> li
     return [t for _, t in _chosen(text, given)]
 
 
-def step_variants(text: str) -> list[tuple[bool, list[tuple[str, str]]]]:
-    """Every step of a question: whether it repeats, and all its variants as ``(condition,
-    text)`` pairs; the condition is ``""`` for a step without variants, else e.g.
-    ``"prefix is given"``."""
-    return [
-        (
-            step.repeat,
-            [
-                (
-                    ""
-                    if v.guard is None
-                    else f"{v.guard[1]} is {'given' if v.guard[0] else 'not given'}",
-                    v.text,
-                )
-                for v in step.variants
-            ],
-        )
-        for step in _parse_steps(text)
-    ]
+def step_variants(
+    text: str,
+) -> list[tuple[bool, list[tuple[tuple[bool, str] | None, str]]]]:
+    """Every step of a question: whether it repeats, and all its variants as ``(guard, text)``
+    pairs; the guard is None for a step without variants, else ``(given?, parameter name)``:
+    ``(True, "prefix")`` for ``#%% if prefix``, ``(False, "prefix")`` for ``#%% unless prefix``."""
+    return [(s.repeat, [(v.guard, v.text) for v in s.variants]) for s in _parse_steps(text)]
 
 
 def guard_names(text: str) -> list[str]:

@@ -281,13 +281,18 @@ def test_credentials_from_environment(
     assert EndpointStore(proxy + "/query").drop("http://example.org/env/graph") is True
 
 
+def _use_netrc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str) -> None:
+    """A private netrc file with an entry for the test server, found through NETRC."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1 login {USER} password {password}\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+
+
 def test_credentials_from_netrc(
     proxy: str, no_credentials: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    netrc = tmp_path / "netrc"
-    netrc.write_text(f"machine 127.0.0.1 login {USER} password {PASSWORD}\n")
-    netrc.chmod(0o600)
-    monkeypatch.setenv("NETRC", str(netrc))
+    _use_netrc(tmp_path, monkeypatch, PASSWORD)
     st = open_store(endpoint=proxy + "/query")
     assert st.auth_source == "netrc"
     assert st.query("ASK { ?s ?p ?o }") in (True, False)
@@ -298,10 +303,7 @@ def test_token_wins_over_a_netrc_entry(
 ) -> None:
     # requests would let ~/.netrc replace a bare Bearer header with Basic auth (wrong password
     # here: the proxy would answer 403); the token must be what reaches the server.
-    netrc = tmp_path / "netrc"
-    netrc.write_text(f"machine 127.0.0.1 login {USER} password wrong\n")
-    netrc.chmod(0o600)
-    monkeypatch.setenv("NETRC", str(netrc))
+    _use_netrc(tmp_path, monkeypatch, "wrong")
     monkeypatch.setenv("METAPROV_ENDPOINT_TOKEN", TOKEN)
     st = open_store(endpoint=proxy + "/query")
     assert st.auth_source == "METAPROV_ENDPOINT_TOKEN" and TOKEN not in repr(st._session.auth)
