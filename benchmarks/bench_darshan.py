@@ -29,9 +29,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from metaprov.ingest.darshan import read_darshan_logs  # noqa: E402
-from metaprov.ingest.darshan_write import log_file_name, write_darshan_log  # noqa: E402
 from metaprov.link import link_io  # noqa: E402
 from metaprov.records import RunRecords, conform  # noqa: E402
+from metaprov.synthetic.darshan import log_file_name, write_darshan_log  # noqa: E402
 from metaprov.timeutil import epoch_to_utc  # noqa: E402
 
 T0 = 1_713_553_300.0

@@ -2,9 +2,9 @@
 
 The questions are the ``metaprov/queries/*.rq`` files (header parsed by
 :func:`metaprov.queries.questions`) plus ``critical-path`` (defined in
-``metaprov/critical_path.py``). The examples of parameter binding and of a step handing its rows
-to the next are produced by the code itself (:func:`metaprov.queries.sparql.bind` and
-:func:`~metaprov.queries.sparql.fill_values`), so the page shows what the code does today.
+``metaprov/analysis/critical_path.py``). The examples of parameter binding and of a step handing its rows
+to the next are produced by the code itself (:func:`metaprov.store.sparql.bind` and
+:func:`~metaprov.store.sparql.fill_values`), so the page shows what the code does today.
 A test (tests/unit/test_docs_queries.py) keeps the page in sync.
 """
 
@@ -23,7 +23,7 @@ from metaprov.queries import (  # noqa: E402
     questions,
     step_variants,
 )
-from metaprov.queries.sparql import PARAM_TYPES, bind, fill_values, make_term  # noqa: E402
+from metaprov.store.sparql import PARAM_TYPES, bind, fill_values, make_term  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "queries.md"
@@ -124,7 +124,8 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
 From Python:
 
 ```python
-from metaprov.store import open_store, query
+from metaprov.queries import query
+from metaprov.store import open_store
 from metaprov.queries import run_question
 
 df = query("slowest-tasks", {{"prefix": "save_file", "limit": 5}}, store="prov-store")
@@ -292,7 +293,7 @@ def _question(q: Question) -> list[str]:
     out.append("```bash\n" + "\n".join(_example(q)) + "\n```\n")
     if q.name == CRITICAL_PATH and not q.text:
         out.append(
-            "Answered in Python, not by one SPARQL query (`metaprov/critical_path.py`): the run is "
+            "Answered in Python, not by one SPARQL query (`metaprov/analysis/critical_path.py`): the run is "
             "resolved by `--param run` (its id or directory name; needed when the store holds "
             "several runs); the path is the one the embedded store recorded when the run was loaded "
             "from its directory (or as a PROV graph from Python), else it is computed from the "

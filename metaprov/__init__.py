@@ -12,53 +12,32 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from metaprov._version import __version__
 
-__all__ = [
-    "__version__",
-    "read_run",
-    "link_io",
-    "to_prov",
-    "write",
-    "load",
-    "query",
-    "RunRecords",
-    "MetaprovError",
-]
+#: Public name -> the module that defines it (imported on first use).
+_API = {
+    "read_run": "metaprov.ingest",
+    "RunRecords": "metaprov.records",
+    "MetaprovError": "metaprov.errors",
+    "link_io": "metaprov.link",
+    "to_prov": "metaprov.mapping",
+    "write": "metaprov.write",
+    "load": "metaprov.store",
+    "query": "metaprov.queries",
+}
+
+__all__ = ["__version__", *_API]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: `import metaprov` stays fast and does not pull rdflib/pyoxigraph until needed.
-    if name == "read_run":
-        from metaprov.ingest import read_run
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'metaprov' has no attribute {name!r}")
+    from importlib import import_module
 
-        return read_run
-    if name == "RunRecords":
-        from metaprov.records import RunRecords
+    return getattr(import_module(module), name)
 
-        return RunRecords
-    if name == "MetaprovError":
-        from metaprov.errors import MetaprovError
 
-        return MetaprovError
-    if name == "link_io":
-        from metaprov.link import link_io
-
-        return link_io
-    if name == "to_prov":
-        from metaprov.mapping import to_prov
-
-        return to_prov
-    if name == "write":
-        from metaprov.write import write
-
-        return write
-    if name == "load":
-        from metaprov.store import load
-
-        return load
-    if name == "query":
-        from metaprov.store import query
-
-        return query
-    raise AttributeError(f"module 'metaprov' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

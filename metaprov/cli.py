@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from metaprov import __version__
+from metaprov._version import __version__
 from metaprov.errors import MetaprovError
 
 
@@ -120,8 +120,8 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     Example:
       metaprov inspect examples/run --json > summary.json
     """
+    from metaprov.analysis.summary import format_summary, summarize
     from metaprov.ingest import read_run
-    from metaprov.inspect import format_summary, summarize
 
     records = read_run(run, darshan=not no_darshan, progress=progress_enabled(ctx))
     summary = summarize(records)
@@ -282,8 +282,7 @@ def query_cmd(
       metaprov query my-question.rq --file run.nq -f csv
     """
     from metaprov.errors import UsageError
-    from metaprov.queries import format_list, format_result
-    from metaprov.store import query
+    from metaprov.queries import format_list, format_result, query
 
     if list_questions:
         click.echo(format_list())

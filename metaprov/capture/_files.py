@@ -304,7 +304,7 @@ def versions() -> dict[str, str]:
     import dask
     import distributed
 
-    from metaprov import __version__
+    from metaprov._version import __version__
 
     return {
         "python": platform.python_version(),

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from metaprov.mapping.block import Block, lit_int, lit_str, lit_time
-from metaprov.mapping.job import host_of, user_iri
+from metaprov.mapping.tables import host_of, user_iri
 from metaprov.mapping.terms import MP, PROV, RDF, XSD
 
 if TYPE_CHECKING:

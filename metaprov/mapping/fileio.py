@@ -195,7 +195,7 @@ def _node_of(ctx: MapContext, hosts: pd.Series) -> tuple[pd.Series, list[str]]:
 
 def io_tables(ctx: MapContext) -> IOTables:
     """Group the run's traced calls per (activity, file, operation, link status)."""
-    from metaprov.mapping.tasks import task_index
+    from metaprov.mapping.tables import task_index
 
     rec = ctx.records
     iris = ctx.iris

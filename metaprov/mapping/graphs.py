@@ -99,7 +99,7 @@ def prefix_stats(ctx: MapContext, prefixes: pd.Series) -> dict[str, object]:
     a question over a prefix then reads a handful of triples instead of joining millions.
     Prefixes without such executions get a count of 0 and no other figure.
     """
-    from metaprov.mapping.tasks import execution_iris, executions_sorted, task_index
+    from metaprov.mapping.tables import execution_iris, executions_sorted, task_index
     from metaprov.timeutil import NAT_US, utc_to_us
 
     n = len(prefixes)
@@ -180,7 +180,7 @@ def prefix_io(ctx: MapContext, prefixes: pd.Series) -> dict[str, pd.Series] | No
 
 def _task_prefix_codes(ctx: MapContext, prefixes: pd.Series) -> np.ndarray:
     """Position in ``prefixes`` of each task row's prefix (-1 when it has none), per task once."""
-    from metaprov.mapping.tasks import task_index
+    from metaprov.mapping.tables import task_index
 
     def make() -> np.ndarray:
         task_prefix = task_index(ctx).tasks["prefix"].astype(object).to_numpy()

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
 
-from metaprov import __version__
+from metaprov._version import __version__
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str
+from metaprov.mapping.tables import host_of, user_iri
 from metaprov.mapping.terms import FILE_KIND_CLASS, MP, PROV, RDF, XSD
 from metaprov.records import TIME
 from metaprov.timeutil import format_utc, utc_to_us
@@ -27,26 +28,12 @@ LARGE = pa.large_string()
 _JOB_SKIP = {"id", "server", "user", "nodes", "name", "worker_log"}
 
 
-def host_of(address: Any) -> str | None:
-    """Host part of ``tcp://10.0.0.1:8786`` (None for a missing address)."""
-    if address is None or (isinstance(address, float) and pd.isna(address)) or address is pd.NA:
-        return None
-    text = str(address)
-    rest = text.split("://", 1)[-1]
-    return rest.rsplit(":", 1)[0] if ":" in rest else rest
-
-
 def job_iri(ctx: MapContext) -> str:
     job = ctx.records.job or {}
     jid = job.get("id")
     if jid and job.get("server"):
         jid = f"{jid}.{job['server']}"
     return ctx.iris.job(str(jid) if jid else None)
-
-
-def user_iri(ctx: MapContext) -> str | None:
-    user = (ctx.records.job or {}).get("user")
-    return ctx.iris.user(str(user)) if user else None
 
 
 def node_roles(ctx: MapContext) -> pd.DataFrame:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
-from metaprov.mapping.tasks import (
+from metaprov.mapping.tables import (
     Edges,
     TaskIndex,
     dict_map,
@@ -60,7 +60,7 @@ class ReplicaUse:
     """Which replica each task execution used, as CSR over the executions.
 
     ``replicas[offsets[i]:offsets[i + 1]]`` are rows of :func:`transfers_sorted` used by row ``i``
-    of :func:`~metaprov.mapping.tasks.executions_sorted`, in the order of its dependencies.
+    of :func:`~metaprov.mapping.tables.executions_sorted`, in the order of its dependencies.
 
     Attributes:
         offsets: ``len(executions) + 1`` list offsets.

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_epoch, lit_int, lit_str, lit_time
-from metaprov.mapping.tasks import dict_map, executions_sorted, task_index
+from metaprov.mapping.tables import dict_map, executions_sorted, task_index
 from metaprov.mapping.terms import MP, PROV, RDF, XSD
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ Every packaged question is a ``<name>.rq`` file in this folder whose header says
     # param: prefix (string, optional) only tasks of this prefix, e.g. save_file
     # param: limit (limit, default 20) how many rows
 
-Parameter types are those of :data:`metaprov.queries.sparql.PARAM_TYPES`; a ``limit`` parameter
+Parameter types are those of :data:`metaprov.store.sparql.PARAM_TYPES`; a ``limit`` parameter
 sets the query's final LIMIT, every other parameter binds the SPARQL variable of the same name
-(safely: see :mod:`metaprov.queries.sparql`). A user's own ``.rq`` file may carry the same header.
+(safely: see :mod:`metaprov.store.sparql`). A user's own ``.rq`` file may carry the same header.
 
 ``critical-path`` is a question answered in Python (networkx over the dependency DAG read from
 the store), listed with the others.
@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metaprov.errors import QueryError
-from metaprov.queries.sparql import PARAM_TYPES
+from metaprov.errors import QueryError, UsageError
+from metaprov.queries.model import Param, Question, parse_header
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,124 +38,6 @@ if TYPE_CHECKING:
     from metaprov.store import Store
 
 CRITICAL_PATH = "critical-path"
-
-_HEADER = re.compile(r"^#\s*(title|description|param|example)\s*:\s*(.*?)\s*$")
-_PARAM = re.compile(
-    r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\((?P<type>[A-Za-z]+)(?P<opts>(?:\s*,\s*[^)]*)?)\)\s*(?P<desc>.*)$"
-)
-
-
-@dataclass(frozen=True)
-class Param:
-    """A declared parameter of a question.
-
-    Attributes:
-        name: the SPARQL variable it binds (without ``?``), or ``limit``.
-        type: one of :data:`metaprov.queries.sparql.PARAM_TYPES`.
-        description: one line for ``metaprov query --list``.
-        optional: the question runs without it (the variable is then left free).
-        default: value used when not given (as text), or None.
-    """
-
-    name: str
-    type: str
-    description: str = ""
-    optional: bool = False
-    default: str | None = None
-
-    @property
-    def required(self) -> bool:
-        return not self.optional and self.default is None
-
-    def signature(self) -> str:
-        """``name (type)`` with ``optional`` / ``default`` as declared."""
-        extra = ""
-        if self.default is not None:
-            extra = f", default {self.default}"
-        elif self.optional:
-            extra = ", optional"
-        return f"{self.name} ({self.type}{extra})"
-
-
-@dataclass(frozen=True)
-class Question:
-    """A question: its name, header and SPARQL text (empty for ``critical-path``)."""
-
-    name: str
-    title: str
-    description: str
-    params: tuple[Param, ...] = ()
-    text: str = ""
-    path: str = ""
-    examples: tuple[str, ...] = field(default_factory=tuple)
-
-    def param(self, name: str) -> Param | None:
-        """The declared parameter called ``name``."""
-        return next((p for p in self.params if p.name == name), None)
-
-
-def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
-    """Read the ``# title:`` / ``# description:`` / ``# param:`` header of a ``.rq`` text.
-
-    Raises:
-        QueryError: a ``# param:`` line that does not read ``name (type[, optional|, default X]) text``.
-    """
-    title = ""
-    desc: list[str] = []
-    params: list[Param] = []
-    examples: list[str] = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
-            break
-        m = _HEADER.match(stripped)
-        if not m:
-            continue
-        key, value = m.group(1), m.group(2)
-        if key == "title":
-            title = value
-        elif key == "description":
-            desc.append(value)
-        elif key == "example":
-            examples.append(value)
-        else:
-            params.append(_parse_param(value, where=path or name))
-    return Question(
-        name=name,
-        title=title,
-        description=" ".join(desc),
-        params=tuple(params),
-        text=text,
-        path=path,
-        examples=tuple(examples),
-    )
-
-
-def _parse_param(value: str, *, where: str) -> Param:
-    m = _PARAM.match(value)
-    if not m:
-        raise QueryError(
-            f"{where}: bad '# param:' line {value!r}",
-            hint="write '# param: name (type[, optional | , default VALUE]) description'",
-        )
-    type_ = m.group("type")
-    if type_ not in PARAM_TYPES:
-        raise QueryError(
-            f"{where}: parameter {m.group('name')!r} has unknown type {type_!r}",
-            hint=f"use one of: {', '.join(PARAM_TYPES)}",
-        )
-    optional = False
-    default = None
-    for opt in (o.strip() for o in m.group("opts").split(",") if o.strip()):
-        if opt == "optional":
-            optional = True
-        elif opt.startswith("default "):
-            default = opt[len("default ") :].strip()
-        else:
-            raise QueryError(f"{where}: parameter {m.group('name')!r}: unknown option {opt!r}")
-    return Param(m.group("name"), type_, m.group("desc").strip(), optional, default)
 
 
 @lru_cache(maxsize=1)
@@ -165,7 +48,7 @@ def _packaged() -> dict[str, Question]:
         if entry.name.endswith(".rq"):
             name = entry.name[: -len(".rq")]
             out[name] = parse_header(entry.read_text(encoding="utf-8"), name=name, path=str(entry))
-    from metaprov.critical_path import QUESTION as cp
+    from metaprov.queries.critical_path import QUESTION as cp
 
     out[CRITICAL_PATH] = cp
     return dict(sorted(out.items()))
@@ -233,7 +116,7 @@ def run_question(
     q = question if isinstance(question, Question) else resolve(question)
     values = dict(params or {})
     if q.name == CRITICAL_PATH and not q.text:
-        from metaprov.critical_path import critical_path_from_store
+        from metaprov.queries.critical_path import critical_path_from_store
 
         _check_params(q, values)
         return critical_path_from_store(store, run=values.get("run"))
@@ -260,7 +143,7 @@ def run_question(
 
 
 def _params_of(step: str, bound: dict[str, Any]) -> dict[str, Any]:
-    from metaprov.queries.sparql import variables
+    from metaprov.store.sparql import variables
 
     here = variables(step)
     return {k: v for k, v in bound.items() if k in here}
@@ -335,7 +218,7 @@ def check_question(q: Question) -> None:
     """
     import itertools
 
-    from metaprov.queries.sparql import check_syntax, fill_values, projection, query_form, variables
+    from metaprov.store.sparql import check_syntax, fill_values, projection, query_form, variables
 
     guards = guard_names(q.text)
     declared = {p.name for p in q.params}
@@ -588,6 +471,47 @@ def format_result(result: pd.DataFrame | bool, fmt: str = "table") -> str:
     return str(shown.to_string(index=False))
 
 
+def query(
+    question: str,
+    params: Mapping[str, Any] | None = None,
+    store: str | Path | Store | None = None,
+    endpoint: str | None = None,
+    *,
+    file: str | Path | Sequence[str | Path] | None = None,
+    gsp: str | None = None,
+) -> pd.DataFrame | bool:
+    """Ask a packaged question (by name), a ``.rq`` file, or SPARQL text.
+
+    Args:
+        question: a packaged question name (see :func:`metaprov.queries.questions`), ``critical-path``,
+            a path to a ``.rq`` file, or SPARQL text.
+        params: parameter values by name (bound safely as RDF terms).
+        store: an open :class:`Store` or an embedded store directory.
+        endpoint: SPARQL query endpoint of a server.
+        file: export file(s) to query instead of a store (loaded into memory).
+        gsp: the server's Graph Store endpoint (unused for queries; accepted for symmetry).
+
+    Returns:
+        A DataFrame (or a bool for ASK questions).
+
+    Example:
+        >>> query("slowest-tasks", {"prefix": "save_file"}, store="prov-store")  # doctest: +SKIP
+    """
+    from metaprov.store import EmbeddedStore, Store, open_store
+
+    if file is not None:
+        if store is not None or endpoint is not None:
+            raise UsageError("give either export files or a store/endpoint, not both")
+        mem = EmbeddedStore(None)
+        for f in [file] if isinstance(file, (str, Path)) else list(file):
+            mem.load_file(f)
+        return run_question(mem, question, params)
+    if isinstance(store, Store):
+        return run_question(store, question, params)
+    with open_store(store, endpoint, gsp=gsp, read_only=True) as st:
+        return run_question(st, question, params)
+
+
 __all__ = [
     "CRITICAL_PATH",
     "Param",
@@ -598,6 +522,7 @@ __all__ = [
     "get_question",
     "guard_names",
     "parse_header",
+    "query",
     "questions",
     "resolve",
     "run_question",

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from runfiles import T1, T2, tiny_files, write_run
 
 from metaprov.cli import cli
-from metaprov.ingest.darshan_write import log_file_name, write_darshan_log
+from metaprov.synthetic.darshan import log_file_name, write_darshan_log
 
 WORKER_CMD = "python3 -c from multiprocessing.spawn import spawn_main --multiprocessing-fork"
 START = 1_700_000_000.0

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import IMAGEPROC_RUNS, PMDA_RUNS
 
+from metaprov.analysis.io_summary import format_io, summarize_io
 from metaprov.ingest import read_run
 from metaprov.ingest.darshan import read_darshan_logs
-from metaprov.inspect_io import format_io, summarize_io
 from metaprov.link import link_io
 
 pytestmark = pytest.mark.realdata

@@ -31,7 +31,7 @@ from distributed import Client, LocalCluster, get_worker  # noqa: E402
 
 import metaprov  # noqa: E402
 from metaprov.capture import record  # noqa: E402
-from metaprov.ingest.darshan_write import log_file_name, write_darshan_log  # noqa: E402
+from metaprov.synthetic.darshan import log_file_name, write_darshan_log  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

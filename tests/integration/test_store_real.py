@@ -11,7 +11,7 @@ import pytest
 from conftest import IMAGEPROC_RUNS, PMDA_RUNS, REAL_RUNS
 
 import metaprov
-from metaprov.critical_path import critical_path
+from metaprov.analysis.critical_path import critical_path
 from metaprov.queries import questions, run_question
 from metaprov.store import Store, load, open_store
 

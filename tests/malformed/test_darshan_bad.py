@@ -25,7 +25,7 @@ import metaprov
 from metaprov.cli import cli
 from metaprov.errors import InputError
 from metaprov.ingest.darshan import HEADER_SIZE, read_darshan_logs
-from metaprov.ingest.darshan_write import log_file_name, write_darshan_log
+from metaprov.synthetic.darshan import log_file_name, write_darshan_log
 
 JOB_START = 1_700_000_000.0
 WORKER_CMD = "python3 -c from multiprocessing.spawn import spawn_main --multiprocessing-fork"

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metaprov.critical_path import critical_path, critical_path_from_store, longest_path
+from metaprov.analysis.critical_path import critical_path, longest_path
 from metaprov.errors import QueryError
+from metaprov.queries.critical_path import critical_path_from_store
 from metaprov.records import RunRecords, conform
 
 
@@ -153,7 +154,7 @@ def test_recorded_path_is_used_and_checked(tmp_path) -> None:
     assert recorded is not None and len(recorded["tasks"]) == len(critical_path(rec))
     from_record = critical_path_from_store(st)
     recomputed = critical_path_from_store(st, method="numpy")  # same answer either way
-    st._save_catalog({})
+    st.catalog.save({})
     assert st.cached_critical_path(graph.graph_iri) is None
     from_scan = critical_path_from_store(st)
     for other in (recomputed, from_scan):
@@ -161,7 +162,7 @@ def test_recorded_path_is_used_and_checked(tmp_path) -> None:
     assert list(from_scan["key"]) == list(from_record["key"])
     # A record naming tasks the graph no longer holds is not trusted.
     st._remember(st.load_chunks("urn:other", [b"<urn:a> <urn:b> <urn:c> .\n"]))
-    st._save_catalog(
+    st.catalog.save(
         {
             graph.graph_iri: {
                 "triples": 1,

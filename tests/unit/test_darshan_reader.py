@@ -16,13 +16,13 @@ from metaprov.ingest.darshan import (
     parse_pthread_extra,
     read_darshan_logs,
 )
-from metaprov.ingest.darshan_write import (
+from metaprov.records import SCHEMAS, Accounting
+from metaprov.synthetic.darshan import (
     log_file_name,
     pthread_extra_info,
     record_id,
     write_darshan_log,
 )
-from metaprov.records import SCHEMAS, Accounting
 from metaprov.timeutil import utc_to_epoch
 
 START = (1_713_553_287, 429_820_057)

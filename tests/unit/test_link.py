@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from metaprov.ingest.darshan import read_darshan_logs
-from metaprov.ingest.darshan_write import log_file_name, write_darshan_log
 from metaprov.link import STATUSES, estimate_offset, link_io
 from metaprov.records import RunRecords, conform
+from metaprov.synthetic.darshan import log_file_name, write_darshan_log
 from metaprov.timeutil import epoch_to_utc
 
 T0 = 1_713_553_300.0  # job start of every synthetic process

@@ -548,8 +548,8 @@ def test_key_lookup_agrees_with_index_in(monkeypatch: pytest.MonkeyPatch) -> Non
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from metaprov.mapping import tasks as tasks_mod
-    from metaprov.mapping.tasks import KeyLookup
+    from metaprov.mapping import tables as tasks_mod
+    from metaprov.mapping.tables import KeyLookup
 
     values = pa.array(
         ["a", "b", "('x', 1)", "ü/ß", "", "key with space", *[f"k{i}" for i in range(500)]],

@@ -21,10 +21,10 @@ from tinyrun import KEY_A, KEY_B, KEY_ERR, KEY_SLASH, KEY_UNI, T0, TH1, TH2, W1,
 
 from metaprov.errors import UsageError
 from metaprov.ingest.darshan import read_darshan_logs
-from metaprov.ingest.darshan_write import log_file_name, write_darshan_log
 from metaprov.link import link_io
 from metaprov.mapping import to_prov
 from metaprov.mapping.terms import DEFAULT_BASE, MP, PROV, XSD
+from metaprov.synthetic.darshan import log_file_name, write_darshan_log
 from metaprov.validate import validate
 from metaprov.write import write
 

@@ -22,7 +22,8 @@ from metaprov.queries import (
     run_question,
     split_steps,
 )
-from metaprov.queries.sparql import (
+from metaprov.store import EmbeddedStore
+from metaprov.store.sparql import (
     PARAM_TYPES,
     bind,
     fill_values,
@@ -31,7 +32,6 @@ from metaprov.queries.sparql import (
     tokens,
     variables,
 )
-from metaprov.store import EmbeddedStore
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 

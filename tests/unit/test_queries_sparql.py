@@ -6,8 +6,8 @@ import pyoxigraph as ox
 import pytest
 
 from metaprov.errors import QueryError
-from metaprov.queries.sparql import bind, make_term, query_form, tokens, variables
 from metaprov.store import EmbeddedStore
+from metaprov.store.sparql import bind, make_term, query_form, tokens, variables
 
 P = "http://example.org/key"
 INJECTIONS = [

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from metaprov.errors import InputError, QueryError, StoreError, UsageError
+from metaprov.queries import query
 from metaprov.store import (
     EmbeddedStore,
     EndpointStore,
     derive_gsp,
     load,
     open_store,
-    query,
     results_to_frame,
     split_lines,
 )
@@ -78,7 +78,7 @@ def test_failing_producer_leaves_no_partial_graph(
         yield from nt(5000)
         raise MappingFailed("column 'x' broke")
 
-    import metaprov.store as store_module
+    import metaprov.store.embedded as store_module
 
     monkeypatch.setattr(store_module, "LOAD_PART_BYTES", 20_000)  # parts already loaded
 
@@ -92,7 +92,7 @@ def test_failing_producer_leaves_no_partial_graph(
 def test_large_stream_loads_completely_and_leaves_no_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import metaprov.store as store_module
+    import metaprov.store.embedded as store_module
 
     # Several MB in odd-sized chunks that cut lines: every triple arrives, counted once; the
     # staging file in the store's directory is gone after a load and after a failed one.

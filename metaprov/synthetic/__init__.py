@@ -1190,7 +1190,7 @@ def _under_failed_attempts(p: _Plan) -> np.ndarray:
 
 def _io_plan(p: _Plan, seed: int, io_fraction: float, io_files: int) -> _IOPlan:
     """The run's I/O: which tasks do it, on which files, when; plus the processes' own I/O."""
-    from metaprov.ingest.darshan_write import log_file_name
+    from metaprov.synthetic.darshan import log_file_name
 
     # Its own stream: the CSV files do not depend on the I/O options.
     rng = np.random.Generator(np.random.PCG64([seed, 2]))
@@ -1368,7 +1368,7 @@ def _write_darshan(run: Path, p: _Plan, io: _IOPlan) -> None:
     """One Darshan log (96-byte DXT layout, POSIX counters) per worker process."""
     import pandas as pd
 
-    from metaprov.ingest.darshan_write import write_darshan_log
+    from metaprov.synthetic.darshan import write_darshan_log
 
     paths = np.asarray(io.paths, dtype=object)
     ops = np.asarray(["read", "write"], dtype=object)
@@ -1577,7 +1577,7 @@ def generate_run(
     process-level I/O on threads that run no task: 10-20 startup reads (site-packages modules,
     configuration) on its main thread before the worker registers, 0-3 spill writes on an offload
     thread during the run and 2-4 writes to its log file after the last task. Each log is
-    written with :func:`metaprov.ingest.darshan_write.write_darshan_log` in the 96-byte DXT
+    written with :func:`metaprov.synthetic.darshan.write_darshan_log` in the 96-byte DXT
     layout of the Dask-run Darshan build (``pthread_id=<n>`` in ``extra_info``) with POSIX
     counters, a worker command line (``--multiprocessing-fork``), the worker's host and its own
     pid, and a Darshan clock 12-58 ms late against the worker's clock (as measured on real

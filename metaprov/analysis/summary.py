@@ -80,7 +80,7 @@ def summarize(records: RunRecords) -> dict[str, Any]:
     }
     if records.darshan is not None or records.io is not None:
         try:
-            from metaprov.inspect_io import summarize_io
+            from metaprov.analysis.io_summary import summarize_io
         except ImportError:  # pragma: no cover - the I/O part ships with the Darshan reader
             pass
         else:
@@ -143,7 +143,7 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"missing    {', '.join(run['missing_inputs'])}")
     if "io" in s:
         try:
-            from metaprov.inspect_io import format_io
+            from metaprov.analysis.io_summary import format_io
 
             lines += format_io(s["io"])
         except ImportError:  # pragma: no cover

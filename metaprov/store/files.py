@@ -1,0 +1,122 @@
+"""RDF export files as input to a store: which format, which named graphs, their triples.
+
+Input: an export file in any RDF format pyoxigraph reads. Output: (graph IRI, N-Triples chunks)
+pairs, read lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from metaprov.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("metaprov")
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+_QUAD_FORMATS = ("N_QUADS", "TRIG")
+
+
+def _rdf_format(path: Path, format: str | None) -> Any:
+    import pyoxigraph as ox
+
+    if not path.is_file():
+        raise InputError(
+            "no such file", path=path, hint="give a run directory or an RDF export file"
+        )
+    if format:
+        from metaprov.write import get_format
+
+        name = get_format(format).name
+        mapping = {
+            "turtle": ox.RdfFormat.TURTLE,
+            "ntriples": ox.RdfFormat.N_TRIPLES,
+            "nquads": ox.RdfFormat.N_QUADS,
+            "trig": ox.RdfFormat.TRIG,
+            "json-ld": ox.RdfFormat.JSON_LD,
+            "rdf-xml": ox.RdfFormat.RDF_XML,
+        }
+        if name not in mapping:
+            raise UsageError(
+                f"cannot load {name} files into a store",
+                hint="export to N-Quads, N-Triples or Turtle",
+            )
+        return mapping[name]
+    suffix = path.suffix.lstrip(".").lower()
+    fmt = ox.RdfFormat.from_extension(suffix) if suffix else None
+    if suffix == "json":
+        fmt = ox.RdfFormat.JSON_LD
+    if fmt is None:
+        raise InputError(
+            f"cannot tell the RDF format of {path.name!r} from its suffix",
+            path=path,
+            hint="use .nq, .nt, .ttl, .trig, .jsonld or .rdf, or give the format",
+        )
+    return fmt
+
+
+def _file_graphs(path: Path, fmt: Any) -> list[tuple[str, Iterator[bytes]]]:
+    """(graph IRI, N-Triples chunks) for each graph of an RDF file, read lazily."""
+    import pyoxigraph as ox
+
+    from metaprov.mapping.terms import MP, RDF
+
+    is_quads = fmt in (ox.RdfFormat.N_QUADS, ox.RdfFormat.TRIG)
+    names: list[str] = []
+    run_iri = None
+    try:
+        # Pass 1: which graphs (quad formats), or which run (triple formats) the file holds.
+        for q in ox.parse(path=str(path), format=fmt):
+            if is_quads:
+                g = q.graph_name
+                if (
+                    isinstance(g, ox.NamedNode)
+                    and (not names or names[-1] != g.value)
+                    and g.value not in names
+                ):
+                    names.append(g.value)
+            elif (
+                run_iri is None
+                and isinstance(q.subject, ox.NamedNode)
+                and q.predicate.value == RDF.type
+                and isinstance(q.object, ox.NamedNode)
+                and q.object.value == MP.Run
+            ):
+                run_iri = q.subject.value
+                break
+    except (SyntaxError, ValueError) as exc:
+        raise InputError(f"not valid RDF: {exc}", path=path) from exc
+    if not is_quads:
+        graph = f"{run_iri}/graph" if run_iri else path.resolve().as_uri()
+        return [(graph, _triples_of(path, fmt, None))]
+    return [(g, _triples_of(path, fmt, g)) for g in names]
+
+
+def _triples_of(path: Path, fmt: Any, graph: str | None, batch: int = 200_000) -> Iterator[bytes]:
+    """N-Triples chunks of the triples of ``graph`` (None: all) in an RDF file."""
+    import pyoxigraph as ox
+
+    out: list[Any] = []
+    try:
+        for q in ox.parse(path=str(path), format=fmt):
+            if graph is not None and not (
+                isinstance(q.graph_name, ox.NamedNode) and q.graph_name.value == graph
+            ):
+                continue
+            out.append(q.triple)
+            if len(out) >= batch:
+                yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
+                out = []
+    except (SyntaxError, ValueError) as exc:
+        raise InputError(f"not valid RDF: {exc}", path=path) from exc
+    if out:
+        yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
