@@ -6,6 +6,7 @@ Public API (each a stage of the pipeline)::
     metaprov.link_io(records)                            # Darshan I/O -> task executions
     graph = metaprov.to_prov(records, base="https://example.org/prov")
     metaprov.write(graph, "run.ttl")                     # any RDF / PROV format
+    metaprov.write_report(["runs/R1"], "r1.html")        # a self-contained HTML report
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _API = {
     "write": "metaprov.write",
     "load": "metaprov.store",
     "query": "metaprov.queries",
+    "write_report": "metaprov.report",
 }
 
 __all__ = ["__version__", *_API]

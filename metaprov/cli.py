@@ -116,6 +116,9 @@ def _echo_json(data: Any) -> None:
 def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) -> None:
     """Summarise a run: tasks, workers, threads, transfers, I/O, missing files, row accounting.
 
+    To see the run (task stream, durations, transfers, I/O, task graph) rather than read it:
+    metaprov report RUN -o report.html.
+
     \b
     Example:
       metaprov inspect examples/run --json > summary.json
@@ -129,9 +132,54 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
         _echo_json(summary)
     else:
         click.echo(format_summary(summary))
+        click.echo(f"see it     metaprov report {run} -o report.html  (an HTML page of the run)")
 
 
 # --- further commands are registered below this line (one block per command) ---
+
+
+# --- report (issue 14) ---
+@cli.command("report")
+@quiet_option
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="HTML file to write (written atomically).",
+)
+@click.option("--title", default=None, help="Page title [default: the run, or 'N runs compared'].")
+@click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.pass_context
+def report_cmd(
+    ctx: click.Context, runs: tuple[Path, ...], output: Path, title: str | None, no_darshan: bool
+) -> None:
+    """Write a self-contained HTML report of RUNS: one run, or several runs compared.
+
+    Summary, task stream (one lane per worker thread, transfers and Darshan I/O on
+    the same time axis) with worker occupancy, durations per prefix, the transfer
+    matrix, I/O per file and prefix, the task graphs with the critical path.
+    Everything is inside the file (it opens offline). Needs the report extra:
+    pip install 'metaprov[report]'.
+
+    \b
+    Example:
+      metaprov report examples/run -o report.html
+      metaprov report runs/R1 runs/R2 runs/R3 -o compare.html
+    """
+    from metaprov.report import write_report
+
+    result = write_report(
+        list(runs),
+        output,
+        darshan=not no_darshan,
+        title=title,
+        progress=progress_enabled(ctx),
+    )
+    obj = ctx.find_object(Context)
+    if not (obj and obj.quiet):
+        click.echo(result.summary(), err=True)
 
 
 # --- load and query (issue 4) ---

@@ -1,0 +1,181 @@
+"""A self-contained HTML report of one run, or a comparison of several runs.
+
+Input: run directories (read with :func:`metaprov.ingest.read_run`, Darshan I/O linked with
+:func:`metaprov.link.link_io`). Output: one HTML file holding every script and datum (Bokeh's
+JavaScript inline: it opens offline), with a summary, the task stream and worker occupancy,
+durations per prefix, the transfer matrix, I/O per file and prefix, the submitted graphs and the
+task graph with its critical path; for several runs, a comparison first.
+
+Needs the ``report`` extra (Bokeh): ``pip install 'metaprov[report]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metaprov.errors import FormatError, InputError
+
+__all__ = ["ReportResult", "read_facts", "render", "require_bokeh", "write_report"]
+
+
+def require_bokeh() -> None:
+    """Raise :class:`~metaprov.errors.FormatError` naming the extra when Bokeh is missing."""
+    try:
+        import bokeh  # noqa: F401
+    except ImportError as exc:
+        raise FormatError(
+            "the HTML report needs Bokeh, which is not installed",
+            hint="install the report extra: pip install 'metaprov[report]'",
+        ) from exc
+
+
+@dataclass
+class ReportResult:
+    """What :func:`write_report` wrote."""
+
+    path: Path
+    bytes: int
+    runs: list[str]
+    seconds: float
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        notes = [n for r in self.facts.get("runs", []) for n in r.get("notes", [])]
+        text = (
+            f"wrote {self.path}: {self.bytes / 1e6:.1f} MB, {len(self.runs)} run(s), "
+            f"{self.seconds:.1f} s"
+        )
+        return "\n".join([text, *(f"  {n}" for n in notes)])
+
+
+def _views(runs: Sequence[str | Path], darshan: bool, bar: Any) -> list[Any]:
+    from metaprov.analysis.summary import summarize
+    from metaprov.ingest import read_run
+    from metaprov.link import link_io
+    from metaprov.report.views import run_view
+
+    views = []
+    for run in runs:
+        bar.set_postfix_str(f"reading {Path(run).name}")
+        records = read_run(run, darshan=darshan, progress=not bar.disable)
+        if records.darshan is not None and records.io is None:
+            link_io(records)
+        bar.update(1)
+        bar.set_postfix_str(f"summarising {Path(run).name}")
+        views.append(run_view(records, summarize(records)))
+        bar.update(1)
+    return views
+
+
+def read_facts(path: str | Path) -> dict[str, Any]:
+    """The machine-readable facts embedded in a report (what the page shows, as JSON).
+
+    Raises:
+        InputError: the file is not a metaprov report.
+    """
+    import json
+
+    from metaprov.report.page import FACTS_ID
+
+    text = Path(path).read_text(encoding="utf-8")
+    start_tag = f'<script type="application/json" id="{FACTS_ID}">'
+    i = text.find(start_tag)
+    j = text.find("</script>", i)
+    if i < 0 or j < 0:
+        raise InputError("not a metaprov report (no embedded facts)", path=path)
+    return json.loads(text[i + len(start_tag) : j].replace("<\\/", "</"))
+
+
+def render(views: Sequence[Any], title: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The page's HTML text and its facts, for already computed run views."""
+    require_bokeh()
+    from metaprov.report.page import Page, add_comparison, add_run, deterministic_ids
+
+    if not views:
+        raise InputError("no run to report on", hint="give at least one run directory")
+    if title is None:
+        title = (
+            f"metaprov report: {views[0].summary['run']['path']}"
+            if len(views) == 1
+            else f"metaprov report: {len(views)} runs compared"
+        )
+    page = Page(title)
+    facts: dict[str, Any] = {"version": 1, "runs": []}
+    with deterministic_ids():
+        if len(views) == 1:
+            facts["runs"].append(add_run(page, views[0]))
+        else:
+            facts["comparison"] = add_comparison(page, list(views))
+            for i, v in enumerate(views):
+                facts["runs"].append(add_run(page, v, suffix=f"-{i + 1}", nav=False))
+        facts["sections"] = list(page.ids)
+        page.facts = facts
+        return page.render(), facts
+
+
+def write_report(
+    runs: Sequence[str | Path],
+    output: str | Path,
+    *,
+    darshan: bool = True,
+    progress: bool = False,
+    title: str | None = None,
+) -> ReportResult:
+    """Write the HTML report of ``runs`` (one run: its report; several: a comparison) to ``output``.
+
+    Args:
+        runs: run directories.
+        output: the HTML file to write (atomically: a temporary file renamed at the end).
+        darshan: read and link the runs' Darshan logs.
+        progress: show progress bars while reading.
+        title: page title (default: the run's path, or the number of runs).
+
+    Returns:
+        A :class:`ReportResult` (path, size, seconds, the facts embedded in the page).
+
+    Raises:
+        FormatError: Bokeh (the ``report`` extra) is not installed.
+        InputError: a run cannot be read, or no run was given.
+
+    Example:
+        >>> write_report(["examples/run"], "report.html")  # doctest: +SKIP
+    """
+    require_bokeh()
+    t = time.perf_counter()
+    if not runs:
+        raise InputError("no run to report on", hint="give at least one run directory")
+    out = Path(output)
+    if out.is_dir():
+        raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
+    from tqdm.auto import tqdm
+
+    with tqdm(
+        total=2 * len(runs) + 1, desc="report", unit="step", disable=not progress, leave=False
+    ) as bar:
+        views = _views(runs, darshan, bar)
+        bar.set_postfix_str("drawing")
+        text, facts = render(views, title)
+        bar.update(1)
+    data = text.encode("utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return ReportResult(
+        path=out,
+        bytes=len(data),
+        runs=[str(r) for r in runs],
+        seconds=time.perf_counter() - t,
+        facts=facts,
+    )
