@@ -62,6 +62,21 @@ def _time_hover(t0_ms: float) -> CustomJSHover:
     )
 
 
+def _interval_hover(
+    renderer: Any, tips: list[tuple[str, str]], lane: str, labels: list[str], t0_ms: float
+) -> HoverTool:
+    """Hover for bars on lanes: ``tips``, then start and end (seconds since t0 and UTC)."""
+    return HoverTool(
+        renderers=[renderer],
+        tooltips=[*tips, ("start", "@left{t}"), ("end", "@right{t}")],
+        formatters={
+            f"@{lane}": _lane_hover(labels),
+            "@left": _time_hover(t0_ms),
+            "@right": _time_hover(t0_ms),
+        },
+    )
+
+
 def task_stream(view: RunView, colors: list[str]) -> Any:
     """One lane per worker thread, a bar per execution coloured by prefix; transfers and I/O."""
     lanes = view.lanes.table
@@ -120,25 +135,20 @@ def task_stream(view: RunView, colors: list[str]) -> Any:
         line_width=1,
     )
     p.add_tools(
-        HoverTool(
-            renderers=[bars],
-            tooltips=[
+        _interval_hover(
+            bars,
+            [
                 ("key", "@key"),
                 ("prefix", "@prefix"),
                 ("worker / thread", "@y{lane}"),
-                ("start", "@left{t}"),
-                ("end", "@right{t}"),
                 ("duration", "@duration{0.000000} s"),
                 ("attempt / outcome", "@attempt / @outcome"),
             ],
-            formatters={
-                "@y": _lane_hover(labels),
-                "@left": _time_hover(t0_ms),
-                "@right": _time_hover(t0_ms),
-            },
+            "y",
+            labels,
+            t0_ms,
         )
     )
-    renderers = []
     if len(view.transfer_bars):
         tsrc = ColumnDataSource(
             {c: view.transfer_bars[c].to_numpy() for c in ("y", "left", "right", "bytes", "n")}
@@ -153,23 +163,8 @@ def task_stream(view: RunView, colors: list[str]) -> Any:
             line_color=None,
             fill_alpha=0.8,
         )
-        renderers.append(tr)
-        p.add_tools(
-            HoverTool(
-                renderers=[tr],
-                tooltips=[
-                    ("transfers in", "@n to @y{lane}"),
-                    ("bytes", "@bytes{0,0}"),
-                    ("start", "@left{t}"),
-                    ("end", "@right{t}"),
-                ],
-                formatters={
-                    "@y": _lane_hover(labels),
-                    "@left": _time_hover(t0_ms),
-                    "@right": _time_hover(t0_ms),
-                },
-            )
-        )
+        tips = [("transfers in", "@n to @y{lane}"), ("bytes", "@bytes{0,0}")]
+        p.add_tools(_interval_hover(tr, tips, "y", labels, t0_ms))
     if len(view.io_bars):
         ib = view.io_bars
         isrc = ColumnDataSource(
@@ -192,22 +187,8 @@ def task_stream(view: RunView, colors: list[str]) -> Any:
             line_color=IO_COLOR,
             line_width=1,
         )
-        p.add_tools(
-            HoverTool(
-                renderers=[io],
-                tooltips=[
-                    ("I/O burst", "@n Darshan segment(s) on @lane{lane}"),
-                    ("bytes", "@bytes{0,0}"),
-                    ("start", "@left{t}"),
-                    ("end", "@right{t}"),
-                ],
-                formatters={
-                    "@lane": _lane_hover(labels),
-                    "@left": _time_hover(t0_ms),
-                    "@right": _time_hover(t0_ms),
-                },
-            )
-        )
+        tips = [("I/O burst", "@n Darshan segment(s) on @lane{lane}"), ("bytes", "@bytes{0,0}")]
+        p.add_tools(_interval_hover(io, tips, "lane", labels, t0_ms))
     if not len(view.executions):
         return column(p, sizing_mode="stretch_width", name="task-stream-layout")
     return column(

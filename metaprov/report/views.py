@@ -532,13 +532,18 @@ def _layout(
     if not n:
         return np.zeros(0), np.zeros(0)
     x = _depth(n, src, dst)
-    order = np.lexsort((np.arange(n), group, x))
+    return x.astype("float64"), _centred_rank(x, group)
+
+
+def _centred_rank(layer: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Position of each node within its layer (by group, then input order), centred on 0."""
+    n = len(layer)
+    order = np.lexsort((np.arange(n), group, layer))
     rank = np.empty(n, dtype=np.int64)
-    xs = x[order]
-    first = np.r_[0, np.flatnonzero(np.diff(xs)) + 1]
+    first = np.r_[0, np.flatnonzero(np.diff(layer[order])) + 1]
     rank[order] = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
-    size = np.bincount(x)[x]
-    return x.astype("float64"), (rank - (size - 1) / 2.0).astype("float64")
+    size = np.bincount(layer)[layer]
+    return (rank - (size - 1) / 2.0).astype("float64")
 
 
 def _dag(
@@ -638,12 +643,7 @@ def _graph(
     # Each prefix in the layer where its first task is (the prefix graph may have cycles, e.g.
     # getitem -> stack -> getitem, so it has no layers of its own).
     layer = np.unique(first, return_inverse=True)[1].astype(np.int64)
-    order = np.lexsort((np.arange(m), layer))
-    rank = np.empty(m, dtype=np.int64)
-    starts = np.r_[0, np.flatnonzero(np.diff(layer[order])) + 1]
-    rank[order] = np.arange(m) - np.repeat(starts, np.diff(np.r_[starts, m]))
-    size = np.bincount(layer)[layer]
-    x, y = layer.astype("float64"), (rank - (size - 1) / 2.0).astype("float64")
+    x, y = layer.astype("float64"), _centred_rank(layer, np.arange(m))
     out.update(
         level="prefix",
         layout="first-layer",
