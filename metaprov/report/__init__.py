@@ -89,7 +89,7 @@ def read_facts(path: str | Path) -> dict[str, Any]:
     j = text.find("</script>", i)
     if i < 0 or j < 0:
         raise InputError("not a metaprov report (no embedded facts)", path=path)
-    return json.loads(text[i + len(start_tag) : j].replace("<\\/", "</"))
+    return json.loads(text[i + len(start_tag) : j])
 
 
 def render(views: Sequence[Any], title: str | None = None) -> tuple[str, dict[str, Any]]:

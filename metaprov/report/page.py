@@ -203,7 +203,8 @@ class Page:
                 f'<div class="mp-figure" data-figure="{esc(name)}">{div}</div>',
             )
         nav = "".join(f'<a href="#{esc(s)}">{esc(t)}</a>' for s, t in self.nav)
-        data = json.dumps(self.facts, sort_keys=True, default=str).replace("</", "<\\/")
+        # "<" as a JSON escape: no text in the data can close or open a tag inside the script
+        data = json.dumps(self.facts, sort_keys=True, default=str).replace("<", "\\u003c")
         return (
             '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f"<title>{esc(self.title)}</title>\n<style>{CSS}</style>\n{resources}\n</head>\n<body>\n"
