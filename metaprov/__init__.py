@@ -6,6 +6,7 @@ Public API (each a stage of the pipeline)::
     metaprov.link_io(records)                            # Darshan I/O -> task executions
     graph = metaprov.to_prov(records, base="https://example.org/prov")
     metaprov.write(graph, "run.ttl")                     # any RDF / PROV format
+    metaprov.crate(["runs/R1"], "r1-crate.zip")           # runs + PROV -> RO-Crate (extra: crate)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _API = {
     "write": "metaprov.write",
     "load": "metaprov.store",
     "query": "metaprov.queries",
+    "crate": "metaprov.crate",
 }
 
 __all__ = ["__version__", *_API]
