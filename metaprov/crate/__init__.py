@@ -348,7 +348,7 @@ def _root_metadata(
 
             root["datePublished"] = str(np.datetime64(max(ends), "us").astype("datetime64[D]"))
     for w in result.warnings:
-        log.warning("%s", w)
+        log.info("%s", w)  # the CLI prints result.warnings; a library caller reads them
 
 
 class _CallableModule(types.ModuleType):

@@ -200,7 +200,8 @@ class CrateBuilder:
                     "description": (
                         f"Provenance of the Dask run recorded in {Path(run.path).name} "
                         f"(metaprov run id {run.graph.run_id})."
-                    ),
+                    )
+                    + "".join(f" {n}" for n in run.notes),
                 },
             )
         )

@@ -97,7 +97,7 @@ def write_exports(
                 f"{PROV_LIMIT:,} (the prov package holds the whole document in memory); "
                 f"`metaprov export RUN -o run.provn --force` writes it."
             )
-            log.warning("%s: %s", graph.records.path, note)
+            log.info("%s: %s", graph.records.path, note)  # in the crate and CrateResult
             notes.append(note)
             continue
         entries[f] = _entry(f, n, path.stat().st_size, digest.hexdigest())
