@@ -22,6 +22,7 @@ import sys
 import time
 import types
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,7 +249,7 @@ def _build(
     include_inputs: bool,
     result: CrateResult,
 ) -> tuple[Any, list[Any]]:
-    from metaprov.crate.builder import CrateBuilder, RunPart, folder_name
+    from metaprov.crate.builder import CrateBuilder, RunPart, folder_name, record_digests
     from metaprov.crate.exports import write_exports
     from metaprov.crate.figures import run_figures
     from metaprov.crate.package import owned_ids, remove_entities
@@ -259,7 +260,11 @@ def _build(
     builder.add_profiles()
     parts = []
     seen: set[str] = set()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metaprov-crate-sha256")
     for path in paths:
+        # the record files are hashed in the background (hashlib releases the GIL) while the
+        # run is read, mapped and written
+        digests = None if include_inputs else pool.submit(record_digests, path)
         records = read_run(path, darshan=darshan, progress=progress)
         graph = to_prov(records, base=base)
         if graph.run_id in seen:
@@ -267,10 +272,11 @@ def _build(
             continue
         seen.add(graph.run_id)
         remove_entities(rc, owned_ids(rc, graph.run_id, graph.run_iri), staging)
-        part = RunPart(str(path), graph, run_figures(graph))
+        part = RunPart(str(path), graph, run_figures(graph), digests=digests)
         part.folder = folder_name(str(path), graph.run_id)
         (staging / part.folder).mkdir(parents=True, exist_ok=True)
         part.prov, part.notes = write_exports(graph, staging / part.folder, formats)
+        graph.release_context()
         builder.add_run(part)
         parts.append(part)
         result.runs.append(
@@ -282,6 +288,7 @@ def _build(
                 "notes": part.notes,
             }
         )
+    pool.shutdown()
     return builder, parts
 
 

@@ -83,6 +83,15 @@ def folder_name(path: str, run_id: str) -> str:
     return f"runs/{name}_{run_id}/"
 
 
+def record_digests(run: str | Path, *, hash: bool = True) -> dict[str, tuple[int, str]]:
+    """The run directory's files (relative path -> size and sha256), sorted by path."""
+    src = Path(run)
+    out: dict[str, tuple[int, str]] = {}
+    for p in sorted(x for x in src.rglob("*") if x.is_file()):
+        out[p.relative_to(src).as_posix()] = file_digest(p) if hash else (p.stat().st_size, "")
+    return out
+
+
 @dataclass
 class RunPart:
     """One run going into the crate."""
@@ -93,6 +102,8 @@ class RunPart:
     folder: str = ""
     prov: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: a future of :func:`record_digests` (None: hash while copying, with include_inputs)
+    digests: Any = None
 
 
 class CrateBuilder:
@@ -560,8 +571,9 @@ class CrateBuilder:
     def _add_records(self, run: RunPart, action: Any) -> None:
         """The run's own files: copied with include_inputs, else listed (path, size, sha256)."""
         src = Path(run.path)
-        for p in sorted(x for x in src.rglob("*") if x.is_file()):
-            rel = p.relative_to(src).as_posix()
+        known = run.digests.result() if run.digests is not None else record_digests(src, hash=False)
+        for rel, (size, digest) in known.items():
+            p = src / rel
             props = {
                 "name": rel,
                 "encodingFormat": _media_type(rel, p),
@@ -582,7 +594,6 @@ class CrateBuilder:
                 f = self._file(run.folder + "records/" + quote(rel), props)
                 run.dataset.append_to("hasPart", f, compact=True)
             else:
-                size, digest = file_digest(p)
                 props.update(
                     {
                         "@type": "File",

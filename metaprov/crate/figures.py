@@ -56,17 +56,18 @@ class RunFigures:
 
 def run_figures(graph: ProvGraph) -> RunFigures:
     """Compute a run's crate figures (see :class:`RunFigures`)."""
-    from metaprov.mapping import MapContext
-    from metaprov.mapping.graphs import prefix_io, prefix_stats
+    from metaprov.mapping.graphs import _task_prefix_codes, prefix_io, prefix_stats
     from metaprov.mapping.tables import executions_sorted, task_index
 
     rec = graph.records
-    ctx = MapContext(rec, graph.iris, graph.detail, graph.chunk_rows, io_detail=graph.io_detail)
-    tasks = rec.tasks
-    names = pd.Series(sorted(tasks["prefix"].dropna().astype(str).unique()), dtype=object)
+    # the graph's shared context: the tables computed here are the ones its export pass reuses
+    ctx = graph.shared_context()
+    idx = task_index(ctx)
+    tasks = idx.tasks  # the run's tasks (plus keys seen only elsewhere: no prefix, not counted)
+    names = pd.Series(sorted(rec.tasks["prefix"].dropna().astype(str).unique()), dtype=object)
     n = len(names)
     index = pd.Index(names)
-    code = index.get_indexer(tasks["prefix"].astype(object))
+    code = _task_prefix_codes(ctx, names)
     ok = code >= 0
     c = code[ok]
 
@@ -97,9 +98,8 @@ def run_figures(graph: ProvGraph) -> RunFigures:
         for col in ("total", "mean", "min", "max"):
             df[col] = np.asarray(stats[col], dtype=np.float64)
         df["executions"] = np.asarray(stats["count"], dtype=np.int64)
-        idx = task_index(ctx)
         ex = executions_sorted(ctx, idx)
-        ex_code = index.get_indexer(idx.tasks["prefix"].astype(object))[ex["row"].to_numpy()]
+        ex_code = code[ex["row"].to_numpy()]
         start = utc_to_us(ex["start"])
         end = utc_to_us(ex["end"])
         first = np.full(n, np.iinfo(np.int64).max)
@@ -124,7 +124,7 @@ def run_figures(graph: ProvGraph) -> RunFigures:
             df[col] = io[col].to_numpy() if io is not None else pd.array([None] * n, "Int64")
     figs = RunFigures(df)
     _add_files(ctx, figs, index)
-    figs.edges = _prefix_edges(rec, index)
+    figs.edges = _prefix_edges(ctx, names)
     df["position"] = _positions(names, figs.edges)
     figs.run = _run_totals(graph, df)
     return figs
@@ -173,55 +173,51 @@ def _add_files(ctx: Any, figs: RunFigures, index: pd.Index) -> None:
             named[key] = [str(x) for x in files[grp["file"].to_numpy()[:MAX_FILES]]]
 
 
-def _prefix_edges(rec: Any, index: pd.Index) -> pd.DataFrame:
-    """Prefix-level dependency edges: (prefix, depends_on, number of task edges), no self loops."""
-    dep = rec.dependencies
-    if not len(dep) or not len(index):
-        return pd.DataFrame({"prefix": [], "depends_on": [], "edges": []})
-    key_prefix = rec.tasks.drop_duplicates("key").set_index("key")["prefix"].astype(object)
-    a = index.get_indexer(dep["key"].astype(object).map(key_prefix))
-    b = index.get_indexer(dep["dependency"].astype(object).map(key_prefix))
+def _prefix_edges(ctx: Any, names: pd.Series) -> pd.DataFrame:
+    """Prefix-level dependency edges: (prefix, depends_on, number of distinct task edges), from
+    the mapping's own edge table; no self loops."""
+    from metaprov.mapping.graphs import _task_prefix_codes
+    from metaprov.mapping.tables import dependency_edges, task_index
+
+    empty = pd.DataFrame({"prefix": [], "depends_on": [], "edges": []})
+    if not len(ctx.records.dependencies) or not len(names):
+        return empty
+    idx = task_index(ctx)
+    edges = dependency_edges(ctx, idx)
+    code = _task_prefix_codes(ctx, names)
+    src = np.repeat(np.arange(len(edges.offsets) - 1), np.diff(edges.offsets))
+    a, b = code[src], code[edges.targets]
     keep = (a >= 0) & (b >= 0) & (a != b)
-    e = pd.DataFrame({"a": a[keep], "b": b[keep]}).value_counts().reset_index(name="edges")
-    e = e.sort_values(["a", "b"], kind="stable")
-    names = index.to_numpy()
+    n = len(names)
+    pair, count = np.unique(a[keep] * n + b[keep], return_counts=True)
+    arr = names.to_numpy(dtype=object)
     return pd.DataFrame(
-        {
-            "prefix": names[e["a"].to_numpy()],
-            "depends_on": names[e["b"].to_numpy()],
-            "edges": e["edges"].to_numpy(),
-        }
+        {"prefix": arr[pair // n], "depends_on": arr[pair % n], "edges": count}
     ).reset_index(drop=True)
 
 
 def _positions(names: pd.Series, edges: pd.DataFrame) -> pd.array:
-    """Execution order of the prefixes: a prefix comes after every prefix it depends on.
+    """Execution order of the prefixes: a prefix comes after every prefix it depends on (Kahn's
+    algorithm, ties by name: deterministic). Prefixes in or after a dependency cycle (possible
+    at prefix level) get no position."""
+    import heapq
 
-    Prefixes inside a dependency cycle (possible at prefix level) get no position; ties are
-    broken by name, so the order is deterministic.
-    """
-    import networkx as nx
-
-    g = nx.DiGraph()
-    g.add_nodes_from(names)
-    g.add_edges_from(zip(edges["depends_on"], edges["prefix"], strict=False))
-    cyclic = set()
-    for comp in nx.strongly_connected_components(g):
-        if len(comp) > 1:
-            cyclic |= comp
-    cond = nx.condensation(g)
-    order = list(
-        nx.lexicographical_topological_sort(cond, key=lambda c: min(cond.nodes[c]["members"]))
-    )
+    needs: dict[str, set[str]] = {str(x): set() for x in names}
+    feeds: dict[str, list[str]] = {str(x): [] for x in names}
+    for e in edges.itertuples():
+        needs[str(e.prefix)].add(str(e.depends_on))
+        feeds[str(e.depends_on)].append(str(e.prefix))
+    ready = [p for p, deps in needs.items() if not deps]
+    heapq.heapify(ready)
     pos: dict[str, int] = {}
-    i = 0
-    for comp in order:
-        members = sorted(cond.nodes[comp]["members"])
-        for m in members:
-            if m not in cyclic:
-                pos[m] = i
-                i += 1
-    return pd.array([pos.get(x) for x in names], dtype="Int64")
+    while ready:
+        p = heapq.heappop(ready)
+        pos[p] = len(pos)
+        for q in feeds[p]:
+            needs[q].discard(p)
+            if not needs[q] and q not in pos:
+                heapq.heappush(ready, q)
+    return pd.array([pos.get(str(x)) for x in names], dtype="Int64")
 
 
 def _run_totals(graph: ProvGraph, df: pd.DataFrame) -> dict[str, Any]:
