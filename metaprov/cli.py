@@ -558,6 +558,9 @@ def main(argv: list[str] | None = None) -> None:
     help="Base IRI of the runs' instances [default: https://w3id.org/metaprov/id].",
 )
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option(
+    "--no-report", is_flag=True, help="No HTML report per run (when metaprov report exists)."
+)
 @click.option("--force", is_flag=True, help="Replace an existing output directory or zip.")
 @click.pass_context
 def crate_cmd(
@@ -574,6 +577,7 @@ def crate_cmd(
     prov_formats: str,
     base: str | None,
     no_darshan: bool,
+    no_report: bool,
     force: bool,
 ) -> None:
     """Publish RUNS with their provenance as a Provenance Run Crate (RO-Crate, profile 0.5).
@@ -603,6 +607,7 @@ def crate_cmd(
         authors=authors,
         date_published=date_published,
         include_inputs=include_inputs,
+        report=not no_report,
         formats=tuple(f.strip() for f in prov_formats.split(",") if f.strip()),
         base=base or DEFAULT_BASE,
         darshan=not no_darshan,

@@ -92,6 +92,7 @@ def crate(
     authors: Sequence[str] = (),
     date_published: str | None = None,
     include_inputs: bool = False,
+    report: bool = True,
     formats: Sequence[str] = DEFAULT_FORMATS,
     base: str = DEFAULT_BASE,
     darshan: bool = True,
@@ -113,6 +114,8 @@ def crate(
             give the same crate) or, with ``add_to``, the crate's own date.
         include_inputs: copy the runs' record files into the crate (default: list them with
             path, size and sha256).
+        report: put each run's HTML report (``report.html``) in its folder when
+            ``metaprov.report`` is available.
         formats: PROV formats to include, among ``turtle``, ``json-ld``, ``provn``.
         base: base IRI of the PROV instances (as for ``metaprov export``).
         darshan: read the runs' Darshan logs (I/O and the files read and written).
@@ -177,6 +180,7 @@ def crate(
             darshan=darshan,
             progress=progress,
             include_inputs=include_inputs,
+            report=report,
             result=result,
         )
         _root_metadata(
@@ -247,6 +251,7 @@ def _build(
     darshan: bool,
     progress: bool,
     include_inputs: bool,
+    report: bool,
     result: CrateResult,
 ) -> tuple[Any, list[Any]]:
     from metaprov.crate.builder import CrateBuilder, RunPart, folder_name, record_digests
@@ -256,7 +261,7 @@ def _build(
     from metaprov.ingest import read_run
     from metaprov.mapping import to_prov
 
-    builder = CrateBuilder(rc, staging, include_inputs=include_inputs)
+    builder = CrateBuilder(rc, staging, include_inputs=include_inputs, report=report)
     builder.add_profiles()
     parts = []
     seen: set[str] = set()

@@ -109,10 +109,13 @@ class RunPart:
 class CrateBuilder:
     """Adds runs to an ``rocrate.ROCrate`` built in ``staging`` (see the module docstring)."""
 
-    def __init__(self, crate: Any, staging: Path, *, include_inputs: bool = False) -> None:
+    def __init__(
+        self, crate: Any, staging: Path, *, include_inputs: bool = False, report: bool = True
+    ) -> None:
         self.crate = crate
         self.staging = staging
         self.include_inputs = include_inputs
+        self.with_report = report
         self.actions: list[Any] = []
 
     # --- helpers ---------------------------------------------------------------------------
@@ -606,11 +609,39 @@ class CrateBuilder:
                 run.dataset.append_to("mentions", f, compact=True)
 
     def _add_report(self, run: RunPart, action: Any) -> None:
-        """Hook: the run's HTML report (metaprov.report, issue 14) as its human-readable view.
+        """The run's HTML report as its human-readable view: ``report.html`` in the run's
+        folder, made by ``metaprov.report`` (issue 14) when that package is installed.
 
-        Not available in this version of metaprov: nothing is added.
+        Without it (this version of metaprov has no ``metaprov.report``), or when its plotting
+        extra is missing, nothing is added and the preview is the readable view.
         """
-        return None
+        if not self.with_report:
+            return
+        try:
+            from metaprov.report import report  # type: ignore[import-not-found]
+        except ImportError:
+            return
+        from metaprov.errors import MetaprovError
+
+        rel = run.folder + "report.html"
+        try:
+            report([run.path], self.staging / rel, darshan=run.graph.records.darshan is not None)
+        except MetaprovError as exc:
+            log.info("%s: no HTML report in the crate: %s", run.path, exc)
+            return
+        size, digest = file_digest(self.staging / rel)
+        f = self._file(
+            rel,
+            {
+                "name": f"HTML report of Dask run {Path(run.path).name}",
+                "description": "The run's task stream, prefixes, transfers and I/O (metaprov report).",
+                "encodingFormat": "text/html",
+                "contentSize": str(size),
+                "sha256": digest,
+                "about": action,
+            },
+        )
+        run.dataset.append_to("hasPart", f, compact=True)
 
     def finish(self, runs: list[RunPart]) -> None:
         """Root mentions (every CreateAction), the descriptor's conformsTo, README.md."""

@@ -225,3 +225,28 @@ def test_bad_options(tmp_path: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         crate([EXAMPLE], tmp_path / "c", **kwargs)
     assert not list(tmp_path.iterdir())
+
+
+def test_report_hook_adds_the_html_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """metaprov.report (issue 14) is not part of this version: a stand-in with its call
+    signature checks that the crate puts its page in the run's folder and links it."""
+    import sys
+    import types
+
+    calls = []
+
+    def report(runs: list, output: Path, **kwargs: object) -> None:
+        calls.append((runs, kwargs))
+        Path(output).write_text("<html>report</html>", encoding="utf-8")
+
+    monkeypatch.setitem(sys.modules, "metaprov.report", types.SimpleNamespace(report=report))
+    out = tmp_path / "c"
+    result = crate([EXAMPLE], out, formats=("turtle",))
+    rel = result.runs[0]["folder"] + "report.html"
+    assert (out / rel).read_text(encoding="utf-8") == "<html>report</html>"
+    g = graph_of(out)
+    assert g[rel]["encodingFormat"] == "text/html" and g[rel]["sha256"] == sha256(out / rel)
+    assert rel in (out / "ro-crate-preview.html").read_text(encoding="utf-8")
+    assert calls and calls[0][0] == [str(EXAMPLE)]
+    crate([EXAMPLE], tmp_path / "d", formats=("turtle",), report=False)
+    assert not (tmp_path / "d" / result.runs[0]["folder"] / "report.html").exists()
