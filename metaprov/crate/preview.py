@@ -54,16 +54,20 @@ def _link(crate: Any, i: str) -> str:
     return f'<a href="{_e(i)}">{_e(name or i)}</a>'
 
 
-def _usage(crate: Any, action: Any) -> dict[str, Any]:
+def _usage(crate: Any, action: Any, *, by: str = "term") -> dict[str, Any]:
+    """An action's resource usage: value by ontology term (``by="term"``) or by ``name``."""
     out = {}
     for i in _ids(action.get("resourceUsage")):
         pv = crate.get(i)
         if pv is not None:
-            out[str(pv.get("propertyID", "")).rsplit("#", 1)[-1]] = pv.get("value")
+            key = (
+                pv.get("name") if by == "name" else str(pv.get("propertyID", "")).rsplit("#", 1)[-1]
+            )
+            out[str(key)] = pv.get("value")
     return out
 
 
-def _num(v: Any, digits: int = 3) -> str:
+def _num(v: Any, digits: int = 6) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
@@ -132,7 +136,7 @@ def _folders(crate: Any, shown: set[str]) -> list[str]:
 
 
 def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
-    u = _usage(crate, run)
+    u = _usage(crate, run, by="name")
     out = [f"<h2>{_e(run.get('name'))}</h2>", f"<p>{_e(run.get('description'))}</p>", "<table>"]
     rows = [
         ("Run", f"<code>{_e(run.id)}</code>"),
@@ -145,7 +149,7 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
         ("Agent", ", ".join(_link(crate, i) for i in _ids(run.get("agent"))) or "(unknown)"),
         ("Workflow", ", ".join(_link(crate, i) for i in _ids(run.get("instrument")))),
         ("Engine", ", ".join(_link(crate, i) for i in _ids(org.get("instrument")))),
-        ("Resources", ", ".join(f"{_e(k)} {_num(v)}" for k, v in u.items())),
+        ("Resources", "; ".join(f"{_e(k)}: {_num(v)}" for k, v in u.items())),
     ]
     out += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows]
     out.append("</table>")
