@@ -311,7 +311,7 @@ def _root_metadata(
 ) -> None:
     from rocrate.model.contextentity import ContextEntity
 
-    from metaprov.crate.builder import _ids
+    from metaprov.crate.builder import ids_of
     from metaprov.crate.metadata import NO_LICENSE
 
     root = rc.root_dataset
@@ -345,7 +345,7 @@ def _root_metadata(
         if a.name:
             props["name"] = a.name
         ent = rc.get(a.id) or rc.add(ContextEntity(rc, a.id, properties=props))
-        if a.id not in _ids(root.get("author")):
+        if a.id not in ids_of(root.get("author")):
             root.append_to("author", ent, compact=True)
     if not root.get("author"):
         result.warnings.append(

@@ -133,6 +133,17 @@ class CrateBuilder:
         return self.crate.add(File(self.crate, self.staging / rel, rel, properties=props))
 
     @staticmethod
+    def _when_who(props: dict[str, Any], first_us: Any, last_us: Any, agent: Any | None) -> None:
+        """startTime / endTime (when known) and the agent (when known) of an action."""
+        start, end = crate_time(first_us), crate_time(last_us, up=True)
+        if start:
+            props["startTime"] = start
+        if end:
+            props["endTime"] = end
+        if agent is not None:
+            props["agent"] = agent
+
+    @staticmethod
     def _set(entity: Any, prop: str, values: list[Any]) -> None:
         """A property with one value is written as that value, with several as a list."""
         if not values:
@@ -155,7 +166,7 @@ class CrateBuilder:
     def add_profiles(self) -> None:
         """Root conformsTo: the three Workflow Run Crate profiles and Workflow RO-Crate."""
         root = self.crate.root_dataset
-        have = _ids(root.get("conformsTo"))
+        have = ids_of(root.get("conformsTo"))
         for kind, label in (
             ("process", "Process"),
             ("workflow", "Workflow"),
@@ -290,7 +301,7 @@ class CrateBuilder:
         main = self.crate.mainEntity
         if main is None:
             self.crate.mainEntity = wf
-        elif "ComputationalWorkflow" not in _as_list(main.type):
+        elif "ComputationalWorkflow" not in types_of(main):
             log.warning(
                 "the crate's mainEntity %s is not a workflow: kept; the Workflow Run Crate "
                 "profiles want the workflow (%s) there",
@@ -411,13 +422,7 @@ class CrateBuilder:
         }
         if fr["failed"]:
             props["error"] = f"{fr['failed']} of {fr['tasks']} tasks ended in error"
-        start, end = crate_time(fr["first_us"]), crate_time(fr["last_us"], up=True)
-        if start:
-            props["startTime"] = start
-        if end:
-            props["endTime"] = end
-        if agent is not None:
-            props["agent"] = agent
+        self._when_who(props, fr["first_us"], fr["last_us"], agent)
         action = self._ctx(g.run_iri, props)
         self._set(action, "resourceUsage", self._usage(g.run_iri, fr))
         self.actions.append(action)
@@ -471,13 +476,7 @@ class CrateBuilder:
             }
             if r.failed:
                 props["error"] = f"{r.failed} of {r.executed} task(s) ended in error"
-            start, end = crate_time(int(r.first_start_us)), crate_time(int(r.last_end_us), up=True)
-            if start:
-                props["startTime"] = start
-            if end:
-                props["endTime"] = end
-            if agent is not None:
-                props["agent"] = agent
+            self._when_who(props, int(r.first_start_us), int(r.last_end_us), agent)
             act = self._ctx(f"{r.iri}#execution", props)
             self._set(act, "object", objs)
             self._set(act, "result", res)
@@ -538,13 +537,7 @@ class CrateBuilder:
             "instrument": engine,
             "result": action,
         }
-        start, end = crate_time(fr["first_us"]), crate_time(fr["last_us"], up=True)
-        if start:
-            oprops["startTime"] = start
-        if end:
-            oprops["endTime"] = end
-        if agent is not None:
-            oprops["agent"] = agent
+        self._when_who(oprops, fr["first_us"], fr["last_us"], agent)
         org = self._ctx(f"{run.graph.run_iri}#scheduler", oprops)
         self._set(org, "object", controls)
 
@@ -646,12 +639,12 @@ class CrateBuilder:
     def finish(self, runs: list[RunPart]) -> None:
         """Root mentions (every CreateAction), the descriptor's conformsTo, README.md."""
         md = self.crate.metadata
-        have = _ids(md.get("conformsTo"))
+        have = ids_of(md.get("conformsTo"))
         if self.crate.version == "1.1" and WROC_PROFILE not in have:
             md.append_to("conformsTo", {"@id": WROC_PROFILE})
         self._add_readme(runs)
         root = self.crate.root_dataset
-        have = _ids(root.get("mentions"))
+        have = ids_of(root.get("mentions"))
         for a in self.actions:
             if a.id not in have:
                 root.append_to("mentions", a, compact=True)
@@ -700,22 +693,28 @@ class CrateBuilder:
                 "about": {"@id": "./"},
             },
         )
-        self.crate.root_dataset.append_to("hasPart", f, compact=True) if rel not in _ids(
+        self.crate.root_dataset.append_to("hasPart", f, compact=True) if rel not in ids_of(
             self.crate.root_dataset.get("hasPart")
         ) else None
 
 
-def _ids(v: Any) -> set[str]:
+def ids_of(v: Any) -> list[str]:
     """The @ids of a property value (entities, {"@id": ...} references or plain strings)."""
-    out = set()
+    out = []
     for e in _as_list(v):
         if isinstance(e, dict):
-            out.add(str(e.get("@id")))
+            out.append(str(e.get("@id")))
         elif hasattr(e, "id"):
-            out.add(str(e.id))
+            out.append(str(e.id))
         else:
-            out.add(str(e))
+            out.append(str(e))
     return out
+
+
+def types_of(e: Any) -> list[str]:
+    """The @type of an entity (or of its JSON-LD dict) as a list."""
+    t = e.get("@type") if isinstance(e, dict) else e.type
+    return t if isinstance(t, list) else [t]
 
 
 def _as_list(v: Any) -> list[Any]:

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from metaprov.crate.builder import types_of
 from metaprov.errors import InputError, UsageError
 
 METADATA = "ro-crate-metadata.json"
@@ -222,7 +223,7 @@ def owned_ids(crate: Any, run_id: str, run_iri: str) -> set[str]:
     bases = {run_iri}
     for e in crate.get_entities():
         ident = e.get("identifier")
-        if ident == run_id and "CreateAction" in _types(e):
+        if ident == run_id and "CreateAction" in types_of(e):
             bases.add(e.id)
     folder = re.compile(rf"^runs/[^/]*_{re.escape(run_id)}/")
     out = set()
@@ -265,8 +266,3 @@ def remove_entities(crate: Any, ids: set[str], staging: Path) -> None:
                         del props[k]
             elif isinstance(v, dict) and v.get("@id") in ids:
                 del props[k]
-
-
-def _types(e: Any) -> list[str]:
-    t = e.type
-    return t if isinstance(t, list) else [t]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from metaprov.crate.builder import ids_of, types_of
+
 _CSS = """
 body{font-family:system-ui,Arial,sans-serif;color:#222;max-width:1100px;margin:2em auto;padding:0 1em}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}
@@ -27,23 +29,6 @@ def _e(v: Any) -> str:
     return html.escape("" if v is None else str(v))
 
 
-def _ids(v: Any) -> list[str]:
-    out = []
-    for x in v if isinstance(v, list) else ([] if v is None else [v]):
-        if isinstance(x, dict):
-            out.append(str(x.get("@id")))
-        elif hasattr(x, "id"):
-            out.append(str(x.id))
-        else:
-            out.append(str(x))
-    return out
-
-
-def _types(e: Any) -> list[str]:
-    t = e.get("@type") if isinstance(e, dict) else e.type
-    return t if isinstance(t, list) else [t]
-
-
 def _link(crate: Any, i: str) -> str:
     e = crate.get(i)
     name = e.get("name") if e is not None else None
@@ -57,7 +42,7 @@ def _link(crate: Any, i: str) -> str:
 def _usage(crate: Any, action: Any, *, by: str = "term") -> dict[str, Any]:
     """An action's resource usage: value by ontology term (``by="term"``) or by ``name``."""
     out = {}
-    for i in _ids(action.get("resourceUsage")):
+    for i in ids_of(action.get("resourceUsage")):
         pv = crate.get(i)
         if pv is not None:
             key = (
@@ -91,21 +76,24 @@ def render_preview(crate: Any) -> str:
     ]
     lic = root.get("license")
     lic_text = (
-        ", ".join(_link(crate, i) for i in _ids(lic)) if not isinstance(lic, str) else _e(lic)
+        ", ".join(_link(crate, i) for i in ids_of(lic)) if not isinstance(lic, str) else _e(lic)
     )
     rows = [
         ("License", lic_text),
-        ("Authors", ", ".join(_link(crate, i) for i in _ids(root.get("author"))) or "(none given)"),
+        (
+            "Authors",
+            ", ".join(_link(crate, i) for i in ids_of(root.get("author"))) or "(none given)",
+        ),
         ("Published", _e(root.get("datePublished"))),
-        ("Conforms to", ", ".join(_link(crate, i) for i in _ids(root.get("conformsTo")))),
+        ("Conforms to", ", ".join(_link(crate, i) for i in ids_of(root.get("conformsTo")))),
         ("Metadata", '<a href="ro-crate-metadata.json">ro-crate-metadata.json</a>'),
     ]
     out += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows]
     out.append("</table>")
-    organize = [e for e in crate.get_entities() if "OrganizeAction" in _types(e)]
+    organize = [e for e in crate.get_entities() if "OrganizeAction" in types_of(e)]
     shown: set[str] = set()
     for org in sorted(organize, key=lambda e: e.id):
-        run_ids = _ids(org.get("result"))
+        run_ids = ids_of(org.get("result"))
         if not run_ids or crate.get(run_ids[0]) is None:
             continue
         run = crate.get(run_ids[0])
@@ -130,7 +118,7 @@ def render_preview(crate: Any) -> str:
 def _folders(crate: Any, shown: set[str]) -> list[str]:
     out = []
     for e in crate.data_entities:
-        if "Dataset" in _types(e) and set(_ids(e.get("about"))) & shown:
+        if "Dataset" in types_of(e) and set(ids_of(e.get("about"))) & shown:
             out.append(e.id)
     return out
 
@@ -146,9 +134,9 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             _e(str(run.get("actionStatus", "")).rsplit("/", 1)[-1])
             + (f" ({_e(run.get('error'))})" if run.get("error") else ""),
         ),
-        ("Agent", ", ".join(_link(crate, i) for i in _ids(run.get("agent"))) or "(unknown)"),
-        ("Workflow", ", ".join(_link(crate, i) for i in _ids(run.get("instrument")))),
-        ("Engine", ", ".join(_link(crate, i) for i in _ids(org.get("instrument")))),
+        ("Agent", ", ".join(_link(crate, i) for i in ids_of(run.get("agent"))) or "(unknown)"),
+        ("Workflow", ", ".join(_link(crate, i) for i in ids_of(run.get("instrument")))),
+        ("Engine", ", ".join(_link(crate, i) for i in ids_of(org.get("instrument")))),
         ("Resources", "; ".join(f"{_e(k)}: {_num(v)}" for k, v in u.items())),
     ]
     out += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows]
@@ -157,12 +145,12 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
         (
             e
             for e in crate.data_entities
-            if "Dataset" in _types(e) and run.id in _ids(e.get("about"))
+            if "Dataset" in types_of(e) and run.id in ids_of(e.get("about"))
         ),
         None,
     )
     if folder is not None:
-        parts = [crate.get(i) for i in _ids(folder.get("hasPart"))]
+        parts = [crate.get(i) for i in ids_of(folder.get("hasPart"))]
         prov = [
             p for p in parts if p is not None and str(p.id).rsplit("/", 1)[-1].startswith("prov.")
         ]
@@ -182,8 +170,8 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
         report = [p for p in parts if p is not None and str(p.id).endswith("report.html")]
         for p in report:
             out.append(f"<p>HTML report: {_link(crate, p.id)}</p>")
-    controls = [crate.get(i) for i in _ids(org.get("object"))]
-    acts = [crate.get(i) for c in controls if c is not None for i in _ids(c.get("object"))]
+    controls = [crate.get(i) for i in ids_of(org.get("object"))]
+    acts = [crate.get(i) for c in controls if c is not None for i in ids_of(c.get("object"))]
     acts = [a for a in acts if a is not None]
     if acts:
         out.append(
@@ -193,7 +181,9 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
         )
         for a in acts:
             au = _usage(crate, a)
-            tool = crate.get(_ids(a.get("instrument"))[0]) if _ids(a.get("instrument")) else None
+            tool = (
+                crate.get(ids_of(a.get("instrument"))[0]) if ids_of(a.get("instrument")) else None
+            )
             out.append(
                 "<tr>"
                 f"<td>{_e(tool.get('name') if tool is not None else a.get('name'))}</td>"
@@ -207,9 +197,9 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             )
         out.append("</table>")
     if folder is not None:
-        records = [crate.get(i) for i in _ids(folder.get("mentions"))] + [
+        records = [crate.get(i) for i in ids_of(folder.get("mentions"))] + [
             p
-            for p in (crate.get(i) for i in _ids(folder.get("hasPart")))
+            for p in (crate.get(i) for i in ids_of(folder.get("hasPart")))
             if p is not None and "/records/" in p.id
         ]
         records = [r for r in records if r is not None]
