@@ -250,3 +250,11 @@ def test_report_hook_adds_the_html_report(tmp_path: Path, monkeypatch: pytest.Mo
     assert calls and calls[0][0] == [str(EXAMPLE)]
     crate([EXAMPLE], tmp_path / "d", formats=("turtle",), report=False)
     assert not (tmp_path / "d" / result.runs[0]["folder"] / "report.html").exists()
+
+
+def test_same_run_twice_is_added_once(tmp_path: Path) -> None:
+    result = crate([EXAMPLE, EXAMPLE], tmp_path / "c", formats=("turtle",))
+    assert len(result.runs) == 1
+    g = graph_of(tmp_path / "c")
+    assert len([a for a in of_type(g, "CreateAction") if a.get("identifier")]) == 1
+    assert len(of_type(g, "Person")) == 1 and len(of_type(g, "OrganizeAction")) == 1
