@@ -7,6 +7,7 @@ Public API (each a stage of the pipeline)::
     graph = metaprov.to_prov(records, base="https://example.org/prov")
     metaprov.write(graph, "run.ttl")                     # any RDF / PROV format
     metaprov.write_report(["runs/R1"], "r1.html")        # a self-contained HTML report
+    metaprov.crate(["runs/R1"], "r1-crate.zip")           # runs + PROV -> RO-Crate (extra: crate)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _API = {
     "load": "metaprov.store",
     "query": "metaprov.queries",
     "write_report": "metaprov.report",
+    "crate": "metaprov.crate",
 }
 
 __all__ = ["__version__", *_API]

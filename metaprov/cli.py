@@ -496,6 +496,8 @@ def export_cmd(
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
         click.echo(result.summary(), err=True)
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}", err=True)
 
 
 # --- validate (issue 3) ---
@@ -548,3 +550,120 @@ def validate_cmd(source: Path, fmt: str | None, engine: str, as_json: bool) -> N
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``metaprov`` command."""
     cli.main(args=argv, prog_name="metaprov")
+
+
+# --- crate (issue 13) ---
+@cli.command("crate")
+@quiet_option
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The crate: a new (or empty) directory, or FILE.zip. Default with --add-to: that crate.",
+)
+@click.option(
+    "--add-to",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="CRATE",
+    help="Add the runs to an existing crate (directory or .zip): its entities are kept, a run "
+    "already in it is replaced.",
+)
+@click.option("--name", default=None, help="The dataset's name.")
+@click.option("--description", default=None, help="The dataset's description.")
+@click.option(
+    "--license", "license_", default=None, metavar="SPDX|URL", help="e.g. CC-BY-4.0 or a URL."
+)
+@click.option(
+    "--author",
+    "authors",
+    multiple=True,
+    metavar='"NAME <ORCID>"',
+    help="An author: name and ORCID iD (or other IRI), an ORCID iD, or a name. Repeatable.",
+)
+@click.option(
+    "--date-published",
+    default=None,
+    metavar="YYYY-MM-DD",
+    help="Default: the day the newest run ended.",
+)
+@click.option("--include-inputs", is_flag=True, help="Copy the runs' record files into the crate.")
+@click.option(
+    "--prov",
+    "prov_formats",
+    default="turtle,json-ld,provn",
+    show_default=True,
+    metavar="FORMATS",
+    help="PROV files to include (comma-separated); PROV-N is left out, with a note, above "
+    "200,000 triples.",
+)
+@click.option(
+    "--base",
+    default=None,
+    metavar="IRI",
+    help="Base IRI of the runs' instances [default: https://w3id.org/metaprov/id].",
+)
+@click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option(
+    "--no-report", is_flag=True, help="No HTML report per run (when metaprov report exists)."
+)
+@click.option("--force", is_flag=True, help="Replace an existing output directory or zip.")
+@click.pass_context
+def crate_cmd(
+    ctx: click.Context,
+    runs: tuple[Path, ...],
+    output: Path | None,
+    add_to: Path | None,
+    name: str | None,
+    description: str | None,
+    license_: str | None,
+    authors: tuple[str, ...],
+    date_published: str | None,
+    include_inputs: bool,
+    prov_formats: str,
+    base: str | None,
+    no_darshan: bool,
+    no_report: bool,
+    force: bool,
+) -> None:
+    """Publish RUNS with their provenance as a Provenance Run Crate (RO-Crate, profile 0.5).
+
+    Each run becomes a CreateAction with its task graphs as the workflow, the Dask scheduler
+    as the engine, one step per task prefix, its PROV files (Turtle, JSON-LD, PROV-N) and its
+    record files (listed with size and sha256, or copied with --include-inputs). Needs the
+    crate extra: pip install 'metaprov[crate]'. See docs/crate.md.
+
+    \b
+    Example:
+      metaprov crate examples/run -o run-crate.zip --license CC-BY-4.0 \\
+          --author "Josiah Carberry <https://orcid.org/0000-0002-1825-0097>"
+      metaprov crate runs/R1 runs/R2 -o campaign/
+      metaprov crate runs/R3 --add-to campaign/
+    """
+    from metaprov.crate import crate
+    from metaprov.mapping.terms import DEFAULT_BASE
+
+    result = crate(
+        list(runs),
+        output,
+        add_to=add_to,
+        name=name,
+        description=description,
+        license=license_,
+        authors=authors,
+        date_published=date_published,
+        include_inputs=include_inputs,
+        report=not no_report,
+        formats=tuple(f.strip() for f in prov_formats.split(",") if f.strip()),
+        base=base or DEFAULT_BASE,
+        darshan=not no_darshan,
+        force=force,
+        progress=progress_enabled(ctx),
+    )
+    obj = ctx.find_object(Context)
+    if not (obj and obj.quiet):
+        click.echo(result.summary(), err=True)
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}", err=True)

@@ -177,6 +177,7 @@ class ProvGraph:
         self.iris = RunIris(self.base, self.run_id)
         self.run_iri = self.iris.run
         self.graph_iri = self.iris.graph
+        self._shared: MapContext | None = None
 
     def blocks(self, ahead: int = 0) -> Iterator[Block]:
         """Every block of the graph, step by step (a fresh pass each call; deterministic order).
@@ -190,9 +191,26 @@ class ProvGraph:
             return _ahead(self._blocks(), ahead)
         return self._blocks()
 
+    def shared_context(self) -> MapContext:
+        """A :class:`MapContext` kept across passes until :meth:`release_context`.
+
+        Its cached tables (task index, executions in order, I/O aggregates, ...) are computed
+        once and reused by every later pass and by callers that compute from the same tables
+        (e.g. the per-prefix figures of a crate); without it each pass builds its own.
+        """
+        if self._shared is None:
+            self._shared = MapContext(
+                self.records, self.iris, self.detail, self.chunk_rows, io_detail=self.io_detail
+            )
+        return self._shared
+
+    def release_context(self) -> None:
+        """Drop the shared context (and the memory its cached tables hold)."""
+        self._shared = None
+
     def _blocks(self) -> Iterator[Block]:
         _ensure_builtin_steps()
-        ctx = MapContext(
+        ctx = self._shared or MapContext(
             self.records, self.iris, self.detail, self.chunk_rows, io_detail=self.io_detail
         )
         for entry in list(_STEPS):

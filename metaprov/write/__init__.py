@@ -190,6 +190,7 @@ def write(
     format: str | None = None,
     *,
     force: bool = False,
+    digest: Any = None,
 ) -> int:
     """Write a PROV graph to a file or binary stream.
 
@@ -198,6 +199,8 @@ def write(
         destination: a file path (written atomically: temp file + rename) or a binary stream.
         format: a format name or alias (see :data:`FORMATS`); default: from the file suffix.
         force: let the ``prov``-package formats (PROV-N/JSON/XML) run above :data:`PROV_LIMIT`.
+        digest: a ``hashlib`` object updated with every byte written to a file destination
+            (in the writer thread, so a checksum costs no second read of the file).
 
     Returns:
         The number of triples written.
@@ -217,7 +220,7 @@ def write(
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
-        with _AlignedFile(fd, tmp) as raw, _BackgroundWriter(raw) as out:
+        with _AlignedFile(fd, tmp) as raw, _BackgroundWriter(raw, digest=digest) as out:
             n = int(func(graph, out, force=force))
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
@@ -238,11 +241,12 @@ class _BackgroundWriter:
     bounds the extra memory.
     """
 
-    def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 4) -> None:
+    def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 4, digest: Any = None) -> None:
         import queue
         import threading
 
         self.raw = raw
+        self.digest = digest
         self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="metaprov-writer", daemon=True)
@@ -256,6 +260,8 @@ class _BackgroundWriter:
             if self.error is None:
                 try:
                     self.raw.write(chunk)
+                    if self.digest is not None:
+                        self.digest.update(chunk)
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the producer
                     self.error = exc
 

@@ -1,0 +1,260 @@
+"""metaprov.crate on examples/run: what the crate says, its files, zip, --add-to, PROV-N refusal."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rocrate", reason="the crate extra (rocrate) is not installed")
+
+from rocrate.rocrate import ROCrate  # noqa: E402
+
+from metaprov.crate import crate  # noqa: E402
+from metaprov.errors import UsageError  # noqa: E402
+from metaprov.ingest import read_run  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "run"
+ORCID = "https://orcid.org/0000-0002-1825-0097"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def graph_of(out: Path) -> dict[str, dict]:
+    doc = json.loads((out / "ro-crate-metadata.json").read_text(encoding="utf-8"))
+    return {e["@id"]: e for e in doc["@graph"]}
+
+
+def ids(v: object) -> list[str]:
+    items = v if isinstance(v, list) else [v]
+    return [x["@id"] for x in items if isinstance(x, dict)]
+
+
+def of_type(g: dict[str, dict], t: str) -> list[dict]:
+    return [
+        e for e in g.values() if t in (e["@type"] if isinstance(e["@type"], list) else [e["@type"]])
+    ]
+
+
+@pytest.fixture(scope="module")
+def example_crate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("crate") / "example"
+    crate(
+        [EXAMPLE],
+        out,
+        license="CC-BY-4.0",
+        authors=[f"Josiah Carberry <{ORCID}>"],
+    )
+    return out
+
+
+def test_run_action_steps_and_engine(example_crate: Path) -> None:
+    g = graph_of(example_crate)
+    root = g["./"]
+    assert "https://w3id.org/ro/wfrun/provenance/0.5" in ids(root["conformsTo"])
+    records = read_run(EXAMPLE)
+    runs = [a for a in of_type(g, "CreateAction") if a.get("identifier") == records.run_id]
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["startTime"].endswith("+00:00") and run["endTime"] >= run["startTime"]
+    wf = g[ids(run["instrument"])[0]]
+    assert {"File", "ComputationalWorkflow", "HowTo"} <= set(wf["@type"])
+    assert ids(root["mainEntity"]) == [wf["@id"]]
+    assert g[ids(run["agent"])[0]]["@type"] == "Person"
+    # one step per task prefix, one ControlAction + CreateAction per prefix that ran
+    prefixes = sorted(records.tasks["prefix"].dropna().unique())
+    steps = of_type(g, "HowToStep")
+    assert sorted(s["name"] for s in steps) == prefixes
+    assert sorted(ids(wf["step"])) == sorted(s["@id"] for s in steps)
+    (org,) = of_type(g, "OrganizeAction")
+    assert ids(org["result"]) == [run["@id"]]
+    controls = [g[i] for i in ids(org["object"])]
+    assert len(controls) == len(prefixes) and all(c["@type"] == "ControlAction" for c in controls)
+    acts = [g[ids(c["object"])[0]] for c in controls]
+
+    # counts as resourceUsage PropertyValues: per prefix, summing to the run's tasks
+    def usage(a: dict, term: str) -> object:
+        for i in ids(a["resourceUsage"]):
+            if g[i]["propertyID"].endswith("#" + term):
+                return g[i]["value"]
+        return None
+
+    assert sum(usage(a, "taskCount") for a in acts) == len(records.tasks) == usage(run, "taskCount")
+    failed = [a for a in acts if a["actionStatus"].endswith("FailedActionStatus")]
+    assert [g[ids(a["instrument"])[0]]["name"] for a in failed] == ["validate"]
+    assert all(a["startTime"] <= a["endTime"] for a in acts)
+    # per prefix, not per task
+    assert len(g) < 20 * len(prefixes) + 60
+
+
+def test_prov_files_described_and_valid(example_crate: Path) -> None:
+    from metaprov.validate import validate
+
+    g = graph_of(example_crate)
+    prov = [e for e in g.values() if e["@id"].rsplit("/", 1)[-1].startswith("prov.")]
+    assert sorted(e["encodingFormat"] for e in prov) == [
+        "application/ld+json",
+        "text/provenance-notation",
+        "text/turtle",
+    ]
+    for e in prov:
+        path = example_crate / e["@id"]
+        assert int(e["contentSize"]) == path.stat().st_size
+        assert e["sha256"] == sha256(path)
+        assert "https://www.w3.org/TR/prov-o/" in ids(e["conformsTo"])
+        assert "https://w3id.org/metaprov/ns/0.1.0" in ids(e["conformsTo"])
+        assert validate(path).conforms, path
+
+
+def test_records_listed_with_size_and_sha256(example_crate: Path) -> None:
+    g = graph_of(example_crate)
+    listed = {e["name"]: e for e in g.values() if "/record/" in e["@id"]}
+    on_disk = sorted(p.name for p in EXAMPLE.iterdir() if p.is_file())
+    assert sorted(listed) == on_disk
+    for name, e in listed.items():
+        assert e["sha256"] == sha256(EXAMPLE / name)
+        assert int(e["contentSize"]) == (EXAMPLE / name).stat().st_size
+    assert not (example_crate / "runs" / "records").exists()
+
+
+def test_preview_readme_and_same_bytes(example_crate: Path, tmp_path: Path) -> None:
+    html = (example_crate / "ro-crate-preview.html").read_text(encoding="utf-8")
+    assert "measure" in html and "prov.ttl" in html and "<script" not in html
+    assert "Josiah Carberry" in html
+    again = tmp_path / "again"
+    crate([EXAMPLE], again, license="CC-BY-4.0", authors=[f"Josiah Carberry <{ORCID}>"])
+    for p in sorted(example_crate.rglob("*")):
+        if p.is_file():
+            assert p.read_bytes() == (again / p.relative_to(example_crate)).read_bytes(), p
+
+
+def test_zip_round_trip(example_crate: Path, tmp_path: Path) -> None:
+    out = tmp_path / "c.zip"
+    crate([EXAMPLE], out, license="CC-BY-4.0", authors=[f"Josiah Carberry <{ORCID}>"])
+    with zipfile.ZipFile(out) as zf:
+        zf.extractall(tmp_path / "x")
+    a, b = ROCrate(example_crate), ROCrate(tmp_path / "x")
+    assert sorted(e.id for e in a.get_entities()) == sorted(e.id for e in b.get_entities())
+    for e in b.get_entities():
+        if e.get("sha256") and not e.id.startswith("#"):
+            assert sha256(tmp_path / "x" / e.id) == e["sha256"]
+    assert sorted(e.id for e in ROCrate(out).get_entities()) == sorted(
+        e.id for e in b.get_entities()
+    )
+
+
+def test_add_to_foreign_crate_keeps_everything(tmp_path: Path) -> None:
+    from rocrate.model.person import Person
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "data.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    c = ROCrate(version="1.1")
+    c.name, c.description = "My dataset", "made by another tool"
+    person = c.add(Person(c, ORCID, properties={"name": "Josiah Carberry"}))
+    c.add_file(src / "data.csv", "data/data.csv", properties={"name": "data", "author": person})
+    c.root_dataset["author"] = person
+    dest = tmp_path / "dataset"
+    c.write(dest)
+    before = graph_of(dest)
+
+    crate([EXAMPLE], add_to=dest)  # in place
+    after = graph_of(dest)
+    for i, e in before.items():
+        if i == "./":
+            for k, v in e.items():
+                if k not in ("hasPart", "conformsTo"):
+                    assert after[i][k] == v, k
+            assert set(ids(e["hasPart"])) <= set(ids(after[i]["hasPart"]))
+        elif i != "ro-crate-metadata.json":
+            assert after[i] == e, i
+    assert (dest / "data" / "data.csv").read_text(encoding="utf-8") == "a,b\n1,2\n"
+    run_id = read_run(EXAMPLE).run_id
+    assert len([a for a in of_type(after, "CreateAction") if a.get("identifier") == run_id]) == 1
+
+    crate([EXAMPLE], add_to=dest)  # again: replaced, not duplicated
+    again = graph_of(dest)
+    assert sorted(again) == sorted(after)
+    assert len(json.loads((dest / "ro-crate-metadata.json").read_text())["@graph"]) == len(after)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_provn_refused_above_limit_with_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("metaprov.write.PROV_LIMIT", 100)
+    out = tmp_path / "c"
+    result = crate([EXAMPLE], out)
+    folder = out / result.runs[0]["folder"]
+    assert (folder / "prov.ttl").exists() and not (folder / "prov.provn").exists()
+    (note,) = result.runs[0]["notes"]
+    assert "PROV-N not included" in note and "100" in note
+    assert note in (out / "README.md").read_text(encoding="utf-8")
+    g = graph_of(out)
+    assert note in g[result.runs[0]["folder"]]["description"]
+    assert {"no license", "no author"} <= {w.split(":")[0] for w in result.warnings}
+
+
+def test_include_inputs_copies_records(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    result = crate([EXAMPLE], out, formats=("turtle",), include_inputs=True)
+    folder = out / result.runs[0]["folder"] / "records"
+    for p in EXAMPLE.iterdir():
+        if p.is_file():
+            assert (folder / p.name).read_bytes() == p.read_bytes()
+    g = graph_of(out)
+    assert all("/record/" not in i for i in g)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"license": "not a licence!"}, "neither an SPDX identifier nor a URL"),
+        ({"authors": ["0000-0002-1825-0098"]}, "not a valid ORCID iD"),
+        ({"formats": ("turtle", "rdfxml")}, "unknown PROV format"),
+        ({"date_published": "yesterday"}, "not an ISO 8601 date"),
+    ],
+)
+def test_bad_options(tmp_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        crate([EXAMPLE], tmp_path / "c", **kwargs)
+    assert not list(tmp_path.iterdir())
+
+
+def test_report_hook_adds_the_html_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """metaprov.report (issue 14) is not part of this version: a stand-in with its call
+    signature checks that the crate puts its page in the run's folder and links it."""
+    import sys
+    import types
+
+    calls = []
+
+    def report(runs: list, output: Path, **kwargs: object) -> None:
+        calls.append((runs, kwargs))
+        Path(output).write_text("<html>report</html>", encoding="utf-8")
+
+    monkeypatch.setitem(sys.modules, "metaprov.report", types.SimpleNamespace(report=report))
+    out = tmp_path / "c"
+    result = crate([EXAMPLE], out, formats=("turtle",))
+    rel = result.runs[0]["folder"] + "report.html"
+    assert (out / rel).read_text(encoding="utf-8") == "<html>report</html>"
+    g = graph_of(out)
+    assert g[rel]["encodingFormat"] == "text/html" and g[rel]["sha256"] == sha256(out / rel)
+    assert rel in (out / "ro-crate-preview.html").read_text(encoding="utf-8")
+    assert calls and calls[0][0] == [str(EXAMPLE)]
+    crate([EXAMPLE], tmp_path / "d", formats=("turtle",), report=False)
+    assert not (tmp_path / "d" / result.runs[0]["folder"] / "report.html").exists()
+
+
+def test_same_run_twice_is_added_once(tmp_path: Path) -> None:
+    result = crate([EXAMPLE, EXAMPLE], tmp_path / "c", formats=("turtle",))
+    assert len(result.runs) == 1
+    g = graph_of(tmp_path / "c")
+    assert len([a for a in of_type(g, "CreateAction") if a.get("identifier")]) == 1
+    assert len(of_type(g, "Person")) == 1 and len(of_type(g, "OrganizeAction")) == 1
