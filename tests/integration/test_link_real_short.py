@@ -125,3 +125,41 @@ def test_without_scheduler_windows_hook_windows_alone_link_nothing_wrongly() -> 
     assert 0 < (linked & task).sum() < 0.9 * task.sum()
     assert (status[task & ~linked] == "ambiguous").all()
     assert set(links.loc[linked, "clock"]) <= {"worker-hook", "thread-order"}
+
+
+def test_inspect_json_and_export_carry_each_links_evidence(tmp_path: Path) -> None:
+    """A user auditing a link finds its rule, deciding clock and fitted offset in
+    ``inspect --json`` and on each ``mp:IOSegment`` of the export."""
+    import pyoxigraph as ox
+    from click.testing import CliRunner
+
+    from metaprov.cli import cli
+
+    run = _run("mixed-mofka")
+    records = read_run(run)
+    link_io(records)
+    links = records.io.segments
+    linked = links[links["status"] == "linked"]
+    result = CliRunner().invoke(cli, ["inspect", str(run), "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    io = json.loads(result.output)["io"]
+    assert io["link"]["by_clock"] == linked["clock"].value_counts().sort_index().to_dict()
+    assert sum(g["segments"] for g in io["links"]) == len(linked)
+    g = next(g for g in io["links"] if g["clock"] == "scheduler")
+    assert g["rule"] == "scheduler-window" and g["clock_offset_s"] is not None
+    assert len(io["ambiguous"]) == int((links["status"] == "ambiguous").sum())
+
+    out = tmp_path / "run.nt"
+    result = CliRunner().invoke(
+        cli, ["export", str(run), "-o", str(out), "--io-detail", "segments", "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    store = ox.Store()
+    store.bulk_load(path=str(out), format=ox.RdfFormat.N_TRIPLES)
+    q = (
+        "PREFIX mp: <https://w3id.org/metaprov/ns#> SELECT ?c (COUNT(*) AS ?n) WHERE "
+        "{ ?s a mp:IOSegment ; mp:linkClock ?c ; mp:linkOffset ?o ; "
+        "mp:linkOffsetUncertainty ?u } GROUP BY ?c"
+    )
+    got = {s["c"].value: int(s["n"].value) for s in store.query(q)}
+    assert got == io["link"]["by_clock"]
