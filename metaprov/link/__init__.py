@@ -126,9 +126,7 @@ def _nearest(
     clear = np.zeros(n, bool)
     if counts.sum() == 0:
         return best, clear
-    seg = np.repeat(np.arange(n), counts)
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    win = np.repeat(a, counts) + (np.arange(int(counts.sum())) - first)
+    seg, win = expand(a, b)
     dist = np.maximum(np.maximum(ws[win] - se[seg], ss[seg] - we[win]), 0)
     order = np.lexsort((dist, seg))
     seg_o, win_o, dist_o = seg[order], win[order], dist[order]
