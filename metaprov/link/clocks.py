@@ -130,6 +130,9 @@ def sweep_blocks(
     nplat = np.zeros(nb, np.int64)
     if not len(dl) or not total:
         return best, low, high, nplat
+    if total > 8 * len(dl) + (1 << 22):
+        # many wide blocks, few intervals: sort the interval ends instead of a grid
+        return _sweep_events(dl, dh, block, nb)
     opens = base[block] + (dl - block_lo[block])
     closes = base[block] + (dh + 1 - block_lo[block])
     delta = np.bincount(opens, minlength=total + 1) - np.bincount(closes, minlength=total + 1)
@@ -147,6 +150,37 @@ def sweep_blocks(
         run_start = at & ~np.r_[False, at[:-1]]
         nplat = np.bincount(blk[run_start], minlength=nb)
     return np.maximum(best, 0), low, high, nplat
+
+
+def _sweep_events(
+    dl: np.ndarray, dh: np.ndarray, block: np.ndarray, nb: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sweep_blocks` by sorting the openings and closings (memory ~ intervals)."""
+    pos = np.r_[dl, dh + 1]
+    step = np.r_[np.ones(len(dl), np.int64), -np.ones(len(dh), np.int64)]
+    blk = np.r_[block, block]
+    o = np.lexsort((pos, blk))
+    pos, step, blk = pos[o], step[o], blk[o]
+    cov = np.cumsum(step)  # blocks balance, so the running sum restarts at 0 in each block
+    # coverage holds from an event position to the next one: keep the last event per position
+    last = np.r_[(pos[1:] != pos[:-1]) | (blk[1:] != blk[:-1]), True]
+    p, c, b = pos[last], cov[last], blk[last]
+    nxt = np.r_[p[1:], p[-1] + 1]
+    best = np.zeros(nb, np.int64)
+    np.maximum.at(best, b, c)
+    at = (c == best[b]) & (c > 0)
+    low = np.zeros(nb, np.int64)
+    high = np.full(nb, -1, np.int64)
+    idx = np.flatnonzero(at)
+    if len(idx):
+        bo = b[idx]
+        first = np.r_[True, bo[1:] != bo[:-1]]
+        lst = np.r_[bo[1:] != bo[:-1], True]
+        low[bo[first]] = p[idx[first]]
+        high[bo[lst]] = nxt[idx[lst]] - 1
+    run_start = at & ~np.r_[False, at[:-1] & (b[1:] == b[:-1])]
+    nplat = np.bincount(b[run_start], minlength=nb)
+    return best, low, high, nplat
 
 
 def estimate_offset(

@@ -365,3 +365,23 @@ def test_a_segment_in_overlapping_windows_counts_once_in_the_offset_fit() -> Non
     assert est["fit"] == 3
     assert est["low"] <= 0.003 <= est["high"]
     assert est["high"] - est["low"] < 0.001
+
+
+def test_offset_sweep_by_events_equals_the_grid_sweep() -> None:
+    """Many wide blocks with few intervals are swept by sorting, not on a grid: same answer."""
+    from metaprov.link.clocks import _sweep_events, sweep_blocks
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        nb, n = int(rng.integers(1, 5)), int(rng.integers(1, 30))
+        blo = rng.integers(-50, 0, nb)
+        bhi = blo + rng.integers(0, 100, nb)
+        blk = rng.integers(0, nb, n)
+        a, b = rng.integers(0, 100, n), rng.integers(0, 100, n)
+        dl = np.minimum(blo[blk] + np.minimum(a, b), bhi[blk])
+        dh = np.minimum(blo[blk] + np.maximum(a, b), bhi[blk])
+        grid = sweep_blocks(dl, dh, blk, blo, bhi)
+        events = _sweep_events(dl, dh, blk, nb)
+        fitted = grid[0] > 0
+        for x, y in zip(grid, events, strict=True):
+            assert (x[fitted] == y[fitted]).all()
