@@ -70,6 +70,12 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("end", TIME, "compute end (UTC); NaT if never seen"),
         ("outcome", STR, "state left executing into: memory, error, cancelled, ..."),
         ("time_source", STR, "'worker' or 'scheduler'"),
+        (
+            "window",
+            STR,
+            "what start/end are: 'hook' (worker transition-hook times, around the function), "
+            "'exact' (the capture's compute interval) or 'scheduler' (begins/ends)",
+        ),
     ],
     # The largest table (~7 rows per task): text columns are Categorical to keep memory low.
     "transitions": [
@@ -214,6 +220,14 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("host", STR, "host name"),
         ("start", TIME, "start corrected by the process's estimated clock offset (UTC)"),
         ("end", TIME, "end corrected by the process's estimated clock offset (UTC)"),
+        (
+            "clock",
+            STR,
+            "clock that decided a link: worker-hook, worker-exact, scheduler or thread-order",
+        ),
+        ("clock_offset", "float64", "fitted offset of Darshan's clock against that clock (s)"),
+        ("offset_uncertainty", "float64", "half-width of the offsets the data allow (s)"),
+        ("candidates", STR, "ambiguous: JSON list of the candidate task keys, in run order"),
     ],
     "darshan_processes": [
         ("log", STR, "log file name"),

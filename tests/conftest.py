@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("METAPROV_SHARED", REPO.parent / "shared")).resolve()
 XPDAMODA = SHARED / "data" / "xpdamoda"
 DARSHAN_FORMATS = SHARED / "data" / "darshan-formats"
+DARSHAN_DASK_RUNS = SHARED / "data" / "darshan-dask-runs"
 
 PMDA_RUNS = (
     sorted(p for p in (XPDAMODA / "PMDA").glob("D*") if p.is_dir()) if XPDAMODA.exists() else []
@@ -22,7 +23,7 @@ IMAGEPROC_RUNS = (
 )
 REAL_RUNS = PMDA_RUNS + IMAGEPROC_RUNS
 
-_SKIP_REASON = (
+SKIP_REASON = _SKIP_REASON = (
     f"real run data not found at {SHARED}/data (set METAPROV_SHARED to the shared/ folder)"
 )
 

@@ -9,8 +9,10 @@ the link accounting (linked / process / ambiguous / unlinked, by rule and reason
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from metaprov.records import RunRecords
@@ -35,12 +37,17 @@ def _opt_float(v: Any) -> float | None:
     return None if v is None or pd.isna(v) else round(float(v), 6)
 
 
-def summarize_io(records: RunRecords, *, max_problems: int = 20) -> dict[str, Any]:
+def summarize_io(
+    records: RunRecords, *, max_problems: int = 20, max_links: int = 10_000
+) -> dict[str, Any]:
     """Darshan I/O of a run as plain JSON types (links the I/O first if needed).
 
     Returns:
         dict with ``logs`` (count, by role, by status, problems), ``totals``, ``link`` (the
-        accounting of :func:`metaprov.link.link_io`), ``by_prefix`` and ``by_process``.
+        accounting of :func:`metaprov.link.link_io`), ``by_prefix``, ``by_process``,
+        ``links`` (per execution, file, operation, rule and clock: the segments linked and the
+        fitted offset of the deciding clock; the first ``max_links``) and ``ambiguous`` (each
+        ambiguous segment with its reason and candidate tasks; the first ``max_links``).
     """
     dr = records.darshan
     if dr is None:
@@ -115,6 +122,7 @@ def summarize_io(records: RunRecords, *, max_problems: int = 20) -> dict[str, An
                 "process": int(r.n_process),
                 "ambiguous": int(r.n_ambiguous),
                 "unlinked": int(r.n_unlinked),
+                "offset_note": str(r.offset_note) if pd.notna(r.offset_note) else "",
                 "bytes_read": t["bytes_read"],
                 "bytes_written": t["bytes_written"],
             }
@@ -122,6 +130,77 @@ def summarize_io(records: RunRecords, *, max_problems: int = 20) -> dict[str, An
     # workers first, then by pid: the order a reader scans
     by_process.sort(key=lambda d: (d["worker"] is None, d["role"], d["pid"] or -1))
     out["by_process"] = by_process
+    out.update(_link_evidence(seg, links, max_links))
+    return out
+
+
+def _link_evidence(seg: pd.DataFrame, links: pd.DataFrame, max_rows: int) -> dict[str, Any]:
+    """Per link, the rule and the evidence, so a surprising link can be audited."""
+    st = links["status"].astype(str).to_numpy() if len(links) else np.zeros(0, str)
+    linked = st == "linked"
+    groups: list[dict[str, Any]] = []
+    if linked.any():
+        df = pd.DataFrame(
+            {
+                "key": links.loc[linked, "key"].astype(str).to_numpy(),
+                "attempt": links.loc[linked, "attempt"].fillna(0).astype("int64").to_numpy(),
+                "path": seg.loc[linked, "path"].astype(str).to_numpy(),
+                "op": seg.loc[linked, "op"].astype(str).to_numpy(),
+                "rule": links.loc[linked, "rule"].astype(str).to_numpy(),
+                "clock": links.loc[linked, "clock"].astype(str).to_numpy(),
+                "offset": links.loc[linked, "clock_offset"].to_numpy(dtype="float64"),
+                "unc": links.loc[linked, "offset_uncertainty"].to_numpy(dtype="float64"),
+                "first": links.loc[linked, "start"].to_numpy(),
+            }
+        )
+        g = df.groupby(["key", "attempt", "path", "op", "rule", "clock"], sort=False).agg(
+            segments=("first", "size"),
+            first=("first", "min"),
+            offset=("offset", "mean"),
+            unc=("unc", "max"),
+        )
+        g = g.reset_index().sort_values(["first", "key", "path", "op", "rule"], kind="stable")
+        for r in g.head(max_rows).itertuples(index=False):
+            groups.append(
+                {
+                    "key": r.key,
+                    "attempt": int(r.attempt),
+                    "path": r.path,
+                    "op": r.op,
+                    "rule": r.rule,
+                    "clock": r.clock,
+                    "segments": int(r.segments),
+                    "clock_offset_s": _opt_float(r.offset),
+                    "offset_uncertainty_s": _opt_float(r.unc),
+                }
+            )
+        n_groups = len(g)
+    else:
+        n_groups = 0
+    amb_rows: list[dict[str, Any]] = []
+    amb = np.flatnonzero(st == "ambiguous")
+    for i in amb[:max_rows]:
+        cands = links["candidates"].iloc[i]
+        amb_rows.append(
+            {
+                "segment": int(i),
+                "log": str(links["log"].iloc[i]),
+                "pthread": None
+                if pd.isna(links["pthread"].iloc[i])
+                else int(links["pthread"].iloc[i]),
+                "path": str(seg["path"].iloc[i]),
+                "op": str(seg["op"].iloc[i]),
+                "rule": str(links["rule"].iloc[i]),
+                "reason": str(links["reason"].iloc[i]),
+                "candidates": json.loads(cands) if isinstance(cands, str) and cands else [],
+            }
+        )
+    out: dict[str, Any] = {"links": groups, "ambiguous": amb_rows}
+    if n_groups > max_rows or len(amb) > max_rows:
+        out["evidence_truncated"] = {
+            "links": max(0, n_groups - max_rows),
+            "ambiguous": max(0, len(amb) - max_rows),
+        }
     return out
 
 
@@ -153,6 +232,9 @@ def format_io(summary: dict[str, Any], *, max_rows: int = 12) -> list[str]:
         )
         rules = ", ".join(f"{k} {v:,}" for k, v in link.get("by_rule", {}).items())
         lines.append(f"  by rule    {rules}")
+        clocks = ", ".join(f"{k} {v:,}" for k, v in link.get("by_clock", {}).items())
+        if clocks:
+            lines.append(f"  decided by {clocks}")
         for reason, count in list(link.get("by_reason", {}).items())[:max_rows]:
             lines.append(f"    not linked: {count:,} x {reason}")
     bp = summary.get("by_prefix", [])

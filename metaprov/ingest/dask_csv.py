@@ -1036,6 +1036,11 @@ def _executions_table(ex: _Exec, keys: pa.Array, wcats: pa.Array) -> pd.DataFram
             "end": _utc(ex.end),
             "outcome": _str(ex.outcome),
             "time_source": _source_text(ex.source),
+            "window": _str(
+                pa.array(["hook", "scheduler"]).take(
+                    pa.array(ex.source.astype(np.int64), mask=ex.source < 0)
+                )
+            ),
         },
     )
 

@@ -97,7 +97,10 @@ def apply_worker_executions(run: Path, records: RunRecords) -> None:
     pos = m.loc[hit, "pos"].to_numpy(dtype=np.int64)
     thread = ex["thread"].copy()
     thread.iloc[pos] = m.loc[hit, "thread"].to_numpy()
-    ex = ex.assign(thread=thread)
+    # the capture's start/stop are the exact compute interval on the worker's clock
+    window = ex["window"].astype(object).to_numpy(copy=True)
+    window[pos] = "exact"
+    ex = ex.assign(thread=thread, window=pd.array(window, dtype=ex["window"].dtype))
     records.executions = conform("executions", ex)
     # the final attempt's thread on the task, and the thread table
     final = (

@@ -1,34 +1,33 @@
-"""Darshan I/O <-> task executions: the interval join.
+"""Darshan I/O <-> task executions: every clock of the run, one decision per segment.
 
 Input: :class:`~metaprov.records.RunRecords` with ``darshan`` (from
 :func:`metaprov.ingest.darshan.read_darshan_logs`) and the ``executions`` / ``tasks`` tables.
 Output: ``records.io``, a :class:`LinkedIO` holding ``segments`` (one row per Darshan segment,
-schema ``darshan_links``: the task execution it belongs to, or the process, or why neither),
-``processes`` (schema ``darshan_processes``: role, worker address, estimated clock offset, counts)
-and ``accounting`` (counts by status, rule and reason).
+schema ``darshan_links``: the task execution it belongs to, or the process, or why neither, with
+the rule, the clock that decided and its fitted offset), ``processes`` (schema
+``darshan_processes``: role, worker address, clock offsets, counts) and ``accounting``.
 
 How (details and measurements in ``docs/darshan.md``):
 
 1. Each log is a process; its role comes from the command line.
 2. Worker address -> log by thread-id membership: every task's ``thread`` appears as a pthread id
    in the log of the worker process that ran it (majority vote over the worker's executions).
-3. Per process, Darshan's clock offset is estimated from the data: the shift that puts the most
-   task-thread segments inside a compute window of their own thread (an exact sweep over the
-   feasible shift intervals, not a grid). Darshan starts its clock before it records the start
-   time, so its times are late by tens of milliseconds: a fixed tolerance cannot link
-   millisecond tasks.
-4. Each segment on a thread that ran tasks is joined (``numpy.searchsorted`` per thread, never a
-   per-task scan) to the window that contains it after the offset correction; windows on one
-   thread do not overlap because a thread runs one task at a time. Worker-clock windows use a
-   10 ms tolerance; scheduler-clock windows (no worker transitions) use the nearest window within
-   2 s. A segment that fits several windows, or whose window changes within the range of
-   offsets the data allow, is *ambiguous*: reported, never guessed.
+3. Per process, the offsets of Darshan's clock against the worker's clock that fit the most
+   task-thread segments into windows of their own thread (exact sweep,
+   :func:`~metaprov.link.clocks.estimate_offset`). Darshan is late by tens of milliseconds.
+4. Per process, :func:`~metaprov.link.assign.assign` keeps for each segment the executions
+   that can have issued it under every clock: the worker windows (hook times, or the capture's
+   exact compute windows), the scheduler's ``begins``/``ends`` (the compute interval on the
+   task's thread, shifted by the worker's scheduler delay: fitted per delay epoch), and the
+   order of tasks on a thread and of calls within it. One left: linked, with the clock that
+   decided; several: ambiguous, with its candidates; none: ambiguous (the clocks disagree).
 5. Segments on threads that ran no task belong to the process (``process``). Segments without a
    thread id in a worker process, or in a log outside the run, are ``unlinked`` with the reason.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,35 +36,53 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from metaprov.link.assign import ORDER, SCHEDULER, WORKER, Windows, assign
+from metaprov.link.clocks import estimate_offset, expand, scheduler_epochs
 from metaprov.records import STR, RunRecords, conform, empty_table
 from metaprov.timeutil import utc_to_us
 
 log = logging.getLogger("metaprov")
 
-__all__ = ["LinkedIO", "link_io", "estimate_offset", "STATUSES", "RULES"]
+__all__ = ["LinkedIO", "link_io", "estimate_offset", "STATUSES", "RULES", "CLOCKS"]
 
 STATUSES = ("linked", "process", "ambiguous", "unlinked")
 
 # rule -> what it means (docs/darshan.md repeats this table)
 RULES: dict[str, str] = {
-    "worker-window": "inside the task's worker-clock compute window on the same thread, after "
-    "the process's clock-offset correction",
-    "worker-window-tolerance": "outside every window but within the tolerance (10 ms) of exactly "
-    "one window on the same thread",
-    "scheduler-nearest": "no worker transitions: the nearest scheduler begins/ends window on the "
+    "worker-window": "the only task whose worker-clock window on the same thread holds the "
+    "segment at every Darshan clock offset the data allow",
+    "scheduler-window": "several worker windows hold it; the scheduler's begins/ends (the "
+    "compute interval on the thread), fitted per scheduler-delay epoch, leave one task",
+    "thread-order": "several tasks are left; the order of the thread's tasks and of its calls "
+    "(decided calls before and after it) leaves one",
+    "worker-window-tolerance": "outside every window but within the tolerance (10 ms) of "
+    "exactly one window on the same thread",
+    "scheduler-nearest": "no worker windows: the nearest scheduler begins/ends window on the "
     "same thread, within 2 s, clearly nearer than any other",
     "thread-ran-no-task": "the thread ran no task of this worker: I/O of the worker process itself",
     "process-role": "the process runs no tasks (launcher, nanny, resource tracker, ...)",
     "unmapped-process": "no worker's task threads appear in this log: I/O of the process",
     "no-thread-id": "the segment carries no thread id (32-byte DXT layout or missing text)",
     "outside-run": "the log belongs to a program outside the run",
+    "no-task-threads": "the run records no thread id of any task: no task can be told apart",
     "no-window": "on a task thread, but outside every task window",
-    "several-windows": "fits more than one task window",
-    "offset-uncertain": "the task it falls in changes within the range of clock offsets the data "
-    "allow",
+    "several-windows": "more than one task is left after every clock and the thread order",
+    "clocks-disagree": "the worker windows hold it, but the scheduler windows and the thread "
+    "order leave no task",
+}
+
+# clock -> what it is (the ``clock`` column of a link)
+CLOCKS: dict[str, str] = {
+    "worker-hook": "the worker's transition-hook times (ready->executing .. executing->memory), "
+    "on the worker's clock: they bracket the function",
+    "worker-exact": "the capture's exact compute windows (worker_execution.csv), worker clock",
+    "scheduler": "the scheduler's begins/ends: the compute interval measured on the task's "
+    "thread, shifted by the worker's scheduler delay (fitted per delay epoch)",
+    "thread-order": "the order of tasks on the thread and of the thread's calls",
 }
 
 _US = 1_000_000
+_SCHED_SLACK = 20  # µs around scheduler windows when finding delay epochs
 
 
 @dataclass
@@ -82,157 +99,6 @@ class LinkedIO:
     segments: pd.DataFrame = field(default_factory=lambda: empty_table("darshan_links"))
     processes: pd.DataFrame = field(default_factory=lambda: empty_table("darshan_processes"))
     accounting: dict[str, Any] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------------------------
-# clock offset
-
-
-def _candidate_ranges(
-    s: np.ndarray, e: np.ndarray, starts: np.ndarray, cmax_ends: np.ndarray, lo: int, hi: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Index range [a, b) of the windows that can hold [s - hi, e - lo] (integer µs)."""
-    a = np.searchsorted(cmax_ends, s - hi, side="left")
-    b = np.searchsorted(starts, e - lo, side="right")
-    return a, np.maximum(a, b)
-
-
-def estimate_offset(
-    seg_start: np.ndarray,
-    seg_end: np.ndarray,
-    seg_group: np.ndarray,
-    win_start: np.ndarray,
-    win_end: np.ndarray,
-    win_group: np.ndarray,
-    *,
-    low: float = -0.02,
-    high: float = 0.2,
-    max_pairs: int = 1_000_000,
-) -> dict[str, Any]:
-    """The clock offset (seconds to subtract from segment times) that fits the most segments.
-
-    For a segment [s, e] and a window [ws, we] of the same thread, the offsets d that put
-    [s - d, e - d] inside the window form the interval [e - we, s - ws]. A sweep over those
-    intervals (clipped to [low, high]) finds where the most segments fit: the *plateaus* of
-    maximum coverage. It is exact (no grid), and uses a deterministic subsample of segments
-    when the number of (segment, window) pairs would exceed ``max_pairs``.
-
-    Args:
-        seg_start, seg_end: segment times in integer µs.
-        seg_group, win_group: thread group of each segment / window (windows sorted by group,
-            then start).
-        win_start, win_end: window times in integer µs.
-        low, high: the offsets considered, in seconds.
-        max_pairs: bound on the work.
-
-    Returns:
-        dict with ``offset`` (chosen, s), ``low``/``high`` (the chosen plateau), ``plateaus``
-        (all plateaus of maximum coverage as (low, high) pairs), ``fit`` (segments that fit at
-        the optimum), ``used`` (segments considered) and ``note``.
-    """
-    lo_us, hi_us = int(round(low * _US)), int(round(high * _US))
-    n = len(seg_start)
-    if n == 0 or len(win_start) == 0:
-        return {
-            "offset": None,
-            "low": None,
-            "high": None,
-            "plateaus": [],
-            "fit": 0,
-            "used": 0,
-            "note": "no task-thread segments to estimate from",
-        }
-    # Windows of all groups in one sorted array: shift each group far apart on the time axis
-    # so one searchsorted serves every thread at once.
-    base = int(max(win_end.max(), seg_end.max())) - int(min(win_start.min(), seg_start.min()))
-    span = np.int64(base + 4 * (hi_us - lo_us) + 10 * _US)
-    t0 = np.int64(min(win_start.min(), seg_start.min()))
-    ws = (win_start - t0) + win_group.astype(np.int64) * span
-    we = (win_end - t0) + win_group.astype(np.int64) * span
-    cmax = np.maximum.accumulate(we)
-    ss = (seg_start - t0) + seg_group.astype(np.int64) * span
-    se = (seg_end - t0) + seg_group.astype(np.int64) * span
-    a, b = _candidate_ranges(ss, se, ws, cmax, lo_us, hi_us)
-    counts = b - a
-    total = int(counts.sum())
-    used = np.arange(n)
-    if total > max_pairs:
-        step = int(np.ceil(total / max_pairs))
-        used = np.arange(0, n, step)
-        a, b, counts = a[used], b[used], counts[used]
-    seg_of_pair = np.repeat(used, counts)
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    win_of_pair = np.repeat(a, counts) + (np.arange(int(counts.sum())) - first)
-    lo_d = np.maximum(se[seg_of_pair] - we[win_of_pair], lo_us)
-    hi_d = np.minimum(ss[seg_of_pair] - ws[win_of_pair], hi_us)
-    ok = lo_d <= hi_d
-    lo_d, hi_d = lo_d[ok], hi_d[ok]
-    if len(lo_d) == 0:
-        return {
-            "offset": None,
-            "low": None,
-            "high": None,
-            "plateaus": [],
-            "fit": 0,
-            "used": int(len(used)),
-            "note": f"no segment fits a task window at any offset in [{low}, {high}] s",
-        }
-    # Sweep over the µs grid of [low, high]: +1 where an interval opens, -1 just after it
-    # closes (closed intervals). Counting per grid point replaces a sort of the events.
-    nbin = hi_us - lo_us + 2
-    delta = np.bincount(lo_d - lo_us, minlength=nbin) - np.bincount(
-        hi_d + 1 - lo_us, minlength=nbin
-    )
-    cov = np.cumsum(delta[:-1])
-    best = int(cov.max())
-    at_best = np.r_[False, cov == best, False]
-    edges = np.flatnonzero(at_best[1:] != at_best[:-1])
-    plateaus = [
-        (int(a0) + lo_us, int(a1) - 1 + lo_us)
-        for a0, a1 in zip(edges[::2], edges[1::2], strict=True)
-    ]
-
-    # Choose: the plateau nearest to no correction; inside it, the point nearest to 0 that keeps
-    # a margin from its edges (the midpoint when it is narrow).
-    def dist0(p: tuple[int, int]) -> int:
-        return 0 if p[0] <= 0 <= p[1] else min(abs(p[0]), abs(p[1]))
-
-    chosen = min(plateaus, key=lambda p: (dist0(p), p[0]))
-    margin = min(5_000, (chosen[1] - chosen[0]) // 2)
-    off = int(np.clip(0, chosen[0] + margin, chosen[1] - margin))
-    note = (
-        f"{best} of {len(used)} task-thread segments fit one window at offsets "
-        f"{chosen[0] / _US:+.6f} .. {chosen[1] / _US:+.6f} s"
-    )
-    if len(plateaus) > 1:
-        note += f"; {len(plateaus)} separate offset ranges fit equally well"
-    return {
-        "offset": off / _US,
-        "low": chosen[0] / _US,
-        "high": chosen[1] / _US,
-        "plateaus": [(p0 / _US, p1 / _US) for p0, p1 in plateaus],
-        "fit": best,
-        "used": int(len(used)),
-        "note": note,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# the join
-
-
-def _contained(
-    ss: np.ndarray, se: np.ndarray, ws: np.ndarray, we: np.ndarray, cmax: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the window containing each segment (-1: none) and whether another one does too."""
-    idx = np.searchsorted(ws, ss, side="right") - 1
-    has = idx >= 0
-    safe = np.maximum(idx, 0)
-    inside = has & (se <= we[safe]) & (len(we) > 0)
-    # an earlier window (start <= s) also contains it iff the running max of ends reaches e
-    prev = np.maximum(safe - 1, 0)
-    twice = inside & (safe >= 1) & (cmax[prev] >= se)
-    return np.where(inside, idx, -1), twice
 
 
 def _near(
@@ -260,9 +126,7 @@ def _nearest(
     clear = np.zeros(n, bool)
     if counts.sum() == 0:
         return best, clear
-    seg = np.repeat(np.arange(n), counts)
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    win = np.repeat(a, counts) + (np.arange(int(counts.sum())) - first)
+    seg, win = expand(a, b)
     dist = np.maximum(np.maximum(ws[win] - se[seg], ss[seg] - we[win]), 0)
     order = np.lexsort((dist, seg))
     seg_o, win_o, dist_o = seg[order], win[order], dist[order]
@@ -330,6 +194,8 @@ def link_io(
 
     # ---- executions usable as windows ----
     ex = records.executions
+    n_ran = int(ex["start"].notna().sum())
+    task_threads_known = int((ex["thread"].notna() & ex["start"].notna()).sum())
     ex = ex[ex["thread"].notna() & ex["start"].notna() & ex["worker"].notna()].reset_index(
         drop=True
     )
@@ -341,6 +207,14 @@ def link_io(
     ex_thread = ex["thread"].to_numpy(dtype=np.uint64) if len(ex) else np.zeros(0, np.uint64)
     ex_worker = ex["worker"].astype(str).to_numpy()
     ex_sched = (ex["time_source"].astype(str) == "scheduler").to_numpy()
+    ex_exact = (
+        (ex["window"].astype(str) == "exact").to_numpy()
+        if "window" in ex
+        else np.zeros(len(ex), bool)
+    )
+    ex_sb, ex_se, ex_epoch, ep_lo, ep_hi = _scheduler_windows(
+        records.tasks, ex, ex_start, ex_end, ex_sched
+    )
 
     # ---- 2. worker -> log by thread-id membership ----
     worker_of_log: dict[int, str] = {}
@@ -392,6 +266,11 @@ def link_io(
     rule = _Labels(n)
     reason = _Labels(n, default="")
     link_ex = np.full(n, -1, np.int64)
+    clock = _Labels(n, default="")
+    ev_off = np.full(n, np.nan)
+    ev_unc = np.full(n, np.nan)
+    cand_seg: list[np.ndarray] = []
+    cand_ex: list[np.ndarray] = []
     offset_of_seg = np.zeros(n, np.float64)
     seg_start = utc_to_us(seg["start"]) if n else np.zeros(0, np.int64)
     seg_end = utc_to_us(seg["end"]) if n else np.zeros(0, np.int64)
@@ -415,6 +294,12 @@ def link_io(
             status.set(idx, "process")
             rule.set(idx, "process-role")
             reason.set(idx, f"process runs no tasks: role {roles[li]}")
+        elif task_threads_known == 0 and n_ran:
+            # the run records no thread of any task: which task issued the I/O of a worker
+            # process cannot be decided at all (said once, below)
+            status.set(idx, "unlinked")
+            rule.set(idx, "no-task-threads")
+            reason.set(idx, "the run records no thread ids of its tasks")
         else:
             with_pt = idx[has_pt[idx]]
             status.set(with_pt, "process")
@@ -449,10 +334,10 @@ def link_io(
         # searchsorted gets sorted queries
         sidx = idx[on]
         sg = np.searchsorted(task_threads, pt[sidx])
-        o = np.lexsort((seg_start[sidx], sg))
+        o = np.lexsort((seg_end[sidx], seg_start[sidx], sg))
         sidx, sg = sidx[o], sg[o]
         wk_group = np.searchsorted(task_threads, ex_thread[ex_w])
-        order_w = np.lexsort((ex_start[ex_w], wk_group))
+        order_w = np.lexsort((ex_end[ex_w], ex_start[ex_w], wk_group))
         ex_sorted = ex_w[order_w]
         grp_sorted = wk_group[order_w]
         is_wk = ~ex_sched[ex_sorted]
@@ -481,102 +366,161 @@ def link_io(
             if not is_wk.any():
                 est["note"] = "scheduler-clock windows: " + est["note"]
         off_us = int(round((est["offset"] or 0.0) * _US))
+        if est.get("low") is not None:
+            dlo, dhi = int(round(est["low"] * _US)), int(round(est["high"] * _US))
+        else:
+            dlo = dhi = off_us
         offset_of_seg[idx] = off_us / _US
+        sched_note = ""
+        decided = np.zeros(len(sidx), bool)
 
-        # Representative offsets: the chosen one, and the edges and middle of every range of
-        # offsets that fits the data as well (the 32 nearest the chosen one). A segment whose
-        # task changes between them is ambiguous.
-        plats = sorted(
-            est.get("plateaus") or [],
-            key=lambda p: min(abs(p[0] * _US - off_us), abs(p[1] * _US - off_us)),
-        )[:32]
-        reps_set = {off_us}
-        for p0, p1 in plats:
-            reps_set |= {
-                int(round(p0 * _US)),
-                int(round(p1 * _US)),
-                int(round((p0 + p1) / 2 * _US)),
-            }
-        reps = sorted(reps_set - {off_us})
+        # ---- every clock at once: worker windows (or, without them, the scheduler's), the
+        # scheduler windows per delay epoch, the thread order ----
+        prim = ex_sorted[is_wk] if is_wk.any() else ex_sorted
+        if len(sidx) and len(prim):
+            prim_group = grp_sorted[is_wk] if is_wk.any() else grp_sorted
+            if is_wk.any():
+                eps = ex_epoch[prim]
+                uniq = np.unique(eps[eps >= 0])
+                loc = np.where(eps >= 0, np.searchsorted(uniq, np.maximum(eps, 0)), -1)
+                d_lo, d_hi = ep_lo[uniq], ep_hi[uniq]
+            else:  # scheduler windows are the primary ones: no second scheduler stage
+                loc = np.full(len(prim), -1, np.int64)
+                uniq = d_lo = d_hi = np.zeros(0, np.int64)
+            wins = Windows(
+                group=prim_group,
+                start=ex_start[prim],
+                end=ex_end[prim],
+                sched_start=ex_sb[prim],
+                sched_end=ex_se[prim],
+                epoch=loc,
+            )
+            res = assign(sg, seg_start[sidx], seg_end[sidx], wins, dlo, dhi, d_lo, d_hi)
+            primary_clock = (
+                np.where(ex_exact[prim], "worker-exact", "worker-hook")
+                if is_wk.any()
+                else np.full(len(prim), "scheduler", dtype=object)
+            )
+            first_rule = "worker-window" if is_wk.any() else "scheduler-window"
+            half = (dhi - dlo) / 2 / _US
+            mid = (dlo + dhi) / 2 / _US
+            sel = res.stage > 0
+            got = prim[res.window[sel]]
+            link_ex[sidx[sel]] = got
+            for stg, rname in (
+                (WORKER, first_rule),
+                (SCHEDULER, "scheduler-window"),
+                (ORDER, "thread-order"),
+            ):
+                m = res.stage == stg
+                status.set(sidx[m], "linked")
+                rule.set(sidx[m], rname)
+            m = res.stage == WORKER
+            clock.set_each(sidx[m], primary_clock[res.window[m]])
+            ev_off[sidx[m]] = mid
+            ev_unc[sidx[m]] = half
+            m = res.stage == SCHEDULER
+            if m.any():
+                e_of = loc[res.window[m]]
+                clock.set(sidx[m], "scheduler")
+                ev_off[sidx[m]] = (res.sched_lo[e_of] + res.sched_hi[e_of]) / 2 / _US
+                ev_unc[sidx[m]] = (res.sched_hi[e_of] - res.sched_lo[e_of]) / 2 / _US
+            m = res.stage == ORDER
+            clock.set(sidx[m], "thread-order")
+            ev_off[sidx[m]] = mid
+            ev_unc[sidx[m]] = half
+            amb = res.n_left > 1
+            status.set(sidx[amb], "ambiguous")
+            rule.set(sidx[amb], "several-windows")
+            reason.set(sidx[amb], "several tasks of this thread fit under every clock")
+            conf = (res.n_left == 0) & (res.n_worker > 0)
+            status.set(sidx[conf], "ambiguous")
+            rule.set(sidx[conf], "clocks-disagree")
+            reason.set(
+                sidx[conf], "inside worker windows, but the scheduler windows and order leave none"
+            )
+            cand_seg.append(sidx[res.cand_seg])
+            cand_ex.append(prim[res.cand_win])
+            decided = sel | amb | conf
+            fitted = res.sched_fit > 0
+            if fitted.any():
+                sched_note = (
+                    f"; scheduler clock: {int(fitted.sum())} delay epoch(s) fitted, Darshan - "
+                    "scheduler = "
+                    + ", ".join(
+                        f"{lo_ / _US:+.6f}..{hi_ / _US:+.6f} s ({f} segments)"
+                        for lo_, hi_, f in zip(
+                            res.sched_lo[fitted][:5],
+                            res.sched_hi[fitted][:5],
+                            res.sched_fit[fitted][:5],
+                            strict=True,
+                        )
+                    )
+                    + (" ..." if fitted.sum() > 5 else "")
+                )
+            elif len(uniq):
+                sched_note = f"; scheduler clock: {len(uniq)} delay epoch(s), none fitted"
 
+        # ---- what no window holds: the tolerance rule, then the scheduler's nearest window ----
         seg_b = np.searchsorted(sg, np.arange(len(task_threads) + 1))
         win_b = np.searchsorted(grp_sorted, np.arange(len(task_threads) + 1))
-        for g in range(len(task_threads)):
-            gi = sidx[seg_b[g] : seg_b[g + 1]]
-            if not len(gi):
-                continue
-            wins = ex_sorted[win_b[g] : win_b[g + 1]]
+        for g in np.unique(sg[~decided]):
+            lo_i, hi_i = seg_b[g], seg_b[g + 1]
+            todo_g = ~decided[lo_i:hi_i]
+            gi = sidx[lo_i:hi_i][todo_g]
+            wins_g = ex_sorted[win_b[g] : win_b[g + 1]]
             wk = is_wk[win_b[g] : win_b[g + 1]]
             ss0, se0 = seg_start[gi], seg_end[gi]
-            decided = np.zeros(len(gi), bool)
-            # worker-clock windows of this thread
-            wsel = wins[wk]
+            done = np.zeros(len(gi), bool)
+            wsel = wins_g[wk]
             if len(wsel):
                 ws, we = ex_start[wsel], ex_end[wsel]
                 cm = np.maximum.accumulate(we)
-                ss, se = ss0 - off_us, se0 - off_us
-                cidx, twice = _contained(ss, se, ws, we, cm)
-                a, b = _near(ss, se, ws, cm, tol)
+                a, b = _near(ss0 - off_us, se0 - off_us, ws, cm, tol)
                 k = b - a
-                # stability over the offsets the data allow
-                unstable = np.zeros(len(gi), bool)
-                for r in reps:
-                    idx_r, _ = _contained(ss0 - r, se0 - r, ws, we, cm)
-                    unstable |= (idx_r >= 0) & (idx_r != cidx)
-                inside = cidx >= 0
-                ok_in = inside & ~twice & ~unstable
-                status.set(gi[ok_in], "linked")
-                rule.set(gi[ok_in], "worker-window")
-                link_ex[gi[ok_in]] = wsel[cidx[ok_in]]
-                amb_off = inside & ~twice & unstable
-                status.set(gi[amb_off], "ambiguous")
-                rule.set(gi[amb_off], "offset-uncertain")
-                reason.set(gi[amb_off], "its task changes within the clock offsets the data allow")
-                amb2 = inside & twice
-                status.set(gi[amb2], "ambiguous")
-                rule.set(gi[amb2], "several-windows")
-                reason.set(gi[amb2], "inside overlapping windows of several tasks on this thread")
-                one = ~inside & (k == 1)
+                one = k == 1
                 status.set(gi[one], "linked")
                 rule.set(gi[one], "worker-window-tolerance")
                 reason.set(gi[one], f"outside the window by at most {tol_ms}")
+                clock.set_each(
+                    gi[one], np.where(ex_exact[wsel[a[one]]], "worker-exact", "worker-hook")
+                )
+                ev_off[gi[one]] = off_us / _US
+                ev_unc[gi[one]] = tolerance
                 link_ex[gi[one]] = wsel[a[one]]
-                many = ~inside & (k > 1)
+                many = k > 1
                 status.set(gi[many], "ambiguous")
                 rule.set(gi[many], "several-windows")
                 reason.set(gi[many], f"within {tol_ms} of several task windows")
-                decided = inside | (k >= 1)
-            # scheduler-clock windows: only for what worker windows did not decide
-            ssel = wins[~wk]
-            todo = np.flatnonzero(~decided)
+                mseg, mwin = _pairs(np.flatnonzero(many), a[many], b[many])
+                cand_seg.append(gi[mseg])
+                cand_ex.append(wsel[mwin])
+                done = k >= 1
+            ssel = wins_g[~wk]
+            todo = np.flatnonzero(~done)
             if len(ssel) and len(todo):
                 ws, we = ex_start[ssel], ex_end[ssel]
                 cm = np.maximum.accumulate(we)
-                t0, t1 = ss0[todo], se0[todo]
-                a, b = _near(t0 - off_us, t1 - off_us, ws, cm, stol)
-                best, clear = _nearest(t0 - off_us, t1 - off_us, ws, we, a, b, tol)
-                moved = np.zeros(len(todo), bool)
-                for r in reps:
-                    a_r, b_r = _near(t0 - r, t1 - r, ws, cm, stol)
-                    best_r, _ = _nearest(t0 - r, t1 - r, ws, we, a_r, b_r, tol)
-                    moved |= (best_r >= 0) & (best >= 0) & (best_r != best)
+                t0_, t1_ = ss0[todo] - off_us, se0[todo] - off_us
+                a, b = _near(t0_, t1_, ws, cm, stol)
+                best, clear = _nearest(t0_, t1_, ws, we, a, b, tol)
                 tg = gi[todo]
-                unsure = (best >= 0) & clear & moved
-                status.set(tg[unsure], "ambiguous")
-                rule.set(tg[unsure], "offset-uncertain")
-                reason.set(
-                    tg[unsure], "its nearest task changes within the clock offsets the data allow"
-                )
-                okn = (best >= 0) & clear & ~moved
+                okn = (best >= 0) & clear
                 status.set(tg[okn], "linked")
                 rule.set(tg[okn], "scheduler-nearest")
+                clock.set(tg[okn], "scheduler")
+                ev_off[tg[okn]] = off_us / _US
+                ev_unc[tg[okn]] = scheduler_tolerance
                 link_ex[tg[okn]] = ssel[best[okn]]
                 amb = (best >= 0) & ~clear
                 status.set(tg[amb], "ambiguous")
                 rule.set(tg[amb], "several-windows")
                 reason.set(tg[amb], "several scheduler windows about equally near")
-                decided[todo[best >= 0]] = True
-            rest = gi[~decided]
+                mseg, mwin = _pairs(np.flatnonzero(amb), a[amb], b[amb])
+                cand_seg.append(tg[mseg])
+                cand_ex.append(ssel[mwin])
+                done[todo[best >= 0]] = True
+            rest = gi[~done]
             status.set(rest, "unlinked")
             rule.set(rest, "no-window")
             reason.set(
@@ -592,8 +536,31 @@ def link_io(
             "clock_offset": est.get("offset"),
             "offset_low": est.get("low"),
             "offset_high": est.get("high"),
-            "offset_note": est.get("note", ""),
+            "offset_note": est.get("note", "") + sched_note,
         }
+
+    # what this run's data cannot decide at all, said once
+    wk_log = np.isin(seg_log, [li for li in range(len(logs)) if roles[li] == "worker"])
+    no_id = int((wk_log & ~has_pt).sum()) if n else 0
+    undecidable: list[str] = []
+    if no_id:
+        layouts = (
+            sorted({int(x) for x in logs["layout"].dropna().tolist()}) if "layout" in logs else []
+        )
+        undecidable.append(
+            f"{no_id} segment(s) of worker processes carry no thread id"
+            + (f" (DXT layout {'/'.join(map(str, layouts))} bytes)" if layouts else "")
+            + ": no clock can tell which task issued them; they are unlinked. Record with a "
+            "Darshan that keeps pthread ids (40- or 96-byte DXT segments) to link them."
+        )
+    if n and task_threads_known == 0 and n_ran:
+        undecidable.append(
+            "the run records no thread id for any task (no scheduler 'thread' column): the I/O "
+            "of worker processes cannot be linked to tasks; it is unlinked (rule no-task-threads)"
+        )
+    for text in undecidable:
+        log.warning("Darshan I/O: %s", text)
+    notes.extend(undecidable)
 
     # every segment must have been decided; anything left is a bug, reported not hidden
     undecided = status.codes < 0
@@ -635,6 +602,10 @@ def link_io(
             "host": _codes_to_str(seg_log, host_list),
             "start": pd.Series(start_c.view("datetime64[us]")).dt.tz_localize("UTC"),
             "end": pd.Series(end_c.view("datetime64[us]")).dt.tz_localize("UTC"),
+            "clock": clock.column(),
+            "clock_offset": ev_off,
+            "offset_uncertainty": ev_unc,
+            "candidates": _candidates(n, cand_seg, cand_ex, ex, status),
         }
     )
     links = conform("darshan_links", links)
@@ -656,6 +627,100 @@ def link_io(
             bs["unlinked"],
         )
     return records
+
+
+def _pairs(rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, window) for every window in [a, b) of each row."""
+    r, w = expand(a, b)
+    return rows[r], w
+
+
+def _candidates(
+    n: int,
+    cand_seg: list[np.ndarray],
+    cand_ex: list[np.ndarray],
+    ex: pd.DataFrame,
+    status: _Labels,
+) -> pd.Series:
+    """For each ambiguous segment, its candidate task executions as a JSON list of keys (with
+    ``#attempt`` when the key ran more than once), in the order they ran."""
+    out = pd.Series(pd.array([None] * n, dtype=STR))
+    if not cand_seg or not n:
+        return out
+    sg = np.concatenate(cand_seg)
+    ce = np.concatenate(cand_ex)
+    amb = status.codes[sg] == status.code("ambiguous")
+    sg, ce = sg[amb], ce[amb]
+    if not len(sg):
+        return out
+    pairs = pd.DataFrame({"seg": sg, "ex": ce}).drop_duplicates()
+    start = ex["start"].to_numpy()[pairs["ex"].to_numpy()]
+    pairs = pairs.assign(start=start).sort_values(["seg", "start", "ex"], kind="stable")
+    keys = ex["key"].astype(str).to_numpy()[pairs["ex"].to_numpy()]
+    att = ex["attempt"].fillna(0).astype("int64").to_numpy()[pairs["ex"].to_numpy()]
+    label = np.where(
+        att > 0, np.char.add(np.char.add(keys.astype(str), "#"), att.astype(str)), keys
+    )
+    texts = (
+        pd.Series(label, index=pairs["seg"].to_numpy())
+        .groupby(level=0, sort=True)
+        .agg(lambda v: json.dumps(list(v), ensure_ascii=False))
+    )
+    out.iloc[texts.index.to_numpy()] = texts.to_numpy()
+    return out
+
+
+def _scheduler_windows(
+    tasks: pd.DataFrame,
+    ex: pd.DataFrame,
+    ex_start: np.ndarray,
+    ex_end: np.ndarray,
+    ex_sched: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each worker-clock execution's scheduler ``begins``/``ends`` (the scheduler reports them
+    for a task's final attempt) and the scheduler-delay epochs of each worker.
+
+    Returns (begins µs, ends µs, epoch per execution (-1: not usable), each epoch's lowest and
+    highest delay µs).
+    """
+    n = len(ex)
+    nat = np.iinfo(np.int64).min
+    sb = np.full(n, nat, np.int64)
+    se = np.full(n, nat, np.int64)
+    if n and len(tasks) and tasks["sched_begins"].notna().any():
+        tt = tasks[tasks["sched_begins"].notna() & tasks["sched_ends"].notna()]
+        left = pd.DataFrame(
+            {
+                "key": ex["key"].astype(str).to_numpy(),
+                "worker": ex["worker"].astype(str).to_numpy(),
+                "attempt": ex["attempt"].astype("float64").to_numpy(),
+                "pos": np.arange(n),
+            }
+        )
+        right = pd.DataFrame(
+            {
+                "key": tt["key"].astype(str).to_numpy(),
+                "worker": tt["worker"].astype(str).to_numpy(),
+                "last": tt["n_executions"].astype("float64").to_numpy() - 1,
+                "b": utc_to_us(tt["sched_begins"]),
+                "e": utc_to_us(tt["sched_ends"]),
+            }
+        )
+        m = left.merge(right, on=["key", "worker"])
+        m = m[(m["attempt"] == m["last"]) | m["last"].isna()]
+        pos = m["pos"].to_numpy()
+        sb[pos] = m["b"].to_numpy()
+        se[pos] = m["e"].to_numpy()
+    use = (sb != nat) & ~ex_sched & (se >= sb)
+    # the delays that put the scheduler window inside the worker window (a few µs of timer slack)
+    lo = np.where(use, se - ex_end - _SCHED_SLACK, 1)
+    hi = np.where(use, sb - ex_start + _SCHED_SLACK, 0)
+    wcode = pd.factorize(ex["worker"].astype(str))[0] if n else np.zeros(0, np.int64)
+    o = np.lexsort((ex_start, wcode))
+    ep_o, ep_lo, ep_hi = scheduler_epochs(lo[o], hi[o], wcode[o])
+    epoch = np.full(n, -1, np.int64)
+    epoch[o] = ep_o
+    return sb, se, epoch, ep_lo, ep_hi
 
 
 def _codes_to_str(codes: np.ndarray, texts: list[str | None]) -> pd.Series:
@@ -684,6 +749,13 @@ class _Labels:
     def set(self, where: np.ndarray, text: str) -> None:
         if np.size(where):
             self.codes[where] = self.code(text)
+
+    def set_each(self, where: np.ndarray, texts: np.ndarray) -> None:
+        """One text per position (a few distinct ones)."""
+        if np.size(where):
+            uniq, inv = np.unique(np.asarray(texts, dtype=str), return_inverse=True)
+            codes = np.array([self.code(str(u)) for u in uniq], dtype=np.int32)
+            self.codes[where] = codes[inv]
 
     def column(self) -> pd.Series:
         return _codes_to_str(np.where(self.codes < 0, 0, self.codes), self.texts or [""])
@@ -742,18 +814,26 @@ def _accounting(links: pd.DataFrame, n_logs: int) -> dict[str, Any]:
         .isin(
             [
                 "worker-window",
+                "scheduler-window",
+                "thread-order",
                 "worker-window-tolerance",
                 "scheduler-nearest",
                 "no-window",
                 "several-windows",
-                "offset-uncertain",
+                "clocks-disagree",
             ]
         )
         .sum()
     )
+    linked = st == "linked"
+    by_clock = {
+        str(k): int(v)
+        for k, v in links.loc[linked, "clock"].astype(str).value_counts().sort_index().items()
+    }
     return {
         "logs": n_logs,
         "segments": int(len(links)),
+        "by_clock": by_clock,
         "by_status": by_status,
         "by_rule": by_rule,
         "by_reason": by_reason,

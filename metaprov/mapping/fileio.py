@@ -324,6 +324,11 @@ def io_tables(ctx: MapContext) -> IOTables:
                 "pthread": seg["pthread"],
                 "rule": lk["rule"].astype(object),
                 "reason": lk["reason"].astype(object),
+                # the evidence of the link (docs/darshan.md §3)
+                "clock": lk["clock"].astype(object),
+                "clock_offset": lk["clock_offset"].astype("float64"),
+                "offset_unc": lk["offset_uncertainty"].astype("float64"),
+                "candidates": lk["candidates"].astype(object),
             }
         )
         s = s.sort_values(["gid", "start", "offset"], kind="stable").reset_index(drop=True)
@@ -647,4 +652,8 @@ def _segment_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         blk.add(MP.module, lit_str(part["module"]), "str")
         blk.add(MP.linkRule, lit_str(part["rule"]), "str")
         blk.add(MP.linkReason, lit_str(part["reason"]), "str")
+        blk.add(MP.linkClock, lit_str(part["clock"]), "str")
+        blk.add(MP.linkOffset, lit_double(part["clock_offset"]), "typed", XSD.double)
+        blk.add(MP.linkOffsetUncertainty, lit_double(part["offset_unc"]), "typed", XSD.double)
+        blk.add(MP.linkCandidates, lit_str(part["candidates"]), "str")
         yield blk

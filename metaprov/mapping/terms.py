@@ -88,7 +88,8 @@ MP_TERMS: frozenset[str] = frozenset(
     path bytesRead bytesWritten readCount writeCount firstTime lastTime
     Process ProcessActivity IOActivity IOSegment DarshanRecord DarshanCounter
     darshanRecord counter aggregatedBy processRole darshanLog commandLine clockOffset module rank
-    counterName counterValue minOffset endOffset ioTime linkStatus linkRule linkReason operation
+    counterName counterValue minOffset endOffset ioTime linkStatus linkRule linkReason linkClock linkOffset
+    linkOffsetUncertainty linkCandidates operation
     offset length callingThread
     """.split()
 )

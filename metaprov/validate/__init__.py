@@ -268,6 +268,13 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "MINUS { ?f mp:aggregatedBy ?u . ?u a mp:IOGeneration } }",
         "an I/O segment is summed up by exactly one I/O usage or generation",
     ),
+    (
+        "IOSegmentShape",
+        "SELECT ?f WHERE { ?f a mp:IOSegment ; mp:linkClock ?c . "
+        'FILTER(?c NOT IN ("worker-hook", "worker-exact", "scheduler", "thread-order")) }',
+        "a linked I/O segment names one deciding clock: worker-hook, worker-exact, scheduler or "
+        "thread-order",
+    ),
 ]
 
 #: PROV sanity checks, always run (SPARQL), whatever the engine.

@@ -167,7 +167,9 @@ def test_short_tasks_link_to_the_right_task(captured: dict, layout: int) -> None
     wrong = (task_io["status"] == "linked") & (task_io["key"] != task_io["true_key"])
     assert wrong.sum() == 0, task_io[wrong].head()
     assert right.mean() >= 0.99, task_io["status"].value_counts()
-    assert task_io.loc[~right, "status"].eq("ambiguous").all()
+    # not linked: ambiguous, or unlinked when a captured window is off (the capture undoes
+    # Dask's scheduler-delay shift; a heartbeat inside a ms task can leave it off by ms)
+    assert task_io.loc[~right, "status"].isin(["ambiguous", "unlinked"]).all()
     print(
         f"layout {layout}: {len(task_io)} task segments, {int(right.sum())} right, "
         f"{int((~right).sum())} ambiguous; offsets "
