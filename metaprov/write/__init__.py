@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -148,6 +147,8 @@ def format_for_path(path: str | Path) -> Format:
         FormatError: no registered suffix matches; the message lists them.
     """
     lower = str(path).lower()
+    if lower.endswith(".gz"):
+        lower = lower[:-3]  # run.nt.gz: N-Triples, gzip-compressed
     best: tuple[int, Format] | None = None
     for f in FORMATS:
         for suffix in f.suffixes:
@@ -156,7 +157,7 @@ def format_for_path(path: str | Path) -> Format:
     if best is None:
         raise FormatError(
             f"cannot tell the format of {Path(path).name!r} from its suffix",
-            hint=f"give -f/--format; valid formats: {_valid_list()}",
+            hint=f"give -f/--format (a name ending in .gz is compressed); valid formats: {_valid_list()}",
         )
     return best[1]
 
@@ -190,14 +191,18 @@ def write(
     format: str | None = None,
     *,
     force: bool = False,
+    inputs: Iterable[str | os.PathLike[str]] = (),
 ) -> int:
     """Write a PROV graph to a file or binary stream.
 
     Args:
         graph: from :func:`metaprov.to_prov`.
-        destination: a file path (written atomically: temp file + rename) or a binary stream.
+        destination: a file path, ``-`` for standard output, or a binary stream. A file is
+            written atomically (temporary file + rename); a pipe or device is written through;
+            a name ending in ``.gz`` is gzip-compressed (see :func:`metaprov.write.output.open_output`).
         format: a format name or alias (see :data:`FORMATS`); default: from the file suffix.
         force: let the ``prov``-package formats (PROV-N/JSON/XML) run above :data:`PROV_LIMIT`.
+        inputs: files the output must not replace (the run's own files).
 
     Returns:
         The number of triples written.
@@ -205,29 +210,19 @@ def write(
     Raises:
         FormatError: unknown format.
         LimitError: a ``prov``-package format above its limit without ``force``.
+        OutputError: the destination cannot be written (see :mod:`metaprov.write.output`).
 
     Example:
         >>> write(to_prov(records), "run.ttl")  # doctest: +SKIP
     """
     if not isinstance(destination, (str, os.PathLike)):
         return int(_writer(resolve_format(None, format))(graph, destination, force=force))
+    from metaprov.write.output import open_output
+
     fmt = resolve_format(destination, format)
     func = _writer(fmt)
-    target = Path(destination)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    try:
-        with _AlignedFile(fd, tmp) as raw, _BackgroundWriter(raw) as out:
-            n = int(func(graph, out, force=force))
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return n
+    with open_output(destination, inputs=inputs) as out:
+        return int(func(graph, out, force=force))
 
 
 class _BackgroundWriter:
@@ -342,25 +337,30 @@ class _AlignedFile:
         return n
 
     def _drain(self, length: int) -> None:
-        """Write ``buf[:length]`` (a multiple of the block size while writing directly)."""
-        mv = self.view[:length]
-        while len(mv):
-            if self.direct_fd is not None:
-                try:
-                    k = os.write(self.direct_fd, mv)
-                except OSError as exc:
-                    import errno
+        """Write ``buf[:length]`` (a multiple of the block size while writing directly).
 
-                    if exc.errno != errno.EINVAL:
-                        raise
-                    # Direct I/O refused at write time: go on through the page cache.
-                    os.close(self.direct_fd)
-                    self.direct_fd = None
-                    os.lseek(self.fd, self.written, os.SEEK_SET)
-                    continue
-            else:
-                k = os.write(self.fd, mv)
-            mv = mv[k:]
+        Every view of the buffer is released even when a write fails (a full disk): an error's
+        traceback must not keep the buffer exported, or it could not be closed.
+        """
+        done = 0
+        while done < length:
+            with self.view[done:length] as piece:
+                if self.direct_fd is not None:
+                    try:
+                        k = os.write(self.direct_fd, piece)
+                    except OSError as exc:
+                        import errno
+
+                        if exc.errno != errno.EINVAL:
+                            raise
+                        # Direct I/O refused at write time: go on through the page cache.
+                        os.close(self.direct_fd)
+                        self.direct_fd = None
+                        os.lseek(self.fd, self.written, os.SEEK_SET)
+                        continue
+                else:
+                    k = os.write(self.fd, piece)
+            done += k
             self.written += k
         self.pos = 0
 
@@ -394,13 +394,6 @@ class _AlignedFile:
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         self.close(complete=exc_type is None)
-
-
-def _umask() -> int:
-    """The process umask (mkstemp creates 0600 files; the export gets normal permissions)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def iter_ntriples(graph: ProvGraph) -> Iterator[bytes]:
