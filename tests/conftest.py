@@ -12,13 +12,19 @@ SHARED = Path(os.environ.get("METAPROV_SHARED", REPO.parent / "shared")).resolve
 XPDAMODA = SHARED / "data" / "xpdamoda"
 DARSHAN_FORMATS = SHARED / "data" / "darshan-formats"
 
-PMDA_RUNS = sorted(p for p in (XPDAMODA / "PMDA").glob("D*") if p.is_dir()) if XPDAMODA.exists() else []
+PMDA_RUNS = (
+    sorted(p for p in (XPDAMODA / "PMDA").glob("D*") if p.is_dir()) if XPDAMODA.exists() else []
+)
 IMAGEPROC_RUNS = (
-    sorted(p for p in (XPDAMODA / "ImageProcessing").glob("D*") if p.is_dir()) if XPDAMODA.exists() else []
+    sorted(p for p in (XPDAMODA / "ImageProcessing").glob("D*") if p.is_dir())
+    if XPDAMODA.exists()
+    else []
 )
 REAL_RUNS = PMDA_RUNS + IMAGEPROC_RUNS
 
-_SKIP_REASON = f"real run data not found at {SHARED}/data (set METAPROV_SHARED to the shared/ folder)"
+_SKIP_REASON = (
+    f"real run data not found at {SHARED}/data (set METAPROV_SHARED to the shared/ folder)"
+)
 
 
 @pytest.fixture(scope="session")

@@ -357,7 +357,7 @@ def test_directory_and_block_device_are_refused(tmp_path: Path) -> None:
 def test_staging_files_of_a_killed_load_are_removed_by_the_next_load(
     run: Path, tmp_path: Path
 ) -> None:
-    from metaprov.store import STAGED_PREFIX
+    from metaprov.store.embedded import STAGED_PREFIX
 
     store = tmp_path / "store"
     assert CliRunner().invoke(cli, ["load", str(run), "--store", str(store)]).exit_code == 0
