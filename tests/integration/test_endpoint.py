@@ -313,6 +313,9 @@ def test_token_wins_over_a_netrc_entry(
 def test_server_rejecting_a_query_is_a_query_error(server: str, no_credentials: None) -> None:
     # Valid SPARQL that fails on the server after the answer started: a SERVICE it may not call.
     st = EndpointStore(server + "/query", timeout=30)
+    with pytest.raises(QueryError, match="federated queries"):  # refused before it is sent
+        st.query("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
+    st.allow_service = True
     with pytest.raises(QueryError, match="port 1 is not allowed"):
         st.query("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
 

