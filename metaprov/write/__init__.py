@@ -1,8 +1,10 @@
 """Write stage: a :class:`~metaprov.mapping.ProvGraph` -> a file in an RDF or PROV format.
 
-Input: the lazy graph from :func:`metaprov.to_prov`. Output: bytes in the chosen format, written
-to a temporary file next to the target and renamed into place only when complete (a failed export
-never leaves a half-written file under the final name).
+Input: the lazy graph from :func:`metaprov.to_prov`. Output: bytes in the chosen format, through
+:func:`metaprov.write.output.open_output`: a file is written to a temporary file next to it and
+renamed into place only when complete (a failed export never leaves a half-written file under
+the final name); ``-`` is standard output; pipes and devices are written through; ``.gz`` is
+compressed.
 
 Formats are registered once (name, aliases, file suffixes) and their writer modules are imported
 on first use. Line-based formats (N-Triples, N-Quads, Turtle, TriG, JSON-LD) stream column blocks

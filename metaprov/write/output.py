@@ -322,15 +322,9 @@ class _Output:
             if self.gz is not None:
                 self.gz.close()
             try:
-                if self.plan.stdout:
-                    self.raw.flush()
-                elif self.tmp is not None:
-                    self.raw.close(complete=True)
-                else:
-                    self.raw.close()
+                self._close_raw(complete=True)
             except OSError as exc:
                 raise self.guard.fail(exc) from exc
-            self.raw = None
             if self.tmp is not None:
                 assert self.plan.real is not None
                 try:
@@ -352,15 +346,8 @@ class _Output:
             with contextlib.suppress(BaseException):
                 self.bg.close()
             self.bg = None
-        if self.raw is not None:
-            with contextlib.suppress(BaseException):
-                if self.plan.stdout:
-                    self.raw.flush()
-                elif self.tmp is not None:
-                    self.raw.close(complete=False)
-                else:
-                    self.raw.close()
-            self.raw = None
+        with contextlib.suppress(BaseException):
+            self._close_raw(complete=False)
         if self.plan.stdout and self.guard.broken:
             _silence_stdout()
         if self.tmp is not None:
@@ -368,6 +355,19 @@ class _Output:
                 os.unlink(self.tmp)
             self.tmp = None
         self._unlock()
+
+    def _close_raw(self, complete: bool) -> None:
+        """Flush standard output, or close the file or stream (a ``.part`` padded only when
+        ``complete``)."""
+        raw, self.raw = self.raw, None
+        if raw is None:
+            return
+        if self.plan.stdout:
+            raw.flush()
+        elif self.tmp is not None:
+            raw.close(complete=complete)
+        else:
+            raw.close()
 
     def _unlock(self) -> None:
         if self.lock is not None:
