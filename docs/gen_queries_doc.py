@@ -115,8 +115,12 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   type says how it is read (below). A missing required parameter is an error naming it; a
   name the question does not declare is an error listing the question's parameters.
 - **Output**: `-f table` (default: aligned columns), `-f csv`, or `-f json` (a list of records);
-  `-o FILE` writes the answer to a file. Times are ISO 8601 in UTC; missing values are blank
+  `-o FILE` writes the answer to a file, atomically like `export` (`-o -`: standard output;
+  `FILE.gz`: compressed; see [reliability.md](reliability.md)). Times are ISO 8601 in UTC;
+  missing values are blank
   (table), empty (csv) or `null` (json). An ASK query answers `true` or `false`.
+- **Federated queries** (`SERVICE <URL> {{ ... }}`) make the store send requests to the services
+  they name: refused unless `--allow-service` is given (library: `allow_service=True`).
 - **Errors** are one line (`Error: ...` with a hint) and an exit code: 2 usage, 3 input (an
   export file missing or not valid RDF), 6 store (cannot open or reach it), 7 query (unknown
   question, bad parameter, query does not parse or the server rejects it).

@@ -300,7 +300,12 @@ def load_cmd(
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Write the answer to this file instead of stdout.",
+    help="Write the answer to this file (atomically; .gz: compressed) instead of stdout.",
+)
+@click.option(
+    "--allow-service",
+    is_flag=True,
+    help="Let the query call other SPARQL services (SERVICE <URL>); refused otherwise.",
 )
 @click.option(
     "--list",
@@ -316,6 +321,7 @@ def query_cmd(
     files: tuple[Path, ...],
     fmt: str,
     output: Path | None,
+    allow_service: bool,
     list_questions: bool,
 ) -> None:
     """Answer QUESTION: a packaged question's name, a .rq file, or SPARQL text.
@@ -347,10 +353,24 @@ def query_cmd(
                 f"--param {item!r} is not NAME=VALUE", hint="e.g. --param prefix=save_file"
             )
         values[name.strip()] = value
-    result = query(question, values, store=store, endpoint=endpoint, file=list(files) or None)
+    if output is not None:
+        from metaprov.write.output import check_output
+
+        check_output(output, inputs=files)  # before the query runs
+    result = query(
+        question,
+        values,
+        store=store,
+        endpoint=endpoint,
+        file=list(files) or None,
+        allow_service=allow_service,
+    )
     text = format_result(result, fmt)
     if output is not None:
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        from metaprov.write.output import open_output
+
+        with open_output(output, inputs=files, background=False) as out:
+            out.write((text if text.endswith("\n") else text + "\n").encode("utf-8"))
     else:
         click.echo(text.rstrip("\n"))
 
@@ -426,7 +446,8 @@ def _format_help() -> str:
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
     required=True,
-    help="File to write (written atomically).",
+    help="File to write: written atomically; '-' streams to stdout (give -f); a name ending in "
+    ".gz is gzip-compressed; a pipe or device is written through.",
 )
 @click.option("-f", "--format", "fmt", default=None, metavar="FORMAT", help=_format_help())
 @click.option(
@@ -478,6 +499,8 @@ def export_cmd(
       metaprov export examples/run -o run.ttl
       metaprov export examples/run -o run.nq --base https://example.org/prov --detail transitions
       metaprov export runs/R1 -o r1.ttl --io-detail segments
+      metaprov export examples/run -f nt -o - | gzip > run.nt.gz
+      metaprov export examples/run -o run.nq.gz
     """
     from metaprov.export import export
     from metaprov.mapping.terms import DEFAULT_BASE

@@ -96,3 +96,10 @@ class LimitError(MetaprovError):
     """The requested work exceeds a documented limit (e.g. PROV-N for a huge run)."""
 
     exit_code = 8
+
+
+class OutputError(MetaprovError):
+    """An output cannot be written: a directory or an input file named as output, a parent that is
+    a file, a full disk. Nothing is left half-written under the output's name."""
+
+    exit_code = 9

@@ -11,13 +11,20 @@ import pandas as pd
 
 UTC_US = pd.DatetimeTZDtype(unit="us", tz="UTC")
 
+#: Largest |epoch seconds| taken as a time: beyond it, microseconds overflow int64 (1e300).
+MAX_EPOCH_S = 9.0e12
+
 
 def epoch_to_utc(values: pd.Series | np.ndarray) -> pd.Series:
-    """Convert float epoch seconds (NaN allowed) to ``datetime64[us, UTC]``, rounding once to µs."""
+    """Convert float epoch seconds (NaN allowed) to ``datetime64[us, UTC]``, rounding once to µs.
+
+    Values that are not finite, or too large to be a time (:data:`MAX_EPOCH_S`), become NaT:
+    callers that read user files report them (see ``metaprov.ingest.dask_csv``).
+    """
     arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(
         dtype="float64", na_value=np.nan
     )
-    ok = np.isfinite(arr)
+    ok = np.isfinite(arr) & (np.abs(arr) < MAX_EPOCH_S)  # beyond: int64 µs would overflow
     us = np.zeros(len(arr), dtype="int64")
     us[ok] = np.rint(arr[ok] * 1e6).astype("int64")
     out = pd.Series(us.view("datetime64[us]"), copy=False)

@@ -60,7 +60,9 @@ def export(
 
     Args:
         run: a run directory, or records from :func:`metaprov.read_run`.
-        output: the file to write (or a binary stream; then ``format`` is required).
+        output: the file to write (``-``: standard output; ``.gz``: compressed), or a binary
+            stream; for ``-`` and streams ``format`` is required. An output that is one of the
+            run's own files is refused.
         format: format name or alias; default from the file suffix.
         base: base IRI for the run's instances.
         detail: ``tasks`` or ``transitions`` (every state transition as an mp:Transition).
@@ -77,6 +79,7 @@ def export(
         FormatError: unknown format (checked before reading anything).
         InputError: the run cannot be read.
         LimitError: PROV-N/JSON/XML above the limit without ``force``.
+        OutputError: the output cannot be written (or is one of the run's files).
 
     Example:
         >>> export("runs/D2024-04-19_19:01:00_R1_W8", "r1.ttl").triples  # doctest: +SKIP
@@ -84,9 +87,13 @@ def export(
     from metaprov.mapping import to_prov
     from metaprov.records import RunRecords
     from metaprov.write import resolve_format, write
+    from metaprov.write.output import check_output
 
     start = time.perf_counter()
-    fmt = resolve_format(output if isinstance(output, (str, Path)) else None, format)
+    to_file = isinstance(output, (str, Path))
+    fmt = resolve_format(output if to_file else None, format)
+    if to_file:
+        check_output(output)  # a directory, a parent that is a file: before reading anything
     if isinstance(run, RunRecords):
         records = run
     else:
@@ -98,9 +105,9 @@ def export(
 
         link_io(records)
     graph = to_prov(records, base=base, detail=detail, io_detail=io_detail)
-    n = write(graph, output, fmt.name, force=force)
+    n = write(graph, output, fmt.name, force=force, inputs=input_files(records))
     return ExportResult(
-        output=str(output) if isinstance(output, (str, Path)) else "<stream>",
+        output=("<stdout>" if str(output) == "-" else str(output)) if to_file else "<stream>",
         format=fmt.name,
         triples=n,
         run_id=graph.run_id,
@@ -109,3 +116,14 @@ def export(
         missing=sorted(str(m) for m in records.missing),
         seconds=time.perf_counter() - start,
     )
+
+
+def input_files(records: RunRecords) -> list[Path]:
+    """The files a run's records were read from (what an export must never replace)."""
+    if not records.path:
+        return []
+    run = Path(records.path)
+    files = [run / name for name, acct in records.accounting.files.items() if acct.present]
+    if records.darshan is not None and len(records.darshan.logs):
+        files.extend(Path(p) for p in records.darshan.logs["path"].dropna().astype(str))
+    return files

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,7 +69,7 @@ def _header(path: Path) -> list[str]:
     return [c.strip().strip('"') for c in text.rstrip("\r\n").split(",")]
 
 
-def read_csv(
+def _read_csv(
     path: Path,
     *,
     required: list[str],
@@ -264,3 +265,20 @@ def _read_with_bad_bytes(
     is_bad = np.isin(ct.lines, bad_lines)
     acct.drop(path.name, "bytes that are not UTF-8", ct.lines[is_bad], detail="row not used")
     return _drop_blank(ct.take(~is_bad), acct)
+
+
+def read_csv(path: Path, **kwargs: Any) -> CsvTable | None:
+    """Read one CSV file (see :func:`_read_csv` for the arguments and the result).
+
+    Raises:
+        InputError: as :func:`_read_csv`, and when the file cannot be read at all (permissions,
+            an I/O error), naming the file.
+    """
+    try:
+        return _read_csv(path, **kwargs)
+    except OSError as exc:
+        raise InputError(
+            f"cannot read the file: {exc.strerror or exc}",
+            path=path,
+            hint="check that the file is readable (ls -l; chmod u+r), or move it out of the run",
+        ) from exc

@@ -281,32 +281,71 @@ class _LogProblem(Exception):
     """A problem that makes (part of) one log unreadable; reported, never raised to users."""
 
 
+#: The most a compressed region may grow when decompressed: deflate cannot exceed 1032:1, and a
+#: Darshan region holds counters and trace records that compress far less (the real logs: 4-40x).
+#: A region that claims more is corrupt (a decompression bomb), reported at once.
+MAX_RATIO = 1032
+#: ... but a tiny region may always hold this much (a job record, a short name map).
+MIN_BOUND = 1 << 20
+
+
+def region_bound(compressed: int) -> int:
+    """The most bytes a region of ``compressed`` bytes may decompress to."""
+    return max(MIN_BOUND, MAX_RATIO * compressed)
+
+
+def _decompressor(comp: str) -> Any:
+    return zlib.decompressobj() if comp == "zlib" else bz2.BZ2Decompressor()
+
+
+_STREAM_ERRORS = (zlib.error, OSError, ValueError, EOFError)
+
+
+def _inflate(d: Any, data: bytes, budget: int) -> tuple[bytes, bool]:
+    """Decompress one stream of ``data`` with ``d``, at most ``budget`` bytes of output.
+
+    Returns the output and whether the stream wanted more than ``budget`` (then it is cut off
+    there: nothing beyond the bound is ever produced).
+    """
+    out = d.decompress(data, budget + 1)
+    if len(out) > budget:
+        return out[:budget], True
+    return out, False
+
+
 def _decompress(data: bytes, comp: str) -> tuple[bytes, int, str | None]:
     """Decompress a region made of one or more concatenated streams.
 
     Returns the output of the complete streams, how many streams were complete and, if the data
     ended in a corrupt or cut stream, a description of that problem (the output then holds only
     the streams before it: a cut stream's partial output cannot be trusted record by record).
+    The output never exceeds :func:`region_bound` of the region's size: a region that would
+    decompress to more is reported as corrupt without producing it.
     """
     if comp == "none":
         return data, 1, None
     chunks: list[bytes] = []
     pos = 0
     n = 0
+    budget = region_bound(len(data))
     while pos < len(data):
-        if comp == "zlib":
-            d: Any = zlib.decompressobj()
-            err: tuple[type[Exception], ...] = (zlib.error,)
-        else:
-            d = bz2.BZ2Decompressor()
-            err = (OSError, ValueError, EOFError)
+        d = _decompressor(comp)
         try:
-            out = d.decompress(data[pos:])
-        except err as exc:
+            out, over = _inflate(d, data[pos:], budget)
+        except _STREAM_ERRORS as exc:
             return b"".join(chunks), n, f"{comp} stream {n + 1} at byte {pos} is corrupt ({exc})"
+        if over:
+            return (
+                b"".join(chunks),
+                n,
+                f"{comp} stream {n + 1} at byte {pos} decompresses to more than the "
+                f"{region_bound(len(data)):,} bytes a {len(data):,}-byte region may hold "
+                "(a decompression bomb, or a damaged header); nothing beyond that was decompressed",
+            )
         if not d.eof:
             return b"".join(chunks), n, f"{comp} stream {n + 1} at byte {pos} is cut short"
         chunks.append(out)
+        budget -= len(out)
         n += 1
         used = len(data) - pos - len(d.unused_data)
         if used <= 0:
@@ -319,19 +358,17 @@ def _decompress(data: bytes, comp: str) -> tuple[bytes, int, str | None]:
 
 
 def _streams_from(data: bytes, start: int, comp: str, count: int) -> list[tuple[int, bytes]]:
-    """Decode up to ``count`` consecutive single streams from ``start`` (for a log without header)."""
+    """Decode up to ``count`` consecutive single streams from ``start`` (for a log without header);
+    each bounded by :func:`region_bound` of the bytes left."""
     out: list[tuple[int, bytes]] = []
     pos = start
     while pos < len(data) and len(out) < count:
-        if comp == "zlib":
-            d: Any = zlib.decompressobj()
-        else:
-            d = bz2.BZ2Decompressor()
+        d = _decompressor(comp)
         try:
-            chunk = d.decompress(data[pos:])
-        except (zlib.error, OSError, ValueError, EOFError):
+            chunk, over = _inflate(d, data[pos:], region_bound(len(data) - pos))
+        except _STREAM_ERRORS:
             break
-        if not d.eof:
+        if over or not d.eof:
             break
         out.append((pos, chunk))
         pos = len(data) - len(d.unused_data)

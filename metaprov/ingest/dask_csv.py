@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from metaprov.ingest.csvread import CsvTable, _types_mapper, read_csv
 from metaprov.ingest.literals import parse_column
 from metaprov.records import SCHEMAS, Accounting, RunRecords, conform
+from metaprov.timeutil import MAX_EPOCH_S
 from metaprov.timeutil import NAT_US as _NAT
-from metaprov.timeutil import epoch_to_utc
 
 CSV_FILES = (
     "scheduler_transition.csv",
@@ -148,17 +148,72 @@ def _float(ct: CsvTable, col: str, acct: Accounting) -> np.ndarray:
     return val
 
 
-def _time(ct: CsvTable, col: str, acct: Accounting) -> pd.Series:
-    return epoch_to_utc(_float(ct, col, acct))
+#: Largest distance of a time from the run's reference time (the median of the first time
+#: column read): no Dask run lasts 30 days, so a time further away is an epoch in milliseconds,
+#: a negative epoch, a year like 3000, or a corrupt cell.
+PLAUSIBLE_SPAN_US = 30 * 86_400 * 1_000_000
 
 
-def _us(ct: CsvTable, col: str, acct: Accounting) -> np.ndarray:
-    """Epoch-seconds column -> int64 microseconds (``_NAT``: none), rounded as ``epoch_to_utc``."""
+@dataclass
+class _Clock:
+    """The run's reference time, set by the first time column that has values (the scheduler's
+    transitions when present); every later time column is checked against it."""
+
+    ref: int | None = None
+
+    def check(self, us: np.ndarray, ct: CsvTable, col: str, acct: Accounting) -> np.ndarray:
+        """Times (int64 µs) further than :data:`PLAUSIBLE_SPAN_US` from the reference, reported
+        and treated as absent."""
+        valid = us != _NAT
+        if not valid.any():
+            return us
+        if self.ref is None:
+            self.ref = int(np.median(us[valid]))
+        bad = valid & (np.abs(us - self.ref) > PLAUSIBLE_SPAN_US)
+        if bad.any():
+            idx = np.flatnonzero(bad)
+            ref = np.datetime_as_string(np.datetime64(self.ref, "us"), unit="s") + "Z"
+            acct.warn(
+                ct.name,
+                f"implausible time in column {col!r}: more than 30 days from the run's time "
+                f"({ref}); an epoch in milliseconds, a negative or far-future time? (treated "
+                f"as absent) x{len(idx)}",
+                line=int(ct.lines[idx[0]]),
+                column=col,
+                detail=str(ct.arrow(col)[int(idx[0])].as_py())[:80],
+            )
+            us = us.copy()
+            us[bad] = _NAT
+        return us
+
+
+def _time(ct: CsvTable, col: str, acct: Accounting, clock: _Clock | None = None) -> pd.Series:
+    return _utc(_us(ct, col, acct, clock))
+
+
+def _us(ct: CsvTable, col: str, acct: Accounting, clock: _Clock | None = None) -> np.ndarray:
+    """Epoch-seconds column -> int64 microseconds (``_NAT``: none), rounded as ``epoch_to_utc``.
+
+    A value too large to be a time (it would overflow) is reported and treated as absent; with
+    a ``clock``, so is a time outside the run's plausible span (see :class:`_Clock`).
+    """
     val = _float(ct, col, acct)
     ok = np.isfinite(val)
+    huge = ok & (np.abs(val) >= MAX_EPOCH_S)
+    if huge.any():
+        idx = np.flatnonzero(huge)
+        acct.warn(
+            ct.name,
+            f"time out of range in column {col!r} (not an epoch in seconds; treated as absent) "
+            f"x{len(idx)}",
+            line=int(ct.lines[idx[0]]),
+            column=col,
+            detail=str(ct.arrow(col)[int(idx[0])].as_py())[:80],
+        )
+        ok &= ~huge
     out = np.full(len(val), _NAT, dtype=np.int64)
     out[ok] = np.rint(val[ok] * 1e6).astype("int64")
-    return out
+    return clock.check(out, ct, col, acct) if clock is not None else out
 
 
 def _utc(us: np.ndarray) -> pd.Series:
@@ -513,7 +568,9 @@ class _Trans:
                 setattr(self, name, None)
 
 
-def read_transitions(ct: CsvTable, observer: str, acct: Accounting) -> _Trans:
+def read_transitions(
+    ct: CsvTable, observer: str, acct: Accounting, clock: _Clock | None = None
+) -> _Trans:
     """scheduler_transition.csv / worker_transition.csv -> codes and numbers."""
     ct = _drop_null_keys(ct, "key", acct)
     # (the order of the calls is the order of the findings they may report)
@@ -523,7 +580,7 @@ def read_transitions(ct: CsvTable, observer: str, acct: Accounting) -> _Trans:
         address=_enc(ct, "called_from"),
         from_state=_enc(ct, "start"),
         to_state=_enc(ct, "finish"),
-        time=_us(ct, "time", acct),
+        time=_us(ct, "time", acct, clock),
         stimulus_id=_enc(ct, "stimulus_id"),
         line=ct.lines.astype(np.int64),
         thread=_uint64(ct, "thread", acct),
@@ -533,10 +590,84 @@ def read_transitions(ct: CsvTable, observer: str, acct: Accounting) -> _Trans:
         tr.worker = _enc(ct, "worker")
         tr.prefix = _enc(ct, "prefix")
         tr.group = _enc(ct, "group")
-        tr.begins = _us(ct, "begins", acct)
-        tr.ends = _us(ct, "ends", acct)
+        tr.begins = _us(ct, "begins", acct, clock)
+        tr.ends = _us(ct, "ends", acct, clock)
         tr.size = _float(ct, "size", acct)
+    dup = _exact_duplicates(tr)
+    if dup.any():
+        acct.drop(
+            ct.name,
+            "duplicate row (identical to an earlier row in every column read, time included; "
+            "a log entry written twice)",
+            tr.line[dup],
+        )
+        tr = _take_rows(tr, np.flatnonzero(~dup))
     return tr
+
+
+def _exact_duplicates(tr: _Trans) -> np.ndarray:
+    """Per row: is it a copy of an earlier row (same key, states, stimulus, address, thread,
+    time to the microsecond and, for the scheduler, worker, prefix, group, begins, ends, size)?
+
+    A task cannot make the same transition twice at the same microsecond, so such a row is the
+    same log entry written twice; counted as a retry, it would invent an execution. Only rows
+    whose time equals another row's are compared in full (one pass when the file is in time
+    order, as logs are).
+    """
+    t = tr.time
+    n = len(t)
+    dup = np.zeros(n, dtype=bool)
+    if n < 2:
+        return dup
+    order = None if _in_time_order(t) else np.argsort(t, kind="stable")
+    ts = t if order is None else t[order]
+    same = (ts[1:] == ts[:-1]) & (ts[1:] != _NAT)
+    if not same.any():
+        return dup
+    cand_sorted = np.r_[same, False] | np.r_[False, same]
+    cand = np.flatnonzero(cand_sorted) if order is None else np.sort(order[cand_sorted])
+    cols = [
+        t[cand],
+        tr.key.codes[cand],
+        tr.address.codes[cand],
+        tr.from_state.codes[cand],
+        tr.to_state.codes[cand],
+        tr.stimulus_id.codes[cand] if len(tr.stimulus_id.codes) else np.zeros(len(cand), int),
+        tr.thread.values[cand].view(np.int64),
+        tr.thread.na[cand].astype(np.int64),
+    ]
+    if tr.worker is not None:
+        cols += [tr.worker.codes[cand], tr.prefix.codes[cand], tr.group.codes[cand]]
+        cols += [tr.begins[cand], tr.ends[cand], tr.size[cand].view(np.int64)]
+    # group ids of the candidates: rows equal in every column share one
+    gid = _row_groups([np.unique(c, return_inverse=True)[1].reshape(-1) for c in cols])
+    dup[cand[~_first_of_group(gid)]] = True
+    return dup
+
+
+def _take_rows(tr: _Trans, idx: np.ndarray) -> _Trans:
+    """The rows ``idx`` of a transition file (every column)."""
+    out = _Trans(
+        observer=tr.observer,
+        key=tr.key.take(idx),
+        address=tr.address.take(idx),
+        from_state=tr.from_state.take(idx),
+        to_state=tr.to_state.take(idx),
+        stimulus_id=tr.stimulus_id.take(idx),
+        time=tr.time[idx],
+        line=tr.line[idx],
+        thread=tr.thread.take(idx),
+        n=len(idx),
+    )
+    if tr.worker is not None:
+        assert tr.prefix is not None and tr.group is not None
+        out.worker, out.prefix, out.group = (
+            tr.worker.take(idx),
+            tr.prefix.take(idx),
+            tr.group.take(idx),
+        )
+        out.begins, out.ends, out.size = tr.begins[idx], tr.ends[idx], tr.size[idx]
+    return out
 
 
 def _row_groups(cols: list[np.ndarray]) -> np.ndarray:
@@ -581,7 +712,9 @@ class _TransferKeys:
     cats: pa.Array
 
 
-def read_transfers(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _TransferKeys]:
+def read_transfers(
+    ct: CsvTable, acct: Accounting, clock: _Clock | None = None
+) -> tuple[pd.DataFrame, _TransferKeys]:
     """De-duplicate re-sent rows, match the two sides of each transfer, one row per key moved."""
     name = ct.name
     content = [
@@ -650,7 +783,21 @@ def read_transfers(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _Trans
     with np.errstate(over="ignore"):
         np.add.at(sig, parsed.cell, khash[kcodes])
     nkeys = np.bincount(parsed.cell, minlength=n)
-    start, stop = _us(ct, "start", acct), _us(ct, "stop", acct)
+    start, stop = _us(ct, "start", acct, clock), _us(ct, "stop", acct, clock)
+    nostart = good & (start == _NAT)
+    if nostart.any():
+        acct.drop(name, "no usable 'start' time", ct.lines[nostart], column="start")
+        good &= ~nostart
+    backwards = good & (stop != _NAT) & (stop < start)
+    if backwards.any():
+        idx = np.flatnonzero(backwards)
+        acct.warn(
+            name,
+            f"'stop' before 'start' (stop treated as absent) x{len(idx)}",
+            line=int(ct.lines[idx[0]]),
+            column="stop",
+        )
+        stop = np.where(backwards, _NAT, stop)
     num = {c: _float(ct, c, acct) for c in ("duration", "total", "bandwidth", "compressed")}
 
     # rank of each row among the rows of its side with the same match key, by (start, row)
@@ -736,7 +883,9 @@ def _rows(arr: pa.Array, idx: np.ndarray) -> pa.Array:
     return arr.take(pa.array(idx))
 
 
-def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _Graphs]:
+def read_graphs(
+    ct: CsvTable, acct: Accounting, clock: _Clock | None = None
+) -> tuple[pd.DataFrame, _Graphs]:
     """graph.csv -> (graphs table, keys and edges as codes; see :func:`_dependencies`)."""
     name = ct.name
     deps = parse_column(ct.arrow("dependencies"), "deps")
@@ -800,7 +949,7 @@ def read_graphs(ct: CsvTable, acct: Accounting) -> tuple[pd.DataFrame, _Graphs]:
         {
             "graph": np.arange(n),
             "client": _text(ct.get("client")),
-            "time": _time(ct, "time", acct),
+            "time": _time(ct, "time", acct, clock),
             "n_wanted": np.bincount(wcell, minlength=n),
             "n_tasks": np.bincount(g.graph[_distinct(g.graph, g.key)], minlength=n),
             "n_edges": np.bincount(g.edge_graph, minlength=n),
@@ -821,7 +970,9 @@ def _dependencies(g: _Graphs, gmap: np.ndarray, keys: pa.Array) -> pd.DataFrame:
     return _table("dependencies", edges)
 
 
-def read_membership(ct: CsvTable, col: str, acct: Accounting) -> pd.DataFrame:
+def read_membership(
+    ct: CsvTable, col: str, acct: Accounting, clock: _Clock | None = None
+) -> pd.DataFrame:
     """worker.csv / client.csv -> one row per id with first add and last remove time."""
     ct = _drop_null_keys(ct, col, acct)
     action = _text(ct.get("action"))
@@ -835,7 +986,7 @@ def read_membership(ct: CsvTable, col: str, acct: Accounting) -> pd.DataFrame:
             detail=action[~known].astype(str).tolist(),
         )
     df = pd.DataFrame(
-        {"id": _text(ct.get(col)), "action": action, "time": _time(ct, "time", acct)}
+        {"id": _text(ct.get(col)), "action": action, "time": _time(ct, "time", acct, clock)}
     )[known]
     added = df[df["action"] == "add"].groupby("id")["time"].min()
     removed = df[df["action"] == "remove"].groupby("id")["time"].max()
@@ -928,8 +1079,19 @@ class _Exec:
     attempt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
-def _executions(sched: _Trans | None, work: _Trans | None, nkeys: int, wcats: pa.Array) -> _Exec:
-    """One row per execution attempt: worker-side windows, else the scheduler's startstops."""
+def _executions(
+    sched: _Trans | None,
+    work: _Trans | None,
+    nkeys: int,
+    wcats: pa.Array,
+    acct: Accounting | None = None,
+) -> _Exec:
+    """One row per execution attempt: worker-side windows, else the scheduler's startstops.
+
+    Inconsistent times are reported to ``acct``: a worker-side end with no start before it
+    (the end is not used), a scheduler startstop that ends before it begins (the end is treated
+    as absent).
+    """
     parts: list[_Exec] = []
     ran = np.zeros(nkeys, dtype=bool)
     if work is not None and len(work):
@@ -948,6 +1110,14 @@ def _executions(sched: _Trans | None, work: _Trans | None, nkeys: int, wcats: pa
         nxt_ok = np.r_[(~st[1:]) & (kc[1:] == kc[:-1]) & (ac[1:] == ac[:-1]), False]
         starts = ev[st]
         ends = np.where(nxt_ok[st], np.r_[ev[1:], -1][st], -1)
+        orphan = ~st & ~np.r_[False, (nxt_ok & st)[:-1]]
+        if acct is not None and orphan.any():
+            acct.warn(
+                "worker_transition.csv",
+                f"end of an execution with no start before it (times out of order, or the log "
+                f"began mid-task; end not used) x{int(orphan.sum())}",
+                column="time",
+            )
         wmap = _mapping(work.address.cats, wcats)
         parts.append(
             _Exec(
@@ -965,13 +1135,23 @@ def _executions(sched: _Trans | None, work: _Trans | None, nkeys: int, wcats: pa
         rows = sched.from_state.is_in(("processing",)) & (~sched.thread.na | (sched.begins != _NAT))
         rows &= ~ran[sched.gkey]
         idx = np.flatnonzero(rows)
+        ends = sched.ends[idx]
+        backwards = (ends != _NAT) & (sched.begins[idx] != _NAT) & (ends < sched.begins[idx])
+        if backwards.any():
+            if acct is not None:
+                acct.warn(
+                    "scheduler_transition.csv",
+                    f"'ends' before 'begins' (end treated as absent) x{int(backwards.sum())}",
+                    column="ends",
+                )
+            ends = np.where(backwards, _NAT, ends)
         if len(idx):
             parts.append(
                 _Exec(
                     key=sched.gkey[idx],
                     worker=_mapping(sched.worker.cats, wcats)[sched.worker.codes[idx]],
                     start=sched.begins[idx],
-                    end=sched.ends[idx],
+                    end=ends,
                     outcome=sched.to_state.take(idx).arrow(),
                     thread=sched.thread.take(idx),
                     source=np.ones(len(idx), dtype=np.int8),
@@ -1096,7 +1276,7 @@ def consolidate(
         work.address.cats if work is not None else None,
         sched.worker.cats if sched is not None else None,
     )
-    ex = _executions(sched, work, n, wcats)
+    ex = _executions(sched, work, n, wcats, records.accounting)
     records.executions = _executions_table(ex, keys, wcats)
 
     tasks: dict[str, Any] = {"key": _str(keys)}
@@ -1250,17 +1430,20 @@ def read_dask_csvs(run: Path, records: RunRecords, progress: Any = None) -> None
         _release_memory()
         return out
 
-    sched = step("scheduler_transition.csv", lambda ct, d: read_transitions(ct, "scheduler", d))
-    work = step("worker_transition.csv", lambda ct, d: read_transitions(ct, "worker", d))
+    clock = _Clock()  # every time is checked against the first file's (see _Clock)
+    sched = step(
+        "scheduler_transition.csv", lambda ct, d: read_transitions(ct, "scheduler", d, clock)
+    )
+    work = step("worker_transition.csv", lambda ct, d: read_transitions(ct, "worker", d, clock))
     transfer_keys = graphs = None
-    out = step("worker_transfer.csv", read_transfers)
+    out = step("worker_transfer.csv", lambda ct, d: read_transfers(ct, d, clock))
     if out is not None:
         records.transfers, transfer_keys = out
-    out = step("graph.csv", read_graphs)
+    out = step("graph.csv", lambda ct, d: read_graphs(ct, d, clock))
     if out is not None:
         records.graphs, graphs = out
-    workers = step("worker.csv", lambda ct, d: read_membership(ct, "worker", d))
-    clients = step("client.csv", lambda ct, d: read_membership(ct, "client", d))
+    workers = step("worker.csv", lambda ct, d: read_membership(ct, "worker", d, clock))
+    clients = step("client.csv", lambda ct, d: read_membership(ct, "client", d, clock))
     for d in later:
         d.replay(acct)
     records.missing = [n for n in CSV_FILES if not (run / n).exists()]

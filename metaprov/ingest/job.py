@@ -199,6 +199,12 @@ def _capture_info(run: Path, records: RunRecords) -> None:
         except (ValueError, UnicodeDecodeError) as exc:
             records.accounting.warn(meta.name, f"not valid JSON: {exc}")
             data = {}
+        except RecursionError:
+            records.accounting.warn(meta.name, "not usable JSON: nested too deeply")
+            data = {}
+        except OSError as exc:
+            records.accounting.warn(meta.name, f"cannot read the file: {exc.strerror or exc}")
+            data = {}
         if isinstance(data, dict):
             for k in ("dask", "distributed", "python", "platform", "metaprov"):
                 if k in data.get("versions", {}):

@@ -479,6 +479,7 @@ def query(
     *,
     file: str | Path | Sequence[str | Path] | None = None,
     gsp: str | None = None,
+    allow_service: bool = False,
 ) -> pd.DataFrame | bool:
     """Ask a packaged question (by name), a ``.rq`` file, or SPARQL text.
 
@@ -490,6 +491,8 @@ def query(
         endpoint: SPARQL query endpoint of a server.
         file: export file(s) to query instead of a store (loaded into memory).
         gsp: the server's Graph Store endpoint (unused for queries; accepted for symmetry).
+        allow_service: let the query call other SPARQL services (``SERVICE <...>``); refused
+            otherwise, before anything is sent.
 
     Returns:
         A DataFrame (or a bool for ASK questions).
@@ -499,17 +502,25 @@ def query(
     """
     from metaprov.store import EmbeddedStore, Store, open_store
 
+    def ask(st: Store) -> pd.DataFrame | bool:
+        before = st.allow_service
+        st.allow_service = allow_service
+        try:
+            return run_question(st, question, params)
+        finally:
+            st.allow_service = before
+
     if file is not None:
         if store is not None or endpoint is not None:
             raise UsageError("give either export files or a store/endpoint, not both")
         mem = EmbeddedStore(None)
         for f in [file] if isinstance(file, (str, Path)) else list(file):
             mem.load_file(f)
-        return run_question(mem, question, params)
+        return ask(mem)
     if isinstance(store, Store):
-        return run_question(store, question, params)
+        return ask(store)
     with open_store(store, endpoint, gsp=gsp, read_only=True) as st:
-        return run_question(st, question, params)
+        return ask(st)
 
 
 __all__ = [

@@ -326,6 +326,10 @@ class Store(ABC):
         return reports
 
     # --- reading ---------------------------------------------------------------------------
+    #: May queries call other SPARQL services (``SERVICE <...>``)? Off: see
+    #: :func:`metaprov.store.sparql.refuse_service`.
+    allow_service: bool = False
+
     @abstractmethod
     def _select_json(self, text: str) -> dict[str, Any]: ...
 
@@ -435,7 +439,7 @@ class Store(ABC):
                     else "string"
                 )
             terms[name] = make_term(value, type_, name=name)
-        return bind(sparql, terms, limit=limit)
+        return bind(sparql, terms, limit=limit, allow_service=self.allow_service)
 
     @abstractmethod
     def graphs(self) -> list[str]:

@@ -64,7 +64,7 @@ class Catalog:
             return self._memory
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         graphs = data.get("graphs") if isinstance(data, dict) else None
         return graphs if isinstance(graphs, dict) else {}

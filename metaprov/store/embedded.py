@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("metaprov")
 
 
+#: Name prefix of the N-Triples files a load stages in the store directory.
+STAGED_PREFIX = ".metaprov-load-"
+
+
 class EmbeddedStore(Store):
     """An Oxigraph store in a directory (or in memory), through pyoxigraph.
 
@@ -49,6 +53,10 @@ class EmbeddedStore(Store):
                 self._store = (
                     ox.Store.read_only(str(self.path)) if read_only else ox.Store(str(self.path))
                 )
+                if not read_only:
+                    self._remove_staged()
+        except RuntimeError as exc:  # RocksDB: "Corruption: ..."
+            raise _damaged(self.location, exc) from exc
         except OSError as exc:
             text = str(exc)
             if "lock" in text.lower():
@@ -57,6 +65,24 @@ class EmbeddedStore(Store):
                     hint="wait for the other metaprov load to finish (queries can run meanwhile)",
                 ) from exc
             raise StoreError(f"cannot open the store {self.location}: {text}") from exc
+
+    def _remove_staged(self) -> None:
+        """Remove the staging files a killed load left in the store directory.
+
+        Only a writer stages files (``.metaprov-load-*.nt``, see :meth:`_bulk_load`), and a
+        writer holds the store's lock: once this process holds it, any staging file is an
+        orphan of an earlier load that was killed.
+        """
+        assert self.path is not None
+        for p in self.path.glob(STAGED_PREFIX + "*.nt"):
+            try:
+                size = p.stat().st_size
+                p.unlink()
+            except OSError:
+                continue
+            log.warning(
+                "removed %s (%s bytes), left by an earlier interrupted load", p, f"{size:,}"
+            )
 
     @property
     def oxigraph(self) -> Any:
@@ -116,7 +142,7 @@ class EmbeddedStore(Store):
                 _unlink_quietly(name)
 
         def open_part() -> Any:
-            fd, name = tempfile.mkstemp(prefix=".metaprov-load-", suffix=".nt", dir=where)
+            fd, name = tempfile.mkstemp(prefix=STAGED_PREFIX, suffix=".nt", dir=where)
             staged.append(name)
             return os.fdopen(fd, "wb")
 
@@ -246,6 +272,8 @@ class EmbeddedStore(Store):
             return self._store.query(text, use_default_graph_as_union=True)
         except SyntaxError as exc:
             raise QueryError(f"the SPARQL query does not parse: {exc}") from exc
+        except RuntimeError as exc:
+            raise _damaged(self.location, exc) from exc
         except OSError as exc:
             raise StoreError(f"reading the store {self.location} failed: {exc}") from exc
 
@@ -284,6 +312,14 @@ class EmbeddedStore(Store):
             except OSError:
                 pass
         self._store = None
+
+
+def _damaged(location: str, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"the store {location} is damaged: {exc}",
+        hint="load the runs again into a new store (--store NEWDIR); the damaged directory can "
+        "then be deleted",
+    )
 
 
 def _check_store_dir(path: Path, *, create: bool) -> None:

@@ -76,8 +76,18 @@ class Endpoint:
 
 
 def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    example = "give e.g. --endpoint http://127.0.0.1:7878/query"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise UsageError(
+            f"{url!r} holds spaces or control characters",
+            hint="percent-encode them (a space is %20); " + example,
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise UsageError(f"{url!r} is not a valid URL: {exc}", hint=example) from exc
+    if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
         raise UsageError(
             f"{url!r} is not an http(s) URL",
             hint="give e.g. --endpoint http://127.0.0.1:7878/query",
@@ -281,7 +291,20 @@ class EndpointStore(Store):
             requests_made += 1
             if resp.status_code >= 300:
                 self._fail(resp, f"replacing graph <{graph}>")
+        self._check_stored(graph, triples, gsp)
         return LoadReport(graph, triples, time.perf_counter() - t0, replaced, source, requests_made)
+
+    def _check_stored(self, graph: str, sent: int, gsp: str) -> None:
+        """Ask the query endpoint how many triples the graph holds now: a server (or a wrong
+        --gsp URL) may accept every request and keep nothing."""
+        held = self.count(graph)
+        if held != sent:
+            raise StoreError(
+                f"the server accepted {sent:,} triples for <{graph}> at {gsp}, but its query "
+                f"endpoint {self.endpoint.query} finds {held:,} in that graph",
+                hint="check that --gsp and --endpoint are the Graph Store and query endpoints of "
+                "the same dataset, and that the server keeps what it is sent; then load again",
+            )
 
     def drop(self, graph: str) -> bool:
         resp = self._request(

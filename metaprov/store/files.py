@@ -101,18 +101,41 @@ def _file_graphs(path: Path, fmt: Any) -> list[tuple[str, Iterator[bytes]]]:
     return [(g, _triples_of(path, fmt, g)) for g in names]
 
 
+def _unescaped(t: Any) -> Any:
+    """A triple of an RDF/XML export with its literal's ``\\uXXXX`` escapes undone (characters
+    XML 1.0 cannot carry, see :mod:`metaprov.write.rdfxml`)."""
+    import pyoxigraph as ox
+
+    o = t.object
+    if not isinstance(o, ox.Literal) or "\\" not in o.value:
+        return t
+    from metaprov.write.rdfxml import unescape_literal
+
+    value = unescape_literal(o.value)
+    if value == o.value:
+        return t
+    lit = (
+        ox.Literal(value, language=o.language)
+        if o.language
+        else ox.Literal(value, datatype=o.datatype)
+    )
+    return ox.Triple(t.subject, t.predicate, lit)
+
+
 def _triples_of(path: Path, fmt: Any, graph: str | None, batch: int = 200_000) -> Iterator[bytes]:
-    """N-Triples chunks of the triples of ``graph`` (None: all) in an RDF file."""
+    """N-Triples chunks of the triples of ``graph`` (None: all) in an RDF file (RDF/XML: with the
+    export's literal escapes undone)."""
     import pyoxigraph as ox
 
     out: list[Any] = []
+    xml = fmt == ox.RdfFormat.RDF_XML
     try:
         for q in ox.parse(path=str(path), format=fmt):
             if graph is not None and not (
                 isinstance(q.graph_name, ox.NamedNode) and q.graph_name.value == graph
             ):
                 continue
-            out.append(q.triple)
+            out.append(_unescaped(q.triple) if xml else q.triple)
             if len(out) >= batch:
                 yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
                 out = []

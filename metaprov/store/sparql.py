@@ -234,7 +234,9 @@ def _lexical(value: Any, type_: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def bind(text: str, values: Mapping[str, str], limit: int | None = None) -> str:
+def bind(
+    text: str, values: Mapping[str, str], limit: int | None = None, *, allow_service: bool = False
+) -> str:
     """Bind parameters (given as N-Triples terms, see :func:`make_term`) and set the LIMIT.
 
     The terms go into ``VALUES (?a ?b) { (ta tb) }`` rows placed at the start of every group
@@ -248,12 +250,14 @@ def bind(text: str, values: Mapping[str, str], limit: int | None = None) -> str:
         text: the query.
         values: variable name -> N-Triples term.
         limit: if given, the value of every LIMIT clause (added at the end when there is none).
+        allow_service: let the query hold ``SERVICE`` clauses (see :func:`refuse_service`).
 
     Returns:
         The bound query text.
 
     Raises:
-        QueryError: a parameter variable is not in the query, or the query has no WHERE group.
+        QueryError: a parameter variable is not in the query, the query has no WHERE group, or
+            it calls another service without ``allow_service``.
     """
     import pyoxigraph as ox
 
@@ -298,7 +302,7 @@ def bind(text: str, values: Mapping[str, str], limit: int | None = None) -> str:
     out = text
     for start, end, repl in sorted(pieces, key=lambda p: p[0], reverse=True):
         out = out[:start] + repl + out[end:]
-    check_syntax(out)
+    check_syntax(out, allow_service=allow_service)
     return out
 
 
@@ -496,9 +500,36 @@ def _json_term(cell: Mapping[str, Any] | None, ox: Any) -> str:
     )
 
 
-def check_syntax(text: str) -> None:
-    """Parse ``text`` as a SPARQL query (against an empty store); raise QueryError when invalid."""
+def refuse_service(text: str) -> None:
+    """Refuse a query that names another SPARQL service (``SERVICE <...>``).
+
+    A federated query makes whoever runs it (the embedded store, or the server) send requests to
+    the services it names: off unless the user asks for it (``--allow-service``). The lexer
+    tells the keyword from the same word inside a string, an IRI or a comment.
+
+    Raises:
+        QueryError: the query holds a SERVICE clause.
+    """
+    for tok in tokens(text):
+        if tok.kind == "word" and tok.text.upper() == "SERVICE":
+            raise QueryError(
+                "the query calls another SPARQL service (SERVICE): federated queries send "
+                "requests to the services they name, and are off by default",
+                hint="give --allow-service if the query may contact those services "
+                "(library: allow_service=True)",
+            )
+
+
+def check_syntax(text: str, *, allow_service: bool = False) -> None:
+    """Parse ``text`` as a SPARQL query (against an empty store); raise QueryError when invalid.
+
+    A ``SERVICE`` clause is refused first (see :func:`refuse_service`) unless ``allow_service``:
+    even parsing runs the query, which would contact the service.
+    """
     import pyoxigraph as ox
+
+    if not allow_service:
+        refuse_service(text)
 
     try:
         ox.Store().query(text)
@@ -516,6 +547,7 @@ __all__ = [
     "projection",
     "make_term",
     "query_form",
+    "refuse_service",
     "tokens",
     "variables",
 ]

@@ -249,6 +249,34 @@ def test_wrong_graph_store_path_is_an_http_error(server: str, no_credentials: No
         st.load_chunks("http://example.org/g", [b"<urn:a> <urn:b> <urn:c> .\n"])
 
 
+class _BlackHole(BaseHTTPRequestHandler):
+    """A Graph Store that accepts every write (204) and keeps nothing."""
+
+    def _accept(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(204)
+        self.end_headers()
+
+    do_PUT = do_POST = do_DELETE = _accept  # noqa: N815
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_store_that_keeps_nothing_is_an_error(server: str, no_credentials: None) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _BlackHole)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        gsp = f"http://127.0.0.1:{httpd.server_address[1]}/store"
+        st = EndpointStore(server + "/query", gsp_url=gsp)
+        with pytest.raises(StoreError, match=r"accepted 2 triples .* finds 0") as err:
+            st.load_chunks("http://example.org/kept-nothing", [b"<urn:a> <urn:b> <urn:c> .\n"] * 2)
+        assert "same dataset" in str(err.value)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_server_error_is_reported(proxy: str, no_credentials: None) -> None:
     with pytest.raises(StoreError, match="HTTP 500.*database on fire") as err:
         EndpointStore(proxy + "/broken/query").query("ASK { ?s ?p ?o }")
@@ -313,6 +341,9 @@ def test_token_wins_over_a_netrc_entry(
 def test_server_rejecting_a_query_is_a_query_error(server: str, no_credentials: None) -> None:
     # Valid SPARQL that fails on the server after the answer started: a SERVICE it may not call.
     st = EndpointStore(server + "/query", timeout=30)
+    with pytest.raises(QueryError, match="federated queries"):  # refused before it is sent
+        st.query("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
+    st.allow_service = True
     with pytest.raises(QueryError, match="port 1 is not allowed"):
         st.query("SELECT * WHERE { SERVICE <http://127.0.0.1:1/sparql> { ?s ?p ?o } }")
 

@@ -234,6 +234,81 @@ CASES = [
         line=4,
     ),
     Case(
+        "duplicate-rows-interleaved",
+        _edit(
+            "worker_transition.csv",
+            lambda t: (
+                t.splitlines(keepends=True)[0]
+                + "".join(ln + ln for ln in t.splitlines(keepends=True)[1:])
+            ),
+        ),
+        file="worker_transition.csv",
+        reason="duplicate row",
+        line=3,
+    ),
+    Case(
+        "duplicate-file-appended",
+        _edit(
+            "scheduler_transition.csv",
+            lambda t: t + "".join(t.splitlines(keepends=True)[1:]),
+        ),
+        file="scheduler_transition.csv",
+        reason="duplicate row",
+        line=8,
+    ),
+    Case(
+        "negative-epoch",
+        _edit("worker_transition.csv", lambda t: t.replace("1700000000.4", "-1700000000.4")),
+        file="worker_transition.csv",
+        reason="implausible time in column 'time'",
+        line=3,
+        column="time",
+    ),
+    Case(
+        "year-3000",
+        _edit("worker_transition.csv", lambda t: t.replace("1700000000.4", "32503680000.0")),
+        file="worker_transition.csv",
+        reason="implausible time",
+        line=3,
+    ),
+    Case(
+        "epoch-in-milliseconds",
+        _edit("worker_transition.csv", lambda t: t.replace("1700000002.0", "1700000002000.0")),
+        file="worker_transition.csv",
+        reason="implausible time",
+        line=11,
+    ),
+    Case(
+        "time-that-overflows",
+        _edit("worker_transition.csv", lambda t: t.replace("1700000002.4", "1e300")),
+        file="worker_transition.csv",
+        reason="time out of range in column 'time'",
+        line=12,
+    ),
+    Case(
+        "end-before-start",
+        _edit("worker_transition.csv", lambda t: t.replace("1700000002.4", "1700000001.0")),
+        file="worker_transition.csv",
+        reason="end of an execution with no start before it",
+    ),
+    Case(
+        "transfer-stop-before-start",
+        _edit(
+            "worker_transfer.csv",
+            lambda t: t.replace("1700000001.771,1700000001.785", "1700000001.771,1700000001.7"),
+        ),
+        file="worker_transfer.csv",
+        reason="'stop' before 'start'",
+        line=4,
+    ),
+    Case(
+        "transfer-start-overflows",
+        _edit("worker_transfer.csv", lambda t: t.replace("0,1700000001.77,", "0,1e300,", 1)),
+        file="worker_transfer.csv",
+        reason="no usable 'start' time",
+        line=2,
+    ),
+    Case(
         "only-graph-and-transfers",
         _with(
             scheduler_transition__csv=None,
@@ -245,6 +320,7 @@ CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # no raw numpy warning reaches a user
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_library(case: Case, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -334,3 +410,35 @@ def test_keys_with_quotes_unicode_and_long_tuples_join_across_files(tmp_path: Pa
     )
     assert sorted(r.tasks["key"]) == sorted(keys)  # one task per key, never two ids
     assert sorted(r.transfers["key"]) == sorted(keys)
+
+
+def test_duplicate_rows_are_not_retries(tmp_path: Path) -> None:
+    def doubled(t: str) -> str:
+        lines = t.splitlines(keepends=True)
+        return lines[0] + "".join(ln + ln for ln in lines[1:])
+
+    files: dict = tiny_files()
+    for name in ("scheduler_transition.csv", "worker_transition.csv"):
+        files[name] = doubled(files[name])
+    doubled_run = metaprov.read_run(write_run(tmp_path / "doubled", files))
+    plain = metaprov.read_run(write_run(tmp_path / "plain", tiny_files()))
+    assert not doubled_run.tasks["retried"].any()
+    assert len(doubled_run.executions) == len(plain.executions)
+    assert len(doubled_run.transitions) == len(plain.transitions)
+    acct = doubled_run.accounting.files["worker_transition.csv"]
+    assert acct.not_used == {next(iter(acct.not_used)): 11} and acct.rows_read == 22
+
+
+def test_exports_of_implausible_times_still_conform(tmp_path: Path) -> None:
+    """Every bad-time case at once: counted, and the export passes the project's own shapes."""
+    from metaprov.validate import validate
+
+    files: dict = tiny_files()
+    w = files["worker_transition.csv"]
+    w = w.replace("1700000000.4", "-1700000000.4").replace("1700000002.0", "1700000002000.0")
+    files["worker_transition.csv"] = w.replace("1700000001.5", "1e300")
+    t = files["worker_transfer.csv"].replace("0,1700000001.77,", "0,1e300,", 1)
+    files["worker_transfer.csv"] = t.replace("1700000001.785", "1700000001.7")
+    run = write_run(tmp_path / "run", files)
+    report = validate(run)
+    assert report.conforms, report.text()

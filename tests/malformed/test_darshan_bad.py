@@ -125,6 +125,20 @@ def unrelated_program(run: Path) -> Path:
     return p
 
 
+def bzip2_bomb(run: Path) -> Path:
+    """A DXT region of a few dozen bytes that claims 4 MiB: bzip2 of zeros (a decompression bomb;
+    the same bytes repeated claim gigabytes)."""
+    import bz2
+
+    p = _b_log(run, compression="bzip2")
+    data = bytearray(p.read_bytes())
+    c = bz2.BZ2Compressor(9)
+    bomb = c.compress(bytes(4 << 20)) + c.flush()
+    struct.pack_into("<QQ", data, 32 + 16 + 16 * 10, len(data), len(bomb))
+    p.write_bytes(bytes(data) + bomb)
+    return p
+
+
 def too_short(run: Path) -> Path:
     p = _bad_path(run)
     p.write_bytes(b"3.41\0\0\0\0" + b"\x01" * 100)
@@ -155,6 +169,7 @@ CASES = [
     Case("no-dxt", no_dxt, "no DXT trace", "ok", 0),
     Case("extra-info-without-pthread", extra_without_pthread, "without thread id", "ok", 4),
     Case("unrelated-program", unrelated_program, "log from an unrelated program", "ok", 4),
+    Case("bzip2-bomb", bzip2_bomb, "DXT_POSIX region corrupt", "damaged", 0),
     Case("shorter-than-header", too_short, "not a readable Darshan log", "unreadable", 0),
     Case("random-bytes", random_bytes, "not a readable Darshan log", "unreadable", 0),
 ]
@@ -220,3 +235,10 @@ def test_header_size_file_is_not_read_past_its_end(tmp_path: Path) -> None:
     p.write_bytes(b"\0" * HEADER_SIZE)
     recs = read_darshan_logs([p])
     assert recs.logs["status"].tolist() == ["unreadable"]
+
+
+def test_a_decompression_bomb_is_cut_at_its_bound(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", tiny_files())
+    bad = bzip2_bomb(run)
+    logs = read_darshan_logs([bad]).logs
+    assert "decompresses to more than the 1,048,576 bytes" in logs["problems"].iloc[0]
