@@ -448,8 +448,6 @@ def export_cmd(
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
         click.echo(result.summary(), err=True)
-        for warning in result.warnings:
-            click.echo(f"Warning: {warning}", err=True)
 
 
 # --- validate (issue 3) ---
