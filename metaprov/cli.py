@@ -612,6 +612,14 @@ def main(argv: list[str] | None = None) -> None:
 )
 @click.option("--include-inputs", is_flag=True, help="Copy the runs' record files into the crate.")
 @click.option(
+    "--workflow",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="SCRIPT",
+    help="The client script that submitted the task graphs: the crate's workflow "
+    "(default: each run's task graphs).",
+)
+@click.option(
     "--prov",
     "prov_formats",
     default="turtle,json-ld,provn",
@@ -643,6 +651,7 @@ def crate_cmd(
     authors: tuple[str, ...],
     date_published: str | None,
     include_inputs: bool,
+    workflow: Path | None,
     prov_formats: str,
     base: str | None,
     no_darshan: bool,
@@ -676,6 +685,7 @@ def crate_cmd(
         authors=authors,
         date_published=date_published,
         include_inputs=include_inputs,
+        workflow=workflow,
         report=not no_report,
         formats=tuple(f.strip() for f in prov_formats.split(",") if f.strip()),
         base=base or DEFAULT_BASE,

@@ -92,6 +92,7 @@ def crate(
     authors: Sequence[str] = (),
     date_published: str | None = None,
     include_inputs: bool = False,
+    workflow: str | Path | None = None,
     report: bool = True,
     formats: Sequence[str] = DEFAULT_FORMATS,
     base: str = DEFAULT_BASE,
@@ -114,6 +115,8 @@ def crate(
             give the same crate) or, with ``add_to``, the crate's own date.
         include_inputs: copy the runs' record files into the crate (default: list them with
             path, size and sha256).
+        workflow: the client script (Python) that submitted the runs' task graphs: the crate's
+            workflow, shared by the runs (default: each run's task graphs, task-graph.json).
         report: put each run's HTML report (``report.html``) in its folder when
             ``metaprov.report`` is available.
         formats: PROV formats to include, among ``turtle``, ``json-ld``, ``provn``.
@@ -151,6 +154,9 @@ def crate(
     people: list[Author] = [parse_author(a) for a in authors]
     if date_published:
         check_date(date_published)
+    script = Path(workflow) if workflow is not None else None
+    if script is not None and not script.is_file():
+        raise InputError("no such workflow script", path=script, hint="give the client script")
     for p in paths:
         if not p.is_dir():
             raise InputError(
@@ -181,6 +187,7 @@ def crate(
             progress=progress,
             include_inputs=include_inputs,
             report=report,
+            script=script,
             result=result,
         )
         _root_metadata(
@@ -252,6 +259,7 @@ def _build(
     progress: bool,
     include_inputs: bool,
     report: bool,
+    script: Path | None,
     result: CrateResult,
 ) -> tuple[Any, list[Any]]:
     from metaprov.crate.builder import CrateBuilder, RunPart, folder_name, record_digests
@@ -261,7 +269,7 @@ def _build(
     from metaprov.ingest import read_run
     from metaprov.mapping import to_prov
 
-    builder = CrateBuilder(rc, staging, include_inputs=include_inputs, report=report)
+    builder = CrateBuilder(rc, staging, include_inputs=include_inputs, report=report, script=script)
     builder.add_profiles()
     parts = []
     seen: set[str] = set()

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from metaprov.crate.exports import PROV_FILES, file_digest
+from metaprov.errors import UsageError
 from metaprov.timeutil import NAT_US
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ PROV_O = "https://www.w3.org/TR/prov-o/"
 PROV_N = "https://www.w3.org/TR/prov-n/"
 DASK_GRAPH_SPEC = "https://docs.dask.org/en/stable/spec.html"
 DISTRIBUTED_URL = "https://distributed.dask.org/"
+PYTHON = "https://www.python.org/"
 QUDT = "http://qudt.org/vocab/unit/"
 #: actionStatus values as the profile's checks expect them (plain strings)
 COMPLETED = "http://schema.org/CompletedActionStatus"
@@ -110,9 +112,16 @@ class CrateBuilder:
     """Adds runs to an ``rocrate.ROCrate`` built in ``staging`` (see the module docstring)."""
 
     def __init__(
-        self, crate: Any, staging: Path, *, include_inputs: bool = False, report: bool = True
+        self,
+        crate: Any,
+        staging: Path,
+        *,
+        include_inputs: bool = False,
+        report: bool = True,
+        script: Path | None = None,
     ) -> None:
         self.crate = crate
+        self.script = script
         self.staging = staging
         self.include_inputs = include_inputs
         self.with_report = report
@@ -273,31 +282,37 @@ class CrateBuilder:
             json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8"
         )
         size, digest = file_digest(self.staging / rel)
-        lang = self._ctx(
-            DASK_GRAPH_SPEC,
-            {
-                "@type": "ComputerLanguage",
-                "name": "Dask task graph",
-                "url": {"@id": DASK_GRAPH_SPEC},
-            },
-        )
-        wf = self._file(
+        graphs = self._file(
             rel,
             {
-                "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
+                "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"]
+                if self.script is None
+                else "File",
                 "name": f"Task graphs of Dask run {Path(run.path).name}",
                 "description": (
                     f"The {len(rec.graphs)} task graph(s) the client(s) submitted, summarised per "
                     f"task prefix ({len(p)} prefixes, {int(p['tasks'].sum()) if len(p) else 0} tasks); "
                     "every task and dependency is in the PROV files."
                 ),
-                "programmingLanguage": lang,
                 "encodingFormat": "application/json",
                 "contentSize": str(size),
                 "sha256": digest,
             },
         )
-        run.dataset.append_to("hasPart", wf, compact=True)
+        run.dataset.append_to("hasPart", graphs, compact=True)
+        if self.script is None:
+            graphs["programmingLanguage"] = self._ctx(
+                DASK_GRAPH_SPEC,
+                {
+                    "@type": "ComputerLanguage",
+                    "name": "Dask task graph",
+                    "url": {"@id": DASK_GRAPH_SPEC},
+                },
+            )
+            wf = graphs
+        else:
+            graphs["about"] = {"@id": run.graph.run_iri}
+            wf = self._add_script()
         main = self.crate.mainEntity
         if main is None:
             self.crate.mainEntity = wf
@@ -306,9 +321,43 @@ class CrateBuilder:
                 "the crate's mainEntity %s is not a workflow: kept; the Workflow Run Crate "
                 "profiles want the workflow (%s) there",
                 main.id,
-                rel,
+                wf.id,
             )
         return wf
+
+    def _add_script(self) -> Any:
+        """The client script given with ``workflow=`` as the workflow of every run added with it
+        (one entity, shared; steps and tools of each run attach to it)."""
+        assert self.script is not None
+        rel = f"workflow/{quote(self.script.name)}"
+        size, digest = file_digest(self.script)
+        existing = self.crate.get(rel)
+        if existing is not None:
+            if existing.get("sha256") != digest:
+                raise UsageError(
+                    f"the crate already holds a different {rel}",
+                    hint="rename the script, or add the runs to another crate",
+                )
+            return existing
+        dest = self.staging / "workflow" / self.script.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.script, dest)
+        python = self._ctx(
+            PYTHON,
+            {"@type": "ComputerLanguage", "name": "Python", "url": {"@id": PYTHON}},
+        )
+        return self._file(
+            rel,
+            {
+                "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
+                "name": self.script.name,
+                "description": "The client script that submitted the runs' task graphs.",
+                "programmingLanguage": python,
+                "encodingFormat": "text/x-python",
+                "contentSize": str(size),
+                "sha256": digest,
+            },
+        )
 
     def _add_agent(self, run: RunPart) -> Any | None:
         rec = run.graph.records

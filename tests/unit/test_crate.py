@@ -258,3 +258,19 @@ def test_same_run_twice_is_added_once(tmp_path: Path) -> None:
     g = graph_of(tmp_path / "c")
     assert len([a for a in of_type(g, "CreateAction") if a.get("identifier")]) == 1
     assert len(of_type(g, "Person")) == 1 and len(of_type(g, "OrganizeAction")) == 1
+
+
+def test_client_script_as_the_workflow(tmp_path: Path) -> None:
+    script = REPO / "examples" / "capture_example.py"
+    out = tmp_path / "c"
+    crate([EXAMPLE], out, formats=("turtle",), workflow=script)
+    g = graph_of(out)
+    wf = g["workflow/capture_example.py"]
+    assert ids(g["./"]["mainEntity"]) == [wf["@id"]]
+    assert g[ids(wf["programmingLanguage"])[0]]["name"] == "Python"
+    (run,) = [a for a in of_type(g, "CreateAction") if a.get("identifier")]
+    assert ids(run["instrument"]) == [wf["@id"]]
+    assert len(ids(wf["step"])) == len(of_type(g, "HowToStep")) > 0
+    graphs = [e for e in g.values() if e["@id"].endswith("task-graph.json")]
+    assert graphs and all(e["@type"] == "File" for e in graphs)
+    assert (out / "workflow" / "capture_example.py").read_bytes() == script.read_bytes()
