@@ -24,6 +24,11 @@ _API = {
     "write": "metaprov.write",
     "load": "metaprov.store",
     "query": "metaprov.queries",
+    "to_rdflib": "metaprov.write",
+    "to_store": "metaprov.store",
+    "to_oxigraph": "metaprov.store",
+    "drop": "metaprov.store",
+    "write_records": "metaprov.export.records",
 }
 
 __all__ = ["__version__", *_API]

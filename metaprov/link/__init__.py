@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from metaprov.records import STR, RunRecords, conform, empty_table
+from metaprov.records import REPORTED, STR, RunRecords, conform, empty_table
 from metaprov.timeutil import utc_to_us
 
 log = logging.getLogger("metaprov")
@@ -654,6 +654,7 @@ def link_io(
             "Darshan I/O: %d ambiguous and %d unlinked segment(s); see `metaprov inspect`",
             bs["ambiguous"],
             bs["unlinked"],
+            extra=REPORTED,
         )
     return records
 
