@@ -108,6 +108,17 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
+def _summary_out(ctx: click.Context, result: Any, as_json: bool) -> None:
+    """What a command wrote: ``result.to_dict()`` as JSON on stdout with ``--json``, else
+    ``result.summary()`` on stderr unless ``--quiet``."""
+    if as_json:
+        _echo_json(result.to_dict())
+        return
+    obj = ctx.find_object(Context)
+    if not (obj and obj.quiet):
+        click.echo(result.summary(), err=True)
+
+
 class _NotReported(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not getattr(record, "metaprov_reported", False)
@@ -490,12 +501,7 @@ def export_cmd(
         force=force,
         progress=progress_enabled(ctx),
     )
-    if as_json:
-        _echo_json(result.to_dict())
-        return
-    obj = ctx.find_object(Context)
-    if not (obj and obj.quiet):
-        click.echo(result.summary(), err=True)
+    _summary_out(ctx, result, as_json)
 
 
 # --- validate (issue 3) ---
@@ -599,12 +605,7 @@ def records_cmd(
         darshan=not no_darshan,
         progress=progress_enabled(ctx),
     )
-    if as_json:
-        _echo_json(result.to_dict())
-        return
-    obj = ctx.find_object(Context)
-    if not (obj and obj.quiet):
-        click.echo(result.summary(), err=True)
+    _summary_out(ctx, result, as_json)
 
 
 @cli.command("serve")

@@ -36,18 +36,8 @@ from metaprov.timeutil import format_utc
 #: Output formats of :func:`write_records`.
 RECORD_FORMATS = ("parquet", "csv")
 
-_MAIN = (
-    "tasks",
-    "executions",
-    "transitions",
-    "transfers",
-    "dependencies",
-    "graphs",
-    "workers",
-    "clients",
-    "configs",
-    "threads",
-)
+#: The tables of a RunRecords itself (the Darshan ones hang off records.darshan and records.io).
+_MAIN = tuple(name for name in SCHEMAS if not name.startswith("darshan_"))
 
 
 def record_tables(records: RunRecords) -> dict[str, pd.DataFrame]:
