@@ -302,3 +302,28 @@ def test_shell_completion_offers_question_names() -> None:
         [sys.executable, "-m", "metaprov"], env=env, capture_output=True, text=True, timeout=60
     )
     assert "plain,thread-utilisation" in res.stdout.splitlines()
+
+
+@pytest.mark.realdata
+def test_inspect_prints_the_partial_log_warning_once(shared_data: Path) -> None:
+    run = shared_data / "darshan-dask-runs" / "mixed-metaprov"
+    res = subprocess.run(
+        [sys.executable, "-m", "metaprov", "inspect", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    both = res.stdout + res.stderr
+    assert both.count("was not finalised by Darshan") == 1, both
+
+
+@pytest.mark.realdata
+def test_the_real_run_without_transitions_says_why(imageproc_r1: Path, tmp_path: Path) -> None:
+    res = invoke("inspect", str(imageproc_r1), "--no-darshan")
+    assert res.exit_code == 0, res.output
+    assert "compute unknown" in res.output
+    assert (
+        "unknown    thread ids: scheduler_transition.csv and worker_transition.csv are missing"
+        in (res.output)
+    )
