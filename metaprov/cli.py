@@ -653,6 +653,12 @@ def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, c
 
     path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
     server = serve(path, host=host, port=port, timeout=timeout, cors=cors)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(
+            f"warning: listening on {host}: anyone who reaches this address can read the store "
+            "(the server has no authentication; an SSH tunnel to 127.0.0.1 is safer)",
+            err=True,
+        )
     click.echo(f"Serving {path} read-only at {server.url}/ (Ctrl-C stops it)")
     for line in client_hints(server):
         click.echo(f"  {line}")
