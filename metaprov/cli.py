@@ -104,6 +104,18 @@ quiet_option = click.option(
 )
 
 
+#: ``-f table|csv|json`` of the commands that print an answer (query, runs).
+answer_format_option = click.option(
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+
+
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
@@ -284,15 +296,7 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Query export file(s) instead of a store (loaded in memory; repeatable).",
 )
-@click.option(
-    "-f",
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format.",
-)
+@answer_format_option
 @click.option(
     "-o",
     "--output",
@@ -726,15 +730,7 @@ def drop_cmd(
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
-@click.option(
-    "-f",
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format.",
-)
+@answer_format_option
 def runs_cmd(store: Path | None, endpoint: str | None, fmt: str) -> None:
     """List the runs a store holds (the packaged question 'runs').
 
