@@ -28,7 +28,7 @@ from metaprov.store.sparql import PARAM_TYPES, bind, fill_values, make_term  # n
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "queries.md"
 
-_HEADER_LINE = re.compile(r"^#\s*(title|description|param|example)\s*:")
+_HEADER_LINE = re.compile(r"^#\s*(title|description|param|example|needs)\s*:")
 
 _RUN = "https://w3id.org/metaprov/id/run/c9a65b8b915a081d"
 _MP = "https://w3id.org/metaprov/ns#"
@@ -121,6 +121,16 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   (table), empty (csv) or `null` (json). An ASK query answers `true` or `false`.
 - **Federated queries** (`SERVICE <URL> {{ ... }}`) make the store send requests to the services
   they name: refused unless `--allow-service` is given (library: `allow_service=True`).
+  Floats in csv
+  and json have at most 15 significant digits in their shortest form (`0.235721`, not the
+  `0.23572099999999999` a sum of decimals leaves). A table is for reading: a run's instance
+  IRIs are written `run:<rest>` (the row's run is in `run_id`), vocabulary IRIs `mp:`/`prov:`,
+  and cells over 60 characters are shortened in the middle (a footer says so; csv and json keep
+  every value whole). `metaprov query --list -f json` lists the questions for scripts.
+- **Notes**: a question that needs thread ids, compute windows or Darshan logs (`needs` below)
+  adds a `note:` line for each run that lacks them, saying why (e.g. its transition files were
+  missing) and what it means, after the table or instead of `(no results)`; with `-f csv`/`-f
+  json` the notes go to stderr.
 - **Errors** are one line (`Error: ...` with a hint) and an exit code: 2 usage, 3 input (an
   export file missing or not valid RDF), 6 store (cannot open or reach it), 7 query (unknown
   question, bad parameter, query does not parse or the server rejects it).
@@ -285,6 +295,13 @@ def _anchor(name: str) -> str:
     return re.sub(r"[^a-z0-9 -]", "", name.lower()).replace(" ", "-")
 
 
+_NEEDS = {
+    "threads": "thread ids",
+    "compute": "compute windows",
+    "darshan": "Darshan logs",
+}
+
+
 def _question(q: Question) -> list[str]:
     out = [f"\n## `{q.name}`\n", f"**{q.title}.** {q.description}".rstrip() + "\n"]
     if q.params:
@@ -294,11 +311,17 @@ def _question(q: Question) -> list[str]:
         out.append("")
     else:
         out.append("No parameters.\n")
+    if q.needs:
+        out.append(
+            f"Needs {', '.join(_NEEDS[n] for n in q.needs)}: for each run that lacks them the "
+            "answer says so in a `note:` line (why, and what it means) instead of leaving the run "
+            "out silently.\n"
+        )
     out.append("```bash\n" + "\n".join(_example(q)) + "\n```\n")
     if q.name == CRITICAL_PATH and not q.text:
         out.append(
             "Answered in Python, not by one SPARQL query (`metaprov/analysis/critical_path.py`): the run is "
-            "resolved by `--param run` (its id or directory name; needed when the store holds "
+            "resolved by `--param run_id` (`run` is accepted too; its id or directory name; needed when the store holds "
             "several runs); the path is the one the embedded store recorded when the run was loaded "
             "from its directory (or as a PROV graph from Python), else it is computed from the "
             "dependency DAG and "

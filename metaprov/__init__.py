@@ -28,6 +28,11 @@ _API = {
     "query": "metaprov.queries",
     "write_report": "metaprov.report",
     "crate": "metaprov.crate",
+    "to_rdflib": "metaprov.write",
+    "to_store": "metaprov.store",
+    "to_oxigraph": "metaprov.store",
+    "drop": "metaprov.store",
+    "write_records": "metaprov.export.records",
 }
 
 __all__ = ["__version__", *_API]

@@ -6,6 +6,7 @@ code; a traceback only for bugs, or with ``--debug``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -103,8 +104,51 @@ quiet_option = click.option(
 )
 
 
+#: ``-f table|csv|json`` of the commands that print an answer (query, runs).
+answer_format_option = click.option(
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+
+
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def _summary_out(ctx: click.Context, result: Any, as_json: bool) -> None:
+    """What a command wrote: ``result.to_dict()`` as JSON on stdout with ``--json``, else
+    ``result.summary()`` on stderr unless ``--quiet``."""
+    if as_json:
+        _echo_json(result.to_dict())
+        return
+    obj = ctx.find_object(Context)
+    if not (obj and obj.quiet):
+        click.echo(result.summary(), err=True)
+
+
+class _NotReported(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "metaprov_reported", False)
+
+
+@contextlib.contextmanager
+def _reported_here() -> Any:
+    """Hold back the log messages a command reports itself (``inspect``: every finding is in
+    its summary), so each is printed once."""
+    handlers = list(logging.getLogger().handlers)
+    flt = _NotReported()
+    for h in handlers:
+        h.addFilter(flt)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            h.removeFilter(flt)
 
 
 @cli.command("inspect")
@@ -126,7 +170,8 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     from metaprov.analysis.summary import format_summary, summarize
     from metaprov.ingest import read_run
 
-    records = read_run(run, darshan=not no_darshan, progress=progress_enabled(ctx))
+    with _reported_here():
+        records = read_run(run, darshan=not no_darshan, progress=progress_enabled(ctx))
     summary = summarize(records)
     if as_json:
         _echo_json(summary)
@@ -255,6 +300,7 @@ def load_cmd(
         detail=detail,
         darshan=not no_darshan,
         force=force,
+        progress=progress_enabled(ctx),
     )
     if as_json:
         _echo_json([r.to_dict() for r in reports])
@@ -264,9 +310,21 @@ def load_cmd(
         click.echo(f"{verb} {r.source}: {r.triples:,} triples in <{r.graph}> ({r.seconds:.1f} s)")
 
 
+def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of QUESTION: the packaged questions' names, then .rq files."""
+    from click.shell_completion import CompletionItem
+
+    from metaprov.queries import questions
+
+    names = [
+        CompletionItem(q.name, help=q.title) for q in questions() if q.name.startswith(incomplete)
+    ]
+    return names or [CompletionItem(incomplete, type="file")]
+
+
 @cli.command("query")
 @quiet_option
-@click.argument("question", required=False)
+@click.argument("question", required=False, shell_complete=_complete_question)
 @click.option(
     "-p",
     "--param",
@@ -286,15 +344,7 @@ def load_cmd(
     type=click.Path(path_type=Path, dir_okay=False),
     help="Query export file(s) instead of a store (loaded in memory; repeatable).",
 )
-@click.option(
-    "-f",
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="Output format.",
-)
+@answer_format_option
 @click.option(
     "-o",
     "--output",
@@ -339,7 +389,7 @@ def query_cmd(
     from metaprov.queries import format_list, format_result, query
 
     if list_questions:
-        click.echo(format_list())
+        click.echo(format_list("json" if fmt == "json" else "text"))
         return
     if not question:
         raise UsageError(
@@ -366,6 +416,9 @@ def query_cmd(
         allow_service=allow_service,
     )
     text = format_result(result, fmt)
+    if fmt != "table" and not isinstance(result, bool):
+        for note in result.attrs.get("notes", []):
+            click.echo(f"note: {note}", err=True)
     if output is not None:
         from metaprov.write.output import open_output
 
@@ -404,8 +457,10 @@ def capture_cmd(
     Example:
       metaprov capture -o runs/my-run my_pipeline.py --input data/ --chunks 100
     """
+    from metaprov.errors import MetaprovError, ScriptFailed, require
+
+    require("distributed", extra="capture", feature="metaprov capture")
     from metaprov.capture.script import run_script
-    from metaprov.errors import MetaprovError
 
     result = run_script(script, output, args=script_args, overwrite=overwrite)
     obj = ctx.find_object(Context)
@@ -414,10 +469,11 @@ def capture_cmd(
             rows = sum(meta.get("files", {}).values())
             click.echo(f"{d}: {rows:,} rows in {len(meta.get('files', {}))} files", err=True)
     if result.returncode != 0:
-        raise MetaprovError(
+        raise ScriptFailed(
             f"{script} exited with code {result.returncode}"
             + (f"; what ran is recorded in {result.directory}" if result.directories else ""),
-            hint="fix the script's error (its traceback is above)",
+            returncode=result.returncode,
+            hint="fix the script's error (its traceback is above); metaprov exits with its code",
         )
     if not result.directories:
         raise MetaprovError(
@@ -476,6 +532,9 @@ def _format_help() -> str:
     is_flag=True,
     help="Let provn/provjson/provxml run above their size limit (slow, memory-hungry).",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout (for scripts)."
+)
 @click.pass_context
 def export_cmd(
     ctx: click.Context,
@@ -487,6 +546,7 @@ def export_cmd(
     io_detail: str,
     no_darshan: bool,
     force: bool,
+    as_json: bool,
 ) -> None:
     """Export RUN as W3C PROV (Turtle, N-Triples, N-Quads, TriG, JSON-LD, RDF/XML, PROV-N/JSON/XML).
 
@@ -516,9 +576,7 @@ def export_cmd(
         force=force,
         progress=progress_enabled(ctx),
     )
-    obj = ctx.find_object(Context)
-    if not (obj and obj.quiet):
-        click.echo(result.summary(), err=True)
+    _summary_out(ctx, result, as_json)
 
 
 # --- validate (issue 3) ---
@@ -566,6 +624,194 @@ def validate_cmd(source: Path, fmt: str | None, engine: str, as_json: bool) -> N
             report=report.text(),
             hint="see the report above",
         )
+
+
+# --- records, serve, drop, runs (issue 17) ---
+@cli.command("records")
+@quiet_option
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Directory to create (new or empty); written beside and renamed into place at the end.",
+)
+@click.option(
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv"]),
+    default="parquet",
+    show_default=True,
+    help="parquet keeps every dtype exactly; csv has ISO 8601 times and shortest floats.",
+)
+@click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@click.pass_context
+def records_cmd(
+    ctx: click.Context,
+    runs: tuple[Path, ...],
+    output: Path,
+    fmt: str,
+    no_darshan: bool,
+    as_json: bool,
+) -> None:
+    """Write the consolidated record tables of RUNS (docs/records.md) for pandas, polars, DuckDB.
+
+    One run: OUTPUT/<table>.parquet per table (tasks, executions, transitions,
+    transfers, ..., darshan_links) and OUTPUT/run.json (job, software, missing
+    inputs, row accounting). Several runs, or a folder of runs: one dataset per
+    table partitioned by run, OUTPUT/<table>/run_id=<id>/part-0.parquet, and
+    OUTPUT/runs.json.
+
+    \b
+    Example:
+      metaprov records examples/run -o example-records
+      metaprov records runs/PMDA -o pmda-records      # a folder of runs
+      python -c "import pandas as pd; print(pd.read_parquet('pmda-records/tasks'))"
+    """
+    from metaprov.export.records import write_records
+
+    result = write_records(
+        list(runs),
+        output,
+        format=fmt,
+        darshan=not no_darshan,
+        progress=progress_enabled(ctx),
+    )
+    _summary_out(ctx, result, as_json)
+
+
+@cli.command("serve")
+@quiet_option
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help=_STORE_HELP,
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (127.0.0.1: this machine only).",
+)
+@click.option(
+    "--port",
+    type=int,
+    default=7878,
+    show_default=True,
+    help="TCP port (0: any free port).",
+)
+@click.option("--timeout", type=float, default=None, help="Seconds a query may run.")
+@click.option("--cors", is_flag=True, help="Allow cross-origin requests (a web page elsewhere).")
+def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, cors: bool) -> None:
+    """Browse a store: start Oxigraph's read-only SPARQL server with its query page.
+
+    Runs until Ctrl-C. Prints the query page's URL (open it in a web browser) and
+    the SPARQL endpoint for metaprov query --endpoint, Jupyter (SPARQLWrapper,
+    rdflib), YASGUI or any SPARQL client. The default graph is the union of all
+    runs. Needs the 'oxigraph' command: pip install 'metaprov[serve]'. Stop the
+    server before loading into the store.
+
+    \b
+    Example:
+      metaprov serve --store example-store
+      metaprov serve --store prov-store --port 0      # any free port
+    """
+    import os
+    import signal
+
+    from metaprov.store import DEFAULT_STORE, ENV_STORE
+    from metaprov.store.serve import client_hints, serve
+
+    path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+    server = serve(path, host=host, port=port, timeout=timeout, cors=cors)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(
+            f"warning: listening on {host}: anyone who reaches this address can read the store "
+            "(the server has no authentication; an SSH tunnel to 127.0.0.1 is safer)",
+            err=True,
+        )
+    click.echo(f"Serving {path} read-only at {server.url}/ (Ctrl-C stops it)")
+    for line in client_hints(server):
+        click.echo(f"  {line}")
+    sys.stdout.flush()
+
+    def _stop(*_: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the server as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        code = server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        click.echo("stopped", err=True)
+        return
+    if code not in (0, -signal.SIGTERM):
+        from metaprov.errors import StoreError
+
+        raise StoreError(f"Oxigraph's server ended with exit code {code}")
+
+
+@cli.command("drop")
+@quiet_option
+@click.argument("runs", nargs=-1, required=True)
+@click.option(
+    "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
+)
+@click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the runs dropped as JSON.")
+@click.pass_context
+def drop_cmd(
+    ctx: click.Context,
+    runs: tuple[str, ...],
+    store: Path | None,
+    endpoint: str | None,
+    gsp: str | None,
+    as_json: bool,
+) -> None:
+    """Remove RUNS (run ids, run directory names or graph IRIs) from a store.
+
+    Each run's named graph goes, and what the store recorded about it. A run
+    that is not in the store is an error naming the runs it holds (nothing is
+    dropped then).
+
+    \b
+    Example:
+      metaprov runs --store prov-store
+      metaprov drop c9a65b8b915a081d --store prov-store
+      metaprov drop c9a65b8b915a081d --endpoint http://127.0.0.1:7878/query
+    """
+    from metaprov.store import drop
+
+    dropped = drop(list(runs), store=store, endpoint=endpoint, gsp=gsp)
+    if as_json:
+        _echo_json([{"run_id": r, "graph": g} for r, g in dropped])
+        return
+    for run_id, graph in dropped:
+        click.echo(f"dropped {run_id}: <{graph}>")
+
+
+@cli.command("runs")
+@quiet_option
+@click.option(
+    "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
+)
+@click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@answer_format_option
+def runs_cmd(store: Path | None, endpoint: str | None, fmt: str) -> None:
+    """List the runs a store holds (the packaged question 'runs').
+
+    \b
+    Example:
+      metaprov runs --store example-store
+    """
+    from metaprov.queries import format_result, query
+
+    click.echo(format_result(query("runs", store=store, endpoint=endpoint), fmt).rstrip("\n"))
 
 
 def main(argv: list[str] | None = None) -> None:

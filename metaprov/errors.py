@@ -36,6 +36,36 @@ class UsageError(MetaprovError):
     exit_code = 2
 
 
+class MissingDependency(UsageError):
+    """A feature needs an optional dependency that is not installed (names the extra to install)."""
+
+
+def require(module: str, *, extra: str, feature: str) -> None:
+    """Import ``module`` or raise :class:`MissingDependency` naming the extra that provides it.
+
+    Raises:
+        MissingDependency: ``pip install 'metaprov[<extra>]'`` is the hint.
+    """
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependency(
+            f"{feature} needs {module}, which is not installed",
+            hint=f"pip install 'metaprov[{extra}]'",
+        ) from exc
+
+
+class ScriptFailed(MetaprovError):
+    """A script run by metaprov (``metaprov capture``) failed: the exit code is the script's own
+    (128 + N when a signal N ended it)."""
+
+    def __init__(self, message: str, *, returncode: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = 128 - returncode if returncode < 0 else (returncode or 1)
+
+
 class InputError(MetaprovError):
     """An input file or directory cannot be used. Names the file, and the row and column if known."""
 

@@ -299,6 +299,10 @@ class FileAccount:
 
 ISSUE_COLUMNS = ["file", "line", "column", "reason", "detail"]
 
+#: ``extra`` of a log message whose content ``metaprov inspect`` reports itself (it filters them
+#: out while reading, so a finding is printed once).
+REPORTED = {"metaprov_reported": True}
+
 
 class Accounting:
     """Per input file: rows read, rows used, rows not used with their reason and location."""
@@ -371,7 +375,14 @@ class Accounting:
                 }
             )
         )
-        log.warning("%s%s: %s %s", name, f" line {line}" if line else "", reason, detail)
+        log.warning(
+            "%s%s: %s%s",
+            name,
+            f" line {line}" if line else "",
+            reason,
+            f": {detail}" if detail else "",
+            extra=REPORTED,
+        )
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -420,6 +431,35 @@ class Accounting:
                 entry["findings"] = findings
             out["files"][name] = entry
         return out
+
+
+def text_columns(df: pd.DataFrame, *, digits: int | None = None) -> pd.DataFrame:
+    """A copy of ``df`` ready for text output (CSV): UTC times as ISO 8601 with ``Z``, floats in
+    Python's shortest round-trip form, missing values as None.
+
+    ``digits`` (e.g. 15) first rounds floats to that many significant digits, which drops the
+    noise of sums of decimal values (``0.23572099999999999`` is written ``0.235721``); None
+    writes every float exactly (record tables: epochs and counters keep all their digits).
+    """
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if isinstance(s.dtype, pd.DatetimeTZDtype):
+            text = s.dt.tz_convert("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            out[col] = text.astype(object).where(s.notna(), None)
+        elif s.dtype.kind == "f":
+            out[col] = pd.Series(float_texts(s, digits=digits), index=s.index, dtype=object)
+    return out
+
+
+def float_texts(values: Any, *, digits: int | None = None) -> list[str | None]:
+    """Floats as Python writes them (shortest round trip), after rounding to ``digits``
+    significant digits when given; NaN/NA as None."""
+    arr = np.asarray(pd.Series(values, dtype="float64"), dtype="float64")
+    if digits is not None:
+        fmt = f"{{:.{int(digits)}g}}"
+        return [None if v != v else repr(float(fmt.format(v))) for v in arr.tolist()]
+    return [None if v != v else repr(v) for v in arr.tolist()]
 
 
 @dataclass

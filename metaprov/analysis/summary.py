@@ -30,6 +30,7 @@ def summarize(records: RunRecords) -> dict[str, Any]:
     first, last = records.span
     executed = t[~t["never_ran"].astype(bool)]
     tr = records.transfers
+    unknown = unknowns(records)
     per_transfer = tr.drop_duplicates("transfer") if len(tr) else tr
     summary: dict[str, Any] = {
         "run": {
@@ -53,8 +54,9 @@ def summarize(records: RunRecords) -> dict[str, Any]:
             "by_prefix": _counts(t["prefix"]),
             "time_source": _counts(executed["time_source"]) if len(executed) else {},
             "compute_seconds": round(float(executed["duration"].sum()), 6)
-            if len(executed)
-            else 0.0,
+            if executed["duration"].notna().any()
+            else (None if any(u["what"] == "compute time" for u in unknown) else 0.0),
+            "compute_unknown": int(executed["duration"].isna().sum()),
         },
         "executions": int(len(records.executions)),
         "transitions": {
@@ -81,6 +83,7 @@ def summarize(records: RunRecords) -> dict[str, Any]:
             "logged_by": _counts(per_transfer["logged_by"]) if len(tr) else {},
         },
         "configs": records.configs["name"].astype(str).tolist(),
+        "unknown": unknown,
         "accounting": records.accounting.to_dict(),
     }
     if records.darshan is not None or records.io is not None:
@@ -91,6 +94,47 @@ def summarize(records: RunRecords) -> dict[str, Any]:
         else:
             summary["io"] = summarize_io(records)
     return summary
+
+
+_TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv")
+
+
+def unknowns(records: RunRecords) -> list[dict[str, str]]:
+    """What the run's files cannot tell, and why: ``what``, ``why`` and ``effect`` (the
+    consequence for the export and the questions), one entry each.
+
+    - no thread ids (the transition files, which carry them, are missing): Darshan I/O stays
+      with the worker processes, and per-thread questions have nothing to answer;
+    - no compute windows for executed tasks: their compute time is unknown, not 0.
+    """
+    missing = [n for n in _TRANSITION_FILES if n in records.missing]
+    why = (
+        f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+        if missing
+        else "no transition or worker_execution.csv row names a thread"
+    )
+    out: list[dict[str, str]] = []
+    executed = records.tasks[~records.tasks["never_ran"].astype(bool)]
+    if len(records.tasks) and records.executions["thread"].isna().all():
+        out.append(
+            {
+                "what": "thread ids",
+                "why": why,
+                "effect": "Darshan I/O stays with the worker processes (not linked to tasks); "
+                "thread and task I/O questions have no answer for this run",
+            }
+        )
+    timeless = int(executed["duration"].isna().sum())
+    if timeless or (missing and len(records.tasks) and not len(executed)):
+        out.append(
+            {
+                "what": "compute time"
+                + ("" if timeless in (0, len(executed)) else f" of {timeless} executed tasks"),
+                "why": (why if missing else "their start and end were never observed"),
+                "effect": "unknown, not 0: the tasks' compute windows were never seen",
+            }
+        )
+    return out
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +159,15 @@ def _top(d: dict[str, int], n: int = 10) -> str:
     return text or "-"
 
 
+def _compute(tasks: dict[str, Any]) -> str:
+    if tasks["compute_seconds"] is None:
+        return "unknown (see below)"
+    text = f"{tasks['compute_seconds']:.3f} s"
+    if tasks.get("compute_unknown"):
+        text += f" (+ {tasks['compute_unknown']} tasks of unknown compute time)"
+    return text
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """Render :func:`summarize`'s dict as a short human report."""
     run, tasks, tr = s["run"], s["tasks"], s["transfers"]
@@ -132,7 +185,7 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"scheduler  {s['scheduler']['address']}")
     lines += [
         f"tasks      {tasks['total']} ({tasks['executed']} executed, {tasks['never_ran']} never ran, "
-        f"{tasks['erred']} erred, {tasks['retried']} retried); compute {tasks['compute_seconds']:.3f} s",
+        f"{tasks['erred']} erred, {tasks['retried']} retried); compute {_compute(tasks)}",
         f"  by state   {_top(tasks['by_state'])}",
         f"  by prefix  {_top(tasks['by_prefix'])}",
         f"  times from {_top(tasks['time_source'])}",
@@ -146,6 +199,8 @@ def format_summary(s: dict[str, Any]) -> str:
     ]
     if run["missing_inputs"]:
         lines.append(f"missing    {', '.join(run['missing_inputs'])}")
+    for u in s.get("unknown", []):
+        lines.append(f"unknown    {u['what']}: {u['why']}; {u['effect']}")
     if "io" in s:
         try:
             from metaprov.analysis.io_summary import format_io

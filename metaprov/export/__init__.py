@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from metaprov.mapping.terms import DEFAULT_BASE
 
@@ -35,6 +35,19 @@ class ExportResult:
     graph_iri: str
     missing: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``metaprov export --json``)."""
+        return {
+            "output": self.output,
+            "format": self.format,
+            "triples": self.triples,
+            "run_id": self.run_id,
+            "run": self.run_iri,
+            "graph": self.graph_iri,
+            "missing_inputs": list(self.missing),
+            "seconds": round(self.seconds, 3),
+        }
 
     def summary(self) -> str:
         """One line for humans."""

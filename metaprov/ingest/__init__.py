@@ -18,7 +18,13 @@ from metaprov.records import RunRecords
 
 log = logging.getLogger("metaprov")
 
-__all__ = ["read_run", "CSV_FILES"]
+__all__ = [
+    "read_run",
+    "CSV_FILES",
+    "check_run_directory",
+    "is_run_directory",
+    "run_directories",
+]
 
 
 def darshan_files(run: Path) -> list[Path]:
@@ -27,6 +33,72 @@ def darshan_files(run: Path) -> list[Path]:
         p
         for p in run.iterdir()
         if p.is_file() and (p.name.endswith(".darshan") or p.name.endswith(".darshan_partial"))
+    )
+
+
+def is_run_directory(path: str | Path) -> bool:
+    """Whether ``path`` is a directory holding at least one of the run files (:data:`CSV_FILES`)."""
+    p = Path(path)
+    return p.is_dir() and any((p / n).is_file() for n in CSV_FILES)
+
+
+def run_directories(path: str | Path, *, depth: int = 2) -> list[Path]:
+    """The run directories ``path`` stands for: itself when it is one, else the run directories
+    found below it (up to ``depth`` levels: a campaign folder, or a folder of applications
+    holding campaign folders), sorted by path. Empty when there is none."""
+    p = Path(path)
+    if is_run_directory(p):
+        return [p]
+    if depth <= 0 or not p.is_dir():
+        return []
+    try:
+        children = sorted(c for c in p.iterdir() if c.is_dir() and not c.name.startswith("."))
+    except OSError:  # unreadable: no runs to be found there
+        return []
+    found: list[Path] = []
+    for child in children:
+        found.extend(run_directories(child, depth=depth - 1))
+    return found
+
+
+def check_run_directory(path: str | Path) -> Path:
+    """``path`` as a run directory, or an :class:`InputError` saying why it is not one; for a
+    folder of runs, the error names the run directories inside it.
+
+    Raises:
+        InputError: no such directory, a file, or none of the run files.
+    """
+    run = Path(path)
+    if not run.exists():
+        raise InputError(
+            "no such directory",
+            path=run,
+            hint="give the path of a run directory holding the Mofka-Dask CSV files",
+        )
+    if not run.is_dir():
+        raise InputError(
+            "is a file, not a run directory",
+            path=run,
+            hint="give the directory that holds the CSV files, not a file in it",
+        )
+    if is_run_directory(run):
+        return run
+    inside = run_directories(run)
+    if inside:
+        shown = ", ".join(str(d.relative_to(run)) for d in inside[:5])
+        more = f" and {len(inside) - 5} more" if len(inside) > 5 else ""
+        levels = max(len(d.relative_to(run).parts) for d in inside)
+        raise InputError(
+            f"is a folder of {len(inside)} run directories, not a run directory "
+            f"(it holds {shown}{more})",
+            path=run,
+            hint=f"give the run directories themselves, e.g. {Path(run, *['*'] * levels)} "
+            "(the shell expands it to all of them)",
+        )
+    raise InputError(
+        f"holds none of the run files ({', '.join(CSV_FILES)})",
+        path=run,
+        hint="is this a run directory? a capture writes them with metaprov.capture",
     )
 
 
@@ -49,26 +121,7 @@ def read_run(path: str | Path, *, darshan: bool = True, progress: bool = False) 
         >>> records = read_run("runs/D2024-04-19_19:01:00_R1_W8")  # doctest: +SKIP
         >>> records.tasks[["key", "worker", "thread", "start", "end"]].head()  # doctest: +SKIP
     """
-    run = Path(path)
-    if not run.exists():
-        raise InputError(
-            "no such directory",
-            path=run,
-            hint="give the path of a run directory holding the Mofka-Dask CSV files",
-        )
-    if not run.is_dir():
-        raise InputError(
-            "is a file, not a run directory",
-            path=run,
-            hint="give the directory that holds the CSV files, not a file in it",
-        )
-    present = [n for n in CSV_FILES if (run / n).exists()]
-    if not present:
-        raise InputError(
-            f"holds none of the run files ({', '.join(CSV_FILES)})",
-            path=run,
-            hint="is this a run directory? a capture writes them with metaprov.capture",
-        )
+    run = check_run_directory(path)
     records = RunRecords(path=str(run))
     logs = darshan_files(run) if darshan else []
     from tqdm.auto import tqdm

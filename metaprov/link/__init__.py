@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from metaprov.link.assign import ORDER, SCHEDULER, WORKER, Windows, assign
 from metaprov.link.clocks import estimate_offset, expand, scheduler_epochs
-from metaprov.records import STR, RunRecords, conform, empty_table
+from metaprov.records import REPORTED, STR, RunRecords, conform, empty_table
 from metaprov.timeutil import utc_to_us
 
 log = logging.getLogger("metaprov")
@@ -625,6 +625,7 @@ def link_io(
             "Darshan I/O: %d ambiguous and %d unlinked segment(s); see `metaprov inspect`",
             bs["ambiguous"],
             bs["unlinked"],
+            extra=REPORTED,
         )
     return records
 

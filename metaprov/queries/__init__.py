@@ -29,12 +29,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metaprov.errors import QueryError, UsageError
+import pandas as pd
+
+from metaprov.errors import QueryError, StoreError, UsageError
 from metaprov.queries.model import Param, Question, parse_header
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from metaprov.store import Store
 
 CRITICAL_PATH = "critical-path"
@@ -114,12 +114,75 @@ def run_question(
         QueryError: unknown question, unknown or missing parameter, invalid value.
     """
     q = question if isinstance(question, Question) else resolve(question)
-    values = dict(params or {})
+    answer = _answer(store, q, dict(params or {}))
+    if q.needs and isinstance(answer, pd.DataFrame):
+        run = (params or {}).get("run_id", (params or {}).get("run"))
+        answer.attrs["notes"] = gaps(store, q.needs, run=None if run is None else str(run))
+    return answer
+
+
+_FACTS = """PREFIX mp: <https://w3id.org/metaprov/ns#>
+PREFIX prov: <http://www.w3.org/ns/prov#>
+SELECT ?run_id ?name ?threads ?compute (GROUP_CONCAT(?missing; separator=" ") AS ?missing_inputs)
+WHERE {
+  GRAPH ?g {
+    ?run a mp:Run ; mp:runId ?run_id .
+    OPTIONAL { ?run mp:runName ?name }
+    OPTIONAL { ?run mp:missingInput ?missing }
+    BIND (EXISTS { ?thread a mp:Thread } AS ?threads)
+    BIND (EXISTS { ?execution a mp:TaskExecution ; prov:startedAtTime ?start } AS ?compute)
+  }
+}
+GROUP BY ?run_id ?name ?threads ?compute
+ORDER BY ?run_id
+"""
+
+_TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv")
+
+
+def gaps(store: Store, needs: tuple[str, ...] | list[str], *, run: str | None = None) -> list[str]:
+    """What runs in the store lack of what a question needs (``# needs:``), one sentence per run
+    and gap, saying why and what it means for the answer: no thread ids (the transition files
+    that carry them are missing: I/O stays with the processes), no compute windows (compute
+    time unknown, not 0), no Darshan logs. ``run`` (an id or run name) narrows it to one run.
+    """
+    facts = store.query(_FACTS)
+    assert isinstance(facts, pd.DataFrame)
+    notes: list[str] = []
+    for row in facts.itertuples(index=False):
+        if run is not None and run not in (str(row.run_id), str(row.name)):
+            continue
+        missing = str(row.missing_inputs or "").split()
+        lost = [m for m in _TRANSITION_FILES if m in missing]
+        why = (
+            f"{' and '.join(lost)} {'was' if len(lost) == 1 else 'were'} missing"
+            if lost
+            else "no record of the run names them"
+        )
+        if "threads" in needs and not row.threads:
+            notes.append(
+                f"run {row.run_id} has no thread ids ({why}): which thread ran a task is "
+                "unknown and its Darshan I/O stays with the worker processes (not tasks or "
+                "threads), so it has nothing in this answer"
+            )
+        if "compute" in needs and not row.compute:
+            notes.append(
+                f"run {row.run_id} has no compute windows ({why}): its compute time is unknown, "
+                "not 0, and its task executions are left out of (or count 0 in) this answer"
+            )
+        if "darshan" in needs and "*.darshan" in missing:
+            notes.append(f"run {row.run_id} has no Darshan logs: no file I/O to show for it")
+    return notes
+
+
+def _answer(store: Store, q: Question, values: dict[str, Any]) -> pd.DataFrame | bool:
     if q.name == CRITICAL_PATH and not q.text:
         from metaprov.queries.critical_path import critical_path_from_store
 
+        if "run" in values and "run_id" not in values:
+            values["run_id"] = values.pop("run")  # the name it had before the others' run_id
         _check_params(q, values)
-        return critical_path_from_store(store, run=values.get("run"))
+        return critical_path_from_store(store, run=values.get("run_id"))
     bound, types, limit = _check_params(q, values)
     steps = _chosen(q.text, set(bound))
     if len(steps) == 1:
@@ -429,8 +492,37 @@ def _check_params(
     return bound, types, limit
 
 
-def format_list() -> str:
-    """The packaged questions as text for ``metaprov query --list``."""
+def format_list(fmt: str = "text") -> str:
+    """The packaged questions for ``metaprov query --list``: ``text``, or ``json`` (a list of
+    ``name``, ``title``, ``description``, ``params`` [``name``, ``type``, ``optional``,
+    ``default``, ``description``], ``needs`` and ``examples``)."""
+    import json as _json
+
+    if fmt == "json":
+        return _json.dumps(
+            [
+                {
+                    "name": q.name,
+                    "title": q.title,
+                    "description": q.description,
+                    "params": [
+                        {
+                            "name": p.name,
+                            "type": p.type,
+                            "optional": not p.required,
+                            "default": p.default,
+                            "description": p.description,
+                        }
+                        for p in q.params
+                    ],
+                    "needs": list(q.needs),
+                    "examples": list(q.examples),
+                }
+                for q in questions()
+            ],
+            indent=2,
+            ensure_ascii=False,
+        )
     lines = []
     for q in questions():
         lines.append(f"{q.name}\n    {q.title}. {q.description}".rstrip())
@@ -439,36 +531,112 @@ def format_list() -> str:
     return "\n".join(lines)
 
 
-def format_result(result: pd.DataFrame | bool, fmt: str = "table") -> str:
+#: Significant digits of the floats of csv and json answers: a double's precision, without the
+#: noise of its last bit (sums of decimal values: ``0.235721``, not ``0.23572099999999999``).
+ANSWER_DIGITS = 15
+
+#: Widest cell of a ``table`` answer; longer values are shortened in the middle (``...``).
+TABLE_CELL = 60
+
+_SHORT_NAMESPACES = {
+    "mp:": "https://w3id.org/metaprov/ns#",
+    "prov:": "http://www.w3.org/ns/prov#",
+    "xsd:": "http://www.w3.org/2001/XMLSchema#",
+    "rdf:": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+    "rdfs:": "http://www.w3.org/2000/01/rdf-schema#",
+}
+_RUN_IRI = r"^https?://\S*?/run/[0-9a-f]{16}/"
+
+
+def format_result(
+    result: pd.DataFrame | bool, fmt: str = "table", *, width: int = TABLE_CELL
+) -> str:
     """An answer as text: ``table`` (aligned columns), ``csv`` or ``json`` (a list of records).
 
-    Times are ISO 8601 UTC; missing values are empty (csv), null (json) or blank (table). An
-    ASK answer is ``true`` or ``false``.
+    Times are ISO 8601 UTC; floats are written with :data:`ANSWER_DIGITS` significant digits at
+    most, in their shortest form (csv, json); missing values
+    are empty (csv), null (json) or blank (table). An ASK answer is ``true`` or ``false``.
+
+    A ``table`` is for reading: IRIs of a run's instances are written ``run:<rest>`` (the row's
+    run is in its ``run_id`` column), vocabulary IRIs with their prefixes (``mp:``, ``prov:``),
+    and cells longer than ``width`` characters are shortened in the middle; a footer says so
+    (``-f csv`` and ``-f json`` keep every value whole). The notes of a question about runs
+    that lack what it needs (:func:`gaps`) follow the table, or replace ``(no results)``.
     """
     import json as _json
 
-    import pandas as pd
+    from metaprov.records import float_texts, text_columns
 
     if isinstance(result, bool):
         return _json.dumps(result) if fmt == "json" else ("true" if result else "false")
+    notes = list(result.attrs.get("notes", []))
+    if fmt == "csv":
+        shown = text_columns(result, digits=ANSWER_DIGITS)
+        return str(shown.to_csv(index=False, lineterminator="\n"))
     df = result.copy()
     for col in df.columns:
         if isinstance(df[col].dtype, pd.DatetimeTZDtype):
             text = df[col].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             df[col] = text.where(df[col].notna(), None)
-    if fmt == "csv":
-        return str(df.to_csv(index=False, lineterminator="\n"))
     if fmt == "json":
-        records = _json.loads(
-            df.to_json(orient="records", double_precision=15, default_handler=str)
-        )
-        return _json.dumps(records, indent=2, ensure_ascii=False)
+        for col in df.columns:
+            if df[col].dtype.kind == "f":
+                texts = float_texts(df[col], digits=ANSWER_DIGITS)
+                df[col] = pd.Series([None if t is None else float(t) for t in texts], dtype=object)
+        rows = df.astype(object).where(df.notna(), None).to_dict(orient="records")
+        return _json.dumps(rows, indent=2, ensure_ascii=False, default=_json_scalar)
     if fmt != "table":
         raise QueryError(f"unknown result format {fmt!r}", hint="use table, csv or json")
     if not len(df):
-        return "(no results)" if not len(df.columns) else " ".join(df.columns) + "\n(no results)"
-    shown = df.astype(object).where(df.notna(), "")
-    return str(shown.to_string(index=False))
+        head = "" if not len(df.columns) else " ".join(df.columns) + "\n"
+        return head + ("\n".join(f"note: {n}" for n in notes) if notes else "(no results)")
+    shown, footer = _shortened(df.astype(object).where(df.notna(), ""), width)
+    text = str(shown.to_string(index=False))
+    return "\n".join([text, *footer, *(f"note: {n}" for n in notes)])
+
+
+def _json_scalar(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return str(value)
+
+
+def _shortened(df: pd.DataFrame, width: int) -> tuple[pd.DataFrame, list[str]]:
+    """Text cells of a table shortened (see :func:`format_result`), and the footer saying how."""
+    runs = cut = False
+    width = max(int(width), 12)
+    head, tail = (width - 3) // 2, width - 3 - (width - 3) // 2
+    for col in df.columns:
+        s = df[col]
+        if s.dtype != object or not s.map(type).eq(str).all():
+            continue
+        s = s.astype(str)
+        iri = s.str.match(r"^https?://")
+        if iri.any():
+            compact = s.str.replace(_RUN_IRI, "run:", regex=True)
+            runs = runs or bool((compact != s).any())
+            for prefix, ns in _SHORT_NAMESPACES.items():
+                compact = compact.str.replace("^" + re.escape(ns), prefix, regex=True)
+            s = s.where(~iri, compact)
+        long = s.str.len() > width
+        if long.any():
+            cut = True
+            s = s.where(~long, s.str.slice(0, head) + "..." + s.str.slice(-tail))
+        df[col] = s
+    footer = []
+    if runs:
+        footer.append("(run: = the IRI of the row's run, <base>/run/<run_id>/)")
+    if cut:
+        footer.append(
+            f"(cells over {width} characters shortened; -f csv or -f json shows them whole)"
+        )
+    return df, footer
 
 
 def query(
@@ -520,6 +688,11 @@ def query(
     if isinstance(store, Store):
         return ask(store)
     with open_store(store, endpoint, gsp=gsp, read_only=True) as st:
+        if isinstance(st, EmbeddedStore) and not st.graphs():
+            raise StoreError(
+                f"the store {st.location} holds no run, so it has no answer",
+                hint=f"load runs into it first: metaprov load RUN --store {st.location}",
+            )
         return ask(st)
 
 

@@ -28,13 +28,15 @@ QUESTION = Question(
     "the dependency DAG weighted by task durations), in execution order, with cumulative seconds.",
     params=(
         Param(
-            "run",
+            "run_id",
             "string",
-            "the run (id or directory name); needed when the store holds several",
+            "the run (id or directory name; 'run' is accepted too); needed when the store "
+            "holds several",
             optional=True,
         ),
     ),
-    examples=("metaprov query critical-path --param run=a5ff956e623079dc",),
+    examples=("metaprov query critical-path --param run_id=a5ff956e623079dc",),
+    needs=("compute",),
 )
 
 _PREFIXES = """PREFIX mp: <https://w3id.org/metaprov/ns#>
@@ -75,14 +77,6 @@ _DETAILS = (
   }}
 }}"""
 )
-
-_RUNS = """
-PREFIX mp: <https://w3id.org/metaprov/ns#>
-SELECT ?run_id ?name ?graph WHERE {
-  GRAPH ?graph { ?run a mp:Run ; mp:runId ?run_id . OPTIONAL { ?run mp:runName ?name } }
-}
-ORDER BY ?run_id
-"""
 
 
 def _details(store: Store, g: str, on_path: np.ndarray) -> pd.DataFrame:
@@ -128,8 +122,7 @@ def resolve_run(store: Store, run: str | None) -> tuple[str, str]:
     Raises:
         QueryError: no such run, or no run given while the store holds several.
     """
-    runs = store.query(_RUNS)
-    assert isinstance(runs, pd.DataFrame)
+    runs = store.runs()
     if not len(runs):
         raise QueryError("the store holds no run", hint="load one first: metaprov load RUN")
     names = runs["name"].astype(object).where(runs["name"].notna(), "")
@@ -138,7 +131,7 @@ def resolve_run(store: Store, run: str | None) -> tuple[str, str]:
             shown = ", ".join(f"{r} ({n})" for r, n in zip(runs["run_id"], names, strict=True))
             raise QueryError(
                 "the store holds several runs: say which one",
-                hint=f"give --param run=ID; runs: {shown}",
+                hint=f"give --param run_id=ID; runs: {shown}",
             )
         hit = runs
     else:

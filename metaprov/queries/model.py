@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from metaprov.errors import QueryError
 from metaprov.store.sparql import PARAM_TYPES
 
-_HEADER = re.compile(r"^#\s*(title|description|param|example)\s*:\s*(.*?)\s*$")
+_HEADER = re.compile(r"^#\s*(title|description|param|example|needs)\s*:\s*(.*?)\s*$")
+
+#: What a question's answer depends on that some runs lack (``# needs:`` header): for each run
+#: without it, the answer says so instead of silently leaving the run out (or counting 0).
+NEEDS = ("threads", "compute", "darshan")
 _PARAM = re.compile(
     r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\((?P<type>[A-Za-z]+)(?P<opts>(?:\s*,\s*[^)]*)?)\)\s*(?P<desc>.*)$"
 )
@@ -62,6 +66,7 @@ class Question:
     text: str = ""
     path: str = ""
     examples: tuple[str, ...] = field(default_factory=tuple)
+    needs: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param | None:
         """The declared parameter called ``name``."""
@@ -78,6 +83,7 @@ def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
     desc: list[str] = []
     params: list[Param] = []
     examples: list[str] = []
+    needs: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
@@ -94,6 +100,14 @@ def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
             desc.append(value)
         elif key == "example":
             examples.append(value)
+        elif key == "needs":
+            for need in (n.strip() for n in value.split(",") if n.strip()):
+                if need not in NEEDS:
+                    raise QueryError(
+                        f"{path or name}: unknown '# needs:' value {need!r}",
+                        hint=f"use any of: {', '.join(NEEDS)}",
+                    )
+                needs.append(need)
         else:
             params.append(_parse_param(value, where=path or name))
     return Question(
@@ -104,6 +118,7 @@ def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
         text=text,
         path=path,
         examples=tuple(examples),
+        needs=tuple(needs),
     )
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metaprov.errors import InputError, UsageError
+from metaprov.errors import InputError, StoreError, UsageError
 from metaprov.store.base import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_STORE,
@@ -41,7 +41,7 @@ from metaprov.store.base import (
     split_lines,
 )
 from metaprov.store.catalog import run_fingerprint
-from metaprov.store.embedded import EmbeddedStore
+from metaprov.store.embedded import EmbeddedStore, check_store_dir, remove_created
 from metaprov.store.endpoint import Endpoint, EndpointStore, derive_gsp
 
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def load(
         detail: mapping detail for run directories (``tasks`` or ``transitions``).
         darshan: read Darshan logs of run directories.
         force: replace a run's graph even when the same files were loaded before, unchanged.
-        progress: a callable ``progress(report)`` called after each load.
+        progress: a callable ``progress(report)`` called after each load, or True for
+            progress bars on stderr (inputs loaded, and triples handed to the store).
 
     Returns:
         One :class:`LoadReport` per named graph written.
@@ -127,14 +128,38 @@ def load(
     Example:
         >>> load(["runs/R1", "runs/R2"], store="prov-store")  # doctest: +SKIP
     """
+    from metaprov.ingest import check_run_directory
     from metaprov.mapping import ProvGraph
 
     items: list[Any] = [runs] if isinstance(runs, (str, Path, ProvGraph)) else list(runs)
+    for item in items:  # before a store is created for them
+        if isinstance(item, ProvGraph) or Path(item).is_file():
+            continue
+        if not Path(item).exists():
+            raise InputError(
+                "no such run directory or file",
+                path=item,
+                hint="give run directories or RDF export files",
+            )
+        check_run_directory(item)
     own = not isinstance(store, Store)
     st = store if isinstance(store, Store) else open_store(store, endpoint, gsp=gsp)
     reports: list[LoadReport] = []
+    bars: list[Any] = []
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bars = [
+            tqdm(total=len(items), desc="loading", unit="input", leave=False),
+            tqdm(desc="triples", unit=" triples", unit_scale=True, leave=False),
+        ]
+        st.on_triples = bars[1].update
+    if isinstance(progress, bool):
+        progress = None
     try:
         for item in items:
+            if bars:
+                bars[0].set_postfix_str(getattr(item, "run_id", None) or Path(item).name)
             if isinstance(item, ProvGraph):
                 done = [st.load_graph(item)]
             elif Path(item).is_dir():
@@ -158,10 +183,100 @@ def load(
                 if progress is not None:
                     progress(r)
             reports.extend(done)
+            if bars:
+                bars[0].update(1)
     finally:
+        for bar in bars:
+            bar.close()
+        st.on_triples = None
         if own:
+            if not reports and isinstance(st, EmbeddedStore):
+                remove_created(st)  # a failed first load leaves no empty store behind
             st.close()
     return reports
+
+
+def to_store(graph: ProvGraph, store: str | Path | None = None) -> EmbeddedStore:
+    """The PROV graph loaded into an embedded store (in memory, or in the directory ``store``),
+    in its run's named graph: ask it packaged questions (``metaprov.query(q, store=st)``) or use
+    its :attr:`~EmbeddedStore.oxigraph` store directly.
+
+    Example:
+        >>> st = metaprov.to_store(metaprov.to_prov(metaprov.read_run("examples/run")))  # doctest: +SKIP
+        >>> metaprov.query("runs", store=st)  # doctest: +SKIP
+    """
+    st = EmbeddedStore(store)
+    st.load_graph(graph)
+    return st
+
+
+def to_oxigraph(graph: ProvGraph) -> Any:
+    """The PROV graph in an in-memory :class:`pyoxigraph.Store` (in its run's named graph), for
+    users who continue in pyoxigraph."""
+    return to_store(graph).oxigraph
+
+
+def drop(
+    runs: str | Sequence[str],
+    store: str | Path | Store | None = None,
+    endpoint: str | None = None,
+    *,
+    gsp: str | None = None,
+) -> list[tuple[str, str]]:
+    """Remove runs from a store: each run's named graph (and what the store recorded about it).
+
+    Args:
+        runs: run ids (as ``metaprov query runs`` lists them), run directory names, or graph IRIs.
+        store: an open :class:`Store`, or an embedded store directory (it must exist).
+        endpoint: SPARQL query endpoint of a server (its Graph Store endpoint drops the graph).
+        gsp: the server's Graph Store endpoint (default: derived from ``endpoint``).
+
+    Returns:
+        ``(run id, graph IRI)`` of each run dropped.
+
+    Raises:
+        StoreError: a run is not in the store (the message lists those it holds); nothing is
+            dropped then.
+
+    Example:
+        >>> drop("c9a65b8b915a081d", store="example-store")  # doctest: +SKIP
+    """
+    wanted = [runs] if isinstance(runs, str) else list(runs)
+    if not wanted:
+        raise UsageError("no run given", hint="give run ids (see metaprov runs)")
+    if isinstance(store, Store):
+        return _drop(store, wanted)
+    if endpoint is None and not os.environ.get(ENV_ENDPOINT):
+        path = (
+            Path(store) if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+        )
+        check_store_dir(path, create=False)  # dropping never creates a store
+    with open_store(store, endpoint, gsp=gsp) as st:
+        return _drop(st, wanted)
+
+
+def _drop(st: Store, wanted: list[str]) -> list[tuple[str, str]]:
+    runs = st.runs()
+    ids = runs["run_id"].astype(str).tolist()
+    names = runs["name"].astype(object).where(runs["name"].notna(), "").astype(str).tolist()
+    graphs = runs["graph"].astype(str).tolist()
+    found: list[tuple[str, str]] = []
+    for run in wanted:
+        hits = [
+            i
+            for i in range(len(ids))
+            if run in (ids[i], graphs[i]) or (run == names[i] and names.count(run) == 1)
+        ]
+        if not hits:
+            held = ", ".join(f"{i} ({n})" if n else i for i, n in zip(ids, names, strict=True))
+            raise StoreError(
+                f"no run {run!r} in {st.location}",
+                hint=f"runs in the store: {held}" if held else "the store holds no run",
+            )
+        found.append((ids[hits[0]], graphs[hits[0]]))
+    for _, graph in found:
+        st.drop(graph)
+    return found
 
 
 def __getattr__(name: str) -> Any:
@@ -189,10 +304,13 @@ __all__ = [
     "LoadReport",
     "Store",
     "derive_gsp",
+    "drop",
     "load",
     "open_store",
     "query",
     "results_to_frame",
     "run_fingerprint",
     "split_lines",
+    "to_oxigraph",
+    "to_store",
 ]

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -230,6 +230,16 @@ class Store(ABC):
     def drop(self, graph: str) -> bool:
         """Remove a named graph; returns whether it was there."""
 
+    #: Called with the number of triples of each chunk as a load hands it to the store (a
+    #: progress bar's ``update``); None: nothing is counted.
+    on_triples: Callable[[int], Any] | None = None
+
+    def _counted(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            if self.on_triples is not None:
+                self.on_triples(chunk.count(b"\n"))
+            yield chunk
+
     def load_graph(self, graph: ProvGraph, *, source: str = "") -> LoadReport:
         """Load (or replace) one run's PROV graph, streaming it block by block.
 
@@ -243,7 +253,7 @@ class Store(ABC):
         derived: dict[str, Any] = {}
 
         def chunks() -> Iterator[bytes]:
-            yield from iter_ntriples(graph)
+            yield from self._counted(iter_ntriples(graph))
             if self.keeps_derived:
                 # Computed once the mapping is done, while the store still loads what it got.
                 from metaprov.analysis.critical_path import path_summary
@@ -320,7 +330,7 @@ class Store(ABC):
         graphs = _file_graphs(p, fmt)
         reports = []
         for graph_iri, chunks in graphs:
-            reports.append(self.load_chunks(graph_iri, chunks, source=str(p)))
+            reports.append(self.load_chunks(graph_iri, self._counted(chunks), source=str(p)))
         for r in reports:
             r.seconds = time.perf_counter() - t0
         return reports
@@ -444,6 +454,16 @@ class Store(ABC):
     @abstractmethod
     def graphs(self) -> list[str]:
         """IRIs of the named graphs in the store, sorted."""
+
+    def runs(self) -> pd.DataFrame:
+        """The runs in the store: ``run_id``, ``name`` (run directory name) and ``graph`` IRI,
+        one row per run, sorted by run id."""
+        text = (
+            "PREFIX mp: <https://w3id.org/metaprov/ns#>\n"
+            "SELECT ?run_id ?name ?graph WHERE { GRAPH ?graph { ?run a mp:Run ; mp:runId ?run_id ."
+            " OPTIONAL { ?run mp:runName ?name } } } ORDER BY ?run_id"
+        )
+        return results_to_frame(self._select_json(text))
 
     def count(self, graph: str | None = None) -> int:
         """Triples in one named graph, or quads in all named graphs."""

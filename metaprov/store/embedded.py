@@ -45,11 +45,14 @@ class EmbeddedStore(Store):
         self.location = "memory" if path is None else str(self.path)
         self.read_only = read_only
         self.catalog = Catalog(self.path)
+        #: The directory was absent (or empty) before: this store was created here.
+        self.created = self.path is not None and not read_only and _absent_or_empty(self.path)
+        self._was_dir = self.path is not None and self.path.is_dir()
         try:
             if self.path is None:
                 self._store = ox.Store()
             else:
-                _check_store_dir(self.path, create=not read_only)
+                check_store_dir(self.path, create=not read_only)
                 self._store = (
                     ox.Store.read_only(str(self.path)) if read_only else ox.Store(str(self.path))
                 )
@@ -322,7 +325,27 @@ def _damaged(location: str, exc: BaseException) -> StoreError:
     )
 
 
-def _check_store_dir(path: Path, *, create: bool) -> None:
+def _absent_or_empty(path: Path) -> bool:
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
+def remove_created(store: EmbeddedStore) -> None:
+    """Remove a store this process created and left without a single graph (a first load that
+    failed), so no empty store remains to answer "(no results)"; an empty directory given by
+    the user stays as it was."""
+    import shutil
+
+    if not store.created or store.path is None:
+        return
+    if store._store is not None and store.graphs():
+        return
+    store.close()
+    shutil.rmtree(store.path, ignore_errors=True)
+    if store._was_dir:
+        store.path.mkdir(exist_ok=True)
+
+
+def check_store_dir(path: Path, *, create: bool) -> None:
     """Refuse to turn a directory holding other files into a store (or to read a non-store)."""
     if path.exists() and not path.is_dir():
         raise StoreError(

@@ -59,7 +59,8 @@ def _rdf_format(path: Path, format: str | None) -> Any:
         raise InputError(
             f"cannot tell the RDF format of {path.name!r} from its suffix",
             path=path,
-            hint="use .nq, .nt, .ttl, .trig, .jsonld or .rdf, or give the format",
+            hint="rename it with one of .nq, .nt, .ttl, .trig, .jsonld, .rdf (the suffix gives the "
+            "format; in Python: Store.load_file(path, format=...))",
         )
     return fmt
 

@@ -95,7 +95,8 @@ def query_form(text: str) -> str:
         if word in _UPDATES:
             raise QueryError(
                 f"this is a SPARQL update ({word}), not a query",
-                hint="metaprov query only runs read-only questions; load and drop runs with metaprov load",
+                hint="metaprov query only runs read-only questions; load runs with metaprov load, "
+                "remove them with metaprov drop RUN_ID",
             )
     raise QueryError(
         "no SELECT, ASK, CONSTRUCT or DESCRIBE found in the query",

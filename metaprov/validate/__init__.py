@@ -335,7 +335,9 @@ class ValidationReport:
             else f"does NOT conform: {len(self.violations)} violation(s)"
         )
         lines = [
-            f"Validation of {self.source}: {self.triples:,} triples, engine {self.engine}",
+            f"Validation of {self.source}: {self.triples:,} "
+            + ("PROV-DM records" if self.engine == "prov" else "triples")
+            + f", engine {self.engine}",
             f"Result: {verdict}",
         ]
         lines += [f"note: {n}" for n in self.notes]
@@ -355,6 +357,8 @@ class ValidationReport:
             "source": self.source,
             "engine": self.engine,
             "triples": self.triples,
+            # PROV-N/JSON/XML hold PROV-DM records, not triples: say which was counted.
+            "counted": "records" if self.engine == "prov" else "triples",
             "conforms": self.conforms,
             "violations": [v.__dict__ for v in self.violations],
             "notes": self.notes,

@@ -116,7 +116,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "provxml",
         ("prov-xml",),
-        (".provx", ".prov.xml"),
+        (".provx", ".provxml", ".prov.xml"),
         "metaprov.write.provdm",
         "write_provxml",
         "PROV-XML",
@@ -249,7 +249,30 @@ def iter_nquads(graph: ProvGraph) -> Iterator[bytes]:
     yield from iter_lines(graph, graph.graph_iri)
 
 
+def to_rdflib(graph: ProvGraph) -> Any:
+    """The PROV graph as an :class:`rdflib.Graph` (identifier: the run's named graph IRI, with
+    the ``mp``, ``prov``, ``xsd`` prefixes bound), for users who continue in rdflib.
+
+    Holds everything in memory (about 1 KB per triple): fine up to a few million triples; for
+    more, load into a store (:func:`metaprov.to_store`).
+
+    Example:
+        >>> g = metaprov.to_rdflib(metaprov.to_prov(metaprov.read_run("examples/run")))  # doctest: +SKIP
+        >>> len(g)  # doctest: +SKIP
+    """
+    import rdflib
+
+    out = rdflib.Graph(identifier=rdflib.URIRef(graph.graph_iri))
+    out.bind("mp", "https://w3id.org/metaprov/ns#")
+    out.bind("prov", "http://www.w3.org/ns/prov#")
+    out.bind("xsd", "http://www.w3.org/2001/XMLSchema#")
+    for chunk in iter_ntriples(graph):
+        out.parse(data=chunk, format="nt")
+    return out
+
+
 __all__ = [
+    "to_rdflib",
     "FORMATS",
     "Format",
     "PROV_LIMIT",

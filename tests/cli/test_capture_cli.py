@@ -57,7 +57,7 @@ def test_a_failing_script_is_an_error_with_its_exit_code(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text("import sys\nsys.exit(3)\n")
     result = CliRunner().invoke(cli, ["capture", "-o", str(tmp_path / "run"), str(script)])
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # the script's own code, so a pipeline sees it
     assert "Error: " in result.output and "exited with code 3" in result.output
     assert "Traceback" not in result.output
 

@@ -380,3 +380,20 @@ def test_cli_load_and_query_through_the_endpoint(server: str, no_credentials: No
         and "Error: cannot reach the SPARQL server" in res.output
     )
     assert os.environ.get("METAPROV_ENDPOINT_PASSWORD") is None
+
+
+def test_cli_drop_through_the_endpoint(server: str, no_credentials: None) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "run"
+    runner = CliRunner()
+    assert (
+        runner.invoke(cli, ["load", str(example), "--endpoint", server + "/query"]).exit_code == 0
+    )
+    res = runner.invoke(
+        cli, ["drop", "c9a65b8b915a081d", "--endpoint", server + "/query", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    (dropped,) = json.loads(res.output)
+    with EndpointStore(server + "/query") as st:
+        assert dropped["graph"] not in st.graphs()
+    res = runner.invoke(cli, ["drop", "c9a65b8b915a081d", "--endpoint", server + "/query"])
+    assert res.exit_code == StoreError.exit_code and "no run 'c9a65b8b915a081d'" in res.output
