@@ -24,6 +24,7 @@ _API = {
     "write": "metaprov.write",
     "load": "metaprov.store",
     "query": "metaprov.queries",
+    "export_campaign": "metaprov.export.campaign",
 }
 
 __all__ = ["__version__", *_API]

@@ -96,3 +96,14 @@ class LimitError(MetaprovError):
     """The requested work exceeds a documented limit (e.g. PROV-N for a huge run)."""
 
     exit_code = 8
+
+
+class CampaignError(MetaprovError):
+    """Some runs of a campaign failed; the others completed. ``manifest`` holds every run's
+    outcome (the failed ones with their error), as written to the campaign's manifest.json."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, *, manifest: dict, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.manifest = manifest
