@@ -110,11 +110,6 @@ class Owner:
         return partition_of_keys(texts, self.parts) == self.part
 
 
-def check_partitions(parts: int) -> None:
-    if parts < 1:
-        raise UsageError("--partitions must be at least 1")
-
-
 def read_partition(run: str | Path, part: int, parts: int, *, darshan: bool = False) -> RunRecords:
     """The records a partition needs: the rows of its keys and of their direct dependencies,
     the whole transfer file and the run's small files (``part=-1``: the run-level part, no key;
@@ -481,10 +476,6 @@ def summary_task(run: str, part: int, parts: int) -> tuple[RunRecords, dict[str,
     """Read partition ``part`` (kept on the worker) and its summary (sent back)."""
     records = read_partition(run, part, parts)
     return records, summarize_partition(records, part, parts)
-
-
-def _records(pair: tuple[RunRecords, dict[str, Any]]) -> RunRecords:
-    return pair[0]
 
 
 def _summary(pair: tuple[RunRecords, dict[str, Any]]) -> dict[str, Any]:
