@@ -33,6 +33,7 @@ _API = {
     "to_oxigraph": "metaprov.store",
     "drop": "metaprov.store",
     "write_records": "metaprov.export.records",
+    "export_campaign": "metaprov.export.campaign",
 }
 
 __all__ = ["__version__", *_API]

@@ -496,14 +496,15 @@ def _format_help() -> str:
 
 @cli.command("export")
 @quiet_option
-@click.argument("run", type=click.Path(path_type=Path))
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path),
     required=True,
     help="File to write: written atomically; '-' streams to stdout (give -f); a name ending in "
-    ".gz is gzip-compressed; a pipe or device is written through.",
+    ".gz is gzip-compressed; a pipe or device is written through. For a campaign: the output "
+    "directory.",
 )
 @click.option("-f", "--format", "fmt", default=None, metavar="FORMAT", help=_format_help())
 @click.option(
@@ -535,10 +536,37 @@ def _format_help() -> str:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout (for scripts)."
 )
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Campaign: run on this Dask scheduler (tcp://host:8786; dask-jobqueue or any cluster).",
+)
+@click.option(
+    "--local-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Campaign: a LocalCluster of N workers [default: sized to the cores and memory].",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["in-process", "local", "scheduler"]),
+    default=None,
+    help="Campaign: where to run [default: chosen by size and hardware; the choice is printed].",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Campaign: split each run into N partitions of its keys (a run too large for one worker).",
+)
 @click.pass_context
 def export_cmd(
     ctx: click.Context,
-    run: Path,
+    runs: tuple[Path, ...],
     output: Path,
     fmt: str | None,
     base: str | None,
@@ -547,12 +575,23 @@ def export_cmd(
     no_darshan: bool,
     force: bool,
     as_json: bool,
+    scheduler: str | None,
+    local_workers: int | None,
+    backend: str | None,
+    partitions: int,
 ) -> None:
     """Export RUN as W3C PROV (Turtle, N-Triples, N-Quads, TriG, JSON-LD, RDF/XML, PROV-N/JSON/XML).
 
     Line-based formats stream and handle runs of millions of tasks; provn, provjson
     and provxml go through the prov package and refuse runs above 200,000 triples
     unless --force is given.
+
+    Several runs, or a directory holding run directories, make a campaign: each
+    run becomes its own N-Quads shard (its own named graph) in the directory
+    OUTPUT, with a manifest.json; runs are converted in parallel on Dask (the
+    backend chosen, and why, is printed). A run that fails does not stop the
+    others (exit code 10); running the same command again skips the shards whose
+    inputs did not change. See docs/scaling.md.
 
     \b
     Example:
@@ -561,10 +600,39 @@ def export_cmd(
       metaprov export runs/R1 -o r1.ttl --io-detail segments
       metaprov export examples/run -f nt -o - | gzip > run.nt.gz
       metaprov export examples/run -o run.nq.gz
+      metaprov export campaign/ -o shards/ -f nq --local-workers 4
+      metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786 --no-darshan
     """
     from metaprov.export import export
+    from metaprov.export.campaign import is_campaign
     from metaprov.mapping.terms import DEFAULT_BASE
 
+    obj = ctx.find_object(Context)
+    quiet = bool(obj and obj.quiet)
+    if is_campaign(runs, output, scheduler, local_workers, backend, partitions):
+        from metaprov.export.campaign import export_campaign
+
+        result = export_campaign(
+            list(runs),
+            output,
+            format=fmt,
+            base=base,
+            detail=detail,
+            io_detail=io_detail,
+            darshan=not no_darshan,
+            backend=backend,
+            scheduler=scheduler,
+            local_workers=local_workers,
+            partitions=partitions,
+            progress=progress_enabled(ctx),
+            announce=None if quiet else (lambda line: click.echo(line, err=True)),
+        )
+        if as_json:
+            _echo_json(result.manifest)
+        elif not quiet:
+            click.echo(result.summary(), err=True)
+        return
+    run = runs[0]
     result = export(
         run,
         output,

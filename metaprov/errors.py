@@ -133,3 +133,14 @@ class OutputError(MetaprovError):
     a file, a full disk. Nothing is left half-written under the output's name."""
 
     exit_code = 9
+
+
+class CampaignError(MetaprovError):
+    """Some runs of a campaign failed; the others completed. ``manifest`` holds every run's
+    outcome (the failed ones with their error), as written to the campaign's manifest.json."""
+
+    exit_code = 10
+
+    def __init__(self, message: str, *, manifest: dict, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.manifest = manifest

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from metaprov.errors import InputError
-from metaprov.ingest.dask_csv import CSV_FILES, read_dask_csvs, run_id
+from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
 from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.job import read_job
 from metaprov.records import RunRecords
@@ -21,6 +21,7 @@ log = logging.getLogger("metaprov")
 __all__ = [
     "read_run",
     "CSV_FILES",
+    "KeySelection",
     "check_run_directory",
     "is_run_directory",
     "run_directories",
@@ -102,13 +103,22 @@ def check_run_directory(path: str | Path) -> Path:
     )
 
 
-def read_run(path: str | Path, *, darshan: bool = True, progress: bool = False) -> RunRecords:
+def read_run(
+    path: str | Path,
+    *,
+    darshan: bool = True,
+    progress: bool = False,
+    keys: KeySelection | None = None,
+) -> RunRecords:
     """Read a run directory completely.
 
     Args:
         path: the run directory.
         darshan: also read the Darshan logs (``*.darshan``, ``*.darshan_partial``) if present.
         progress: show a progress bar on stderr.
+        keys: read only one partition of the run's keys (see
+            :class:`~metaprov.ingest.dask_csv.KeySelection`); ``records.run_id`` is then the
+            partition's, not the run's.
 
     Returns:
         The run's records. ``records.missing`` lists the absent inputs and
@@ -133,7 +143,7 @@ def read_run(path: str | Path, *, darshan: bool = True, progress: bool = False) 
         disable=not progress,
         leave=False,
     ) as bar:
-        read_dask_csvs(run, records, progress=bar)
+        read_dask_csvs(run, records, progress=bar, keys=keys)
         apply_worker_executions(run, records)
         read_job(run, records)
         bar.update(1)

@@ -15,6 +15,7 @@ table is freed then, so memory holds one raw file at a time.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1401,21 +1402,115 @@ def key_split(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
     return group, prefix
 
 
+# ----------------------------------------------------------------------------- one partition
+
+
+@dataclass
+class KeySelection:
+    """Which records to read when a run is read in partitions of its keys (a huge run mapped on
+    several workers, see :mod:`metaprov.export.partition`).
+
+    The rows of the keys the partition owns are read, and those of their direct dependencies
+    (learnt from ``graph.csv``, read first): a task's triples depend on whether each dependency
+    holds a result. Transfers and the small files are read whole (transfer ids are ranks over
+    every transfer). Rows without a key are kept by the partition that owns ``None`` (one of
+    them), so they are accounted once.
+
+    Attributes:
+        owns: per key text (a pyarrow string array), whether the partition owns the key.
+        keeps_keyless: this partition reports the rows that have no key.
+        transitions: read the transition files (False: the run-level part, which needs none).
+    """
+
+    owns: Callable[[pa.Array], np.ndarray]
+    keeps_keyless: bool = False
+    transitions: bool = True
+    needed: pa.Array = field(default_factory=lambda: pa.array([], pa.large_string()))
+
+    def _wanted(self, texts: pa.Array) -> np.ndarray:
+        texts = texts.cast(pa.large_string())
+        inneed = pc.is_in(texts, value_set=self.needed).to_numpy(zero_copy_only=False)
+        return np.asarray(self.owns(texts), dtype=bool) | inneed
+
+    def learn(self, g: _Graphs) -> None:
+        """Keep the graph rows of this partition: edges from or to an owned key, membership of
+        owned and needed keys; remember the owned keys' dependencies as needed."""
+        own = np.asarray(self.owns(g.cats), dtype=bool)
+        own_edge = own[g.edge_key]
+        self.needed = pc.unique(g.cats.take(pa.array(np.unique(g.edge_dep[own_edge])))).cast(
+            pa.large_string()
+        )
+        keep_edge = own_edge | own[g.edge_dep]
+        g.edge_graph, g.edge_key, g.edge_dep = (
+            g.edge_graph[keep_edge],
+            g.edge_key[keep_edge],
+            g.edge_dep[keep_edge],
+        )
+        member = self._wanted(g.cats)[g.key]
+        g.graph, g.key, g.wanted = g.graph[member], g.key[member], g.wanted[member]
+        # only the texts still referenced (the others would become keys without records)
+        used = np.unique(np.concatenate([g.key, g.edge_key, g.edge_dep]))
+        remap = np.full(len(g.cats), -1, np.int64)
+        remap[used] = np.arange(len(used))
+        g.cats = g.cats.take(pa.array(used))
+        g.key, g.edge_key, g.edge_dep = remap[g.key], remap[g.edge_key], remap[g.edge_dep]
+
+    def rows(self, ct: CsvTable, acct: Any) -> CsvTable:
+        """The rows of a transition file this partition reads; the key column re-encoded so its
+        dictionary holds only the keys kept (other columns keep theirs: a worker address seen
+        in any row is a worker of the run, whichever partition reads the row). Only the rows of
+        owned keys count as read here, so the partitions' accounts add up to the file's."""
+        col = ct.arrow("key").cast(pa.large_string()).combine_chunks()
+        enc = pc.dictionary_encode(col)
+        owned = np.asarray(self.owns(enc.dictionary.cast(pa.large_string())), dtype=bool)
+        wanted = owned | pc.is_in(enc.dictionary, value_set=self.needed).to_numpy(
+            zero_copy_only=False
+        )
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        valid = enc.indices.is_valid().to_numpy(zero_copy_only=False)
+        safe = np.where(valid, codes, 0)
+        keep = np.where(valid, wanted[safe], self.keeps_keyless)
+        mine = np.where(valid, owned[safe], self.keeps_keyless)
+        acct.read(ct.name, -int(len(keep) - np.count_nonzero(mine)))
+        ct = ct.take(keep)
+        key = pc.dictionary_encode(ct.arrow("key").cast(pa.string()))
+        table = ct.table.set_column(ct.table.column_names.index("key"), "key", key)
+        return CsvTable(ct.name, table, ct.lines)
+
+
 def run_id(records: RunRecords) -> str:
     """Content-derived run id: scheduler address, first event time, clients and key count."""
     first, _ = records.span
+    return run_id_of_facts(
+        records.scheduler.get("address"),
+        first,
+        records.clients["client"],
+        len(records.tasks),
+        records.workers["address"],
+    )
+
+
+def run_id_of_facts(
+    scheduler: Any, first: Any, clients: pd.Series, n_tasks: int, workers: pd.Series
+) -> str:
+    """:func:`run_id` from its facts (a run read in partitions combines them first)."""
     parts = [
-        str(records.scheduler.get("address") or ""),
+        str(scheduler or ""),
         "" if first is None else str(first.value if hasattr(first, "value") else first),
-        ",".join(sorted(set(records.clients["client"].dropna().astype(str)))),
-        str(len(records.tasks)),
-        ",".join(sorted(set(records.workers["address"].dropna().astype(str)))),
+        ",".join(sorted(set(clients.dropna().astype(str)))),
+        str(n_tasks),
+        ",".join(sorted(set(workers.dropna().astype(str)))),
     ]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def read_dask_csvs(run: Path, records: RunRecords, progress: Any = None) -> None:
-    """Read the six CSV files of ``run`` into ``records`` (missing files are recorded)."""
+def read_dask_csvs(
+    run: Path, records: RunRecords, progress: Any = None, keys: KeySelection | None = None
+) -> None:
+    """Read the six CSV files of ``run`` into ``records`` (missing files are recorded).
+
+    ``keys``: read one partition of the run's keys only (see :class:`KeySelection`).
+    """
     acct = records.accounting
     later: list[_Deferred] = []  # findings about the files' content, reported after the reads
 
@@ -1431,17 +1526,30 @@ def read_dask_csvs(run: Path, records: RunRecords, progress: Any = None) -> None
         return out
 
     clock = _Clock()  # every time is checked against the first file's (see _Clock)
-    sched = step(
-        "scheduler_transition.csv", lambda ct, d: read_transitions(ct, "scheduler", d, clock)
-    )
-    work = step("worker_transition.csv", lambda ct, d: read_transitions(ct, "worker", d, clock))
     transfer_keys = graphs = None
+    if keys is not None:
+        # a partition learns its tasks' dependencies from the graph before reading transitions
+        out = step("graph.csv", lambda ct, d: read_graphs(ct, d, clock))
+        if out is not None:
+            records.graphs, graphs = out
+            keys.learn(graphs)
+
+    def transitions(name: str, observer: str) -> _Trans | None:
+        if keys is None:
+            return step(name, lambda ct, d: read_transitions(ct, observer, d, clock))
+        if not keys.transitions:
+            return None
+        return step(name, lambda ct, d: read_transitions(keys.rows(ct, d), observer, d, clock))
+
+    sched = transitions("scheduler_transition.csv", "scheduler")
+    work = transitions("worker_transition.csv", "worker")
     out = step("worker_transfer.csv", lambda ct, d: read_transfers(ct, d, clock))
     if out is not None:
         records.transfers, transfer_keys = out
-    out = step("graph.csv", lambda ct, d: read_graphs(ct, d, clock))
-    if out is not None:
-        records.graphs, graphs = out
+    if keys is None:
+        out = step("graph.csv", lambda ct, d: read_graphs(ct, d, clock))
+        if out is not None:
+            records.graphs, graphs = out
     workers = step("worker.csv", lambda ct, d: read_membership(ct, "worker", d, clock))
     clients = step("client.csv", lambda ct, d: read_membership(ct, "client", d, clock))
     for d in later:

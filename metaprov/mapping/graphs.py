@@ -56,7 +56,8 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
 
     prefixes = pd.Series(sorted(rec.tasks["prefix"].dropna().astype(str).unique()), dtype=object)
     if len(prefixes):
-        stats = prefix_stats(ctx, prefixes)
+        # cached: a run mapped in partitions hands in the figures combined over its partitions
+        stats = ctx.cached("prefix_stats", lambda: prefix_stats(ctx, prefixes))
         pb = Block(iris.prefixes(prefixes))
         pb.add(RDF.type, MP.TaskPrefix)
         pb.add(MP.name, lit_str(prefixes), "str")

@@ -43,6 +43,7 @@ from metaprov.store.base import (
 from metaprov.store.catalog import run_fingerprint
 from metaprov.store.embedded import EmbeddedStore, check_store_dir, remove_created
 from metaprov.store.endpoint import Endpoint, EndpointStore, derive_gsp
+from metaprov.store.files import MANIFEST, campaign_shards
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -111,7 +112,9 @@ def load(
     """Load runs into a store, each into its own named graph, replacing earlier loads.
 
     Args:
-        runs: run directories, RDF export files, or PROV graphs (from :func:`metaprov.to_prov`).
+        runs: run directories, RDF export files, PROV graphs (from :func:`metaprov.to_prov`),
+            or campaigns (the output directory of ``metaprov export`` or its ``manifest.json``:
+            each shard replaces its run's graph).
         store: an open :class:`Store`, or an embedded store directory.
         endpoint: SPARQL query endpoint of a server (instead of ``store``).
         gsp: the server's Graph Store endpoint (default: derived from ``endpoint``).
@@ -135,6 +138,8 @@ def load(
     for item in items:  # before a store is created for them
         if isinstance(item, ProvGraph) or Path(item).is_file():
             continue
+        if Path(item).is_dir() and (Path(item) / MANIFEST).is_file():
+            continue  # a campaign's output directory: its shards are loaded below
         if not Path(item).exists():
             raise InputError(
                 "no such run directory or file",
@@ -160,7 +165,10 @@ def load(
         for item in items:
             if bars:
                 bars[0].set_postfix_str(getattr(item, "run_id", None) or Path(item).name)
-            if isinstance(item, ProvGraph):
+            shards = None if isinstance(item, ProvGraph) else campaign_shards(item)
+            if shards is not None:
+                done = [r for shard in shards for r in st.load_file(shard)]
+            elif isinstance(item, ProvGraph):
                 done = [st.load_graph(item)]
             elif Path(item).is_dir():
                 done = [st.load_run(item, base=base, detail=detail, darshan=darshan, force=force)]

@@ -144,3 +144,68 @@ def _triples_of(path: Path, fmt: Any, graph: str | None, batch: int = 200_000) -
         raise InputError(f"not valid RDF: {exc}", path=path) from exc
     if out:
         yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Campaigns
+# ---------------------------------------------------------------------------------------------
+
+#: A campaign's manifest (written by :func:`metaprov.export.campaign.export_campaign`).
+MANIFEST = "manifest.json"
+MANIFEST_KIND = "metaprov-campaign"
+
+
+def campaign_shards(path: str | Path) -> list[Path] | None:
+    """The shard files of a campaign: its output directory or its ``manifest.json``.
+
+    None when ``path`` is not a campaign (a run directory, an export file). Shards of runs that
+    failed are left out (with a warning); a listed shard that is missing, or that lies outside
+    the manifest's directory, is an error.
+
+    Raises:
+        InputError: the manifest cannot be read, or names a shard that cannot be loaded.
+    """
+    import json
+
+    p = Path(path)
+    manifest = p / MANIFEST if p.is_dir() else p
+    if p.is_dir() and not manifest.is_file():
+        return None
+    if not p.is_dir() and p.suffix.lower() != ".json":
+        return None
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"cannot read the campaign manifest: {exc}", path=manifest) from exc
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
+        if p.is_dir():
+            return None
+        raise InputError(
+            "is not a metaprov campaign manifest",
+            path=manifest,
+            hint="give the manifest.json written by 'metaprov export ... -o OUTDIR'",
+        )
+    root = manifest.parent.resolve()
+    shards = []
+    for i, entry in enumerate(data.get("runs") or []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("shard"), str):
+            raise InputError(f"run entry {i} has no shard", path=manifest)
+        if entry.get("status") != "ok":
+            log.warning(
+                "%s: %s failed when exported, not loaded: %s",
+                manifest,
+                entry.get("run"),
+                entry.get("error"),
+            )
+            continue
+        shard = (root / entry["shard"]).resolve()
+        if root not in shard.parents:
+            raise InputError(f"shard {entry['shard']!r} lies outside the campaign", path=manifest)
+        if not shard.is_file():
+            raise InputError(
+                f"shard {entry['shard']!r} is missing",
+                path=manifest,
+                hint="export the campaign again (finished shards are skipped)",
+            )
+        shards.append(shard)
+    return shards

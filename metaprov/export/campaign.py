@@ -1,0 +1,483 @@
+"""Campaigns: many runs converted in parallel, one N-Quads shard (one named graph) per run.
+
+Input: run directories, or directories holding run directories (found and expanded). Output, in
+the output directory: ``shards/<run>.nq`` (the run's graph, byte for byte what
+``metaprov export RUN -o x.nq`` writes), ``shards/<run>.json`` (that run's manifest entry,
+written by the worker that converted it) and ``manifest.json`` (every entry, the options, the
+backend and the totals).
+
+One Dask task per run (:func:`export_shard`): it gets paths and options, reads the run, writes
+its shard and returns a small dict; nothing bigger ever travels through the scheduler. A run
+that fails records its error in its entry and the others go on; a run whose inputs and options
+did not change since its shard was written (same fingerprint) is not converted again, so an
+interrupted campaign resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from metaprov.errors import CampaignError, InputError, MetaprovError, UsageError
+from metaprov.export.backend import peak_rss
+from metaprov.export.partition import accounting_of
+from metaprov.store.files import MANIFEST, MANIFEST_KIND
+
+log = logging.getLogger("metaprov")
+
+SHARDS = "shards"
+FORMATS = ("nquads",)
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a run directory (holds at least one of the Mofka-Dask CSV files)."""
+    from metaprov.ingest import CSV_FILES
+
+    return path.is_dir() and any((path / n).is_file() for n in CSV_FILES)
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
+    """The run directories named by ``paths``: a run directory is itself; any other directory is
+    searched (recursively, sorted by path) for the run directories it holds.
+
+    Raises:
+        InputError: a path does not exist, or a directory holds no run.
+    """
+    found: list[Path] = []
+    for item in paths:
+        p = Path(item)
+        if not p.exists():
+            raise InputError("no such run or campaign directory", path=p)
+        if not p.is_dir():
+            raise InputError(
+                "is a file, not a run or campaign directory",
+                path=p,
+                hint="give run directories, or directories holding them",
+            )
+        if is_run_dir(p):
+            found.append(p)
+            continue
+        runs = sorted(d for d in p.rglob("*") if d.is_dir() and is_run_dir(d))
+        # a run's own sub-directories (e.g. logs/) are not runs of their own
+        runs = [r for r in runs if not any(q in r.parents for q in runs)]
+        if not runs:
+            raise InputError(
+                "holds no run directory (none of its directories has Mofka-Dask CSV files)",
+                path=p,
+            )
+        found.extend(runs)
+    seen: set[Path] = set()
+    out = []
+    for r in found:
+        key = r.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def is_campaign(
+    runs: Sequence[str | Path],
+    output: str | Path | None = None,
+    scheduler: str | None = None,
+    local_workers: int | None = None,
+    backend: str | None = None,
+    partitions: int = 1,
+) -> bool:
+    """Whether an export call is a campaign: several inputs, a directory of run directories, or
+    an option only a campaign has (a backend, a scheduler, workers, partitions)."""
+    if len(runs) != 1 or scheduler or local_workers or backend or partitions > 1:
+        return True
+    one = Path(runs[0])
+    return one.is_dir() and not is_run_dir(one)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
+
+
+def shard_names(runs: Sequence[Path]) -> list[str]:
+    """A file name per run, unique in the campaign and the same wherever the campaign lives:
+    the run directory's name, prefixed by as many parent names as it takes to tell runs apart."""
+    parts = [r.resolve().parts for r in runs]
+    depth = 1
+    while True:
+        names = ["__".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(names) or depth >= max((len(p) for p in parts), default=1):
+            break
+        depth += 1
+    return [_UNSAFE.sub("-", n).strip("-") or "run" for n in names]
+
+
+def fingerprint(run: str | Path, options: dict[str, Any]) -> str:
+    """The store's run fingerprint (files' names and contents, options, metaprov version), also
+    covering the export options the store does not use."""
+    import hashlib
+
+    from metaprov.store.catalog import run_fingerprint
+
+    base = run_fingerprint(
+        run, base=options["base"], detail=options["detail"], darshan=options["darshan"]
+    )
+    extra = f"io_detail={options['io_detail']}\nformat=nquads\npartitions={options['partitions']}\n"
+    return hashlib.blake2b((base + "\n" + extra).encode(), digest_size=20).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a reader never sees half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _where() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _new_entry(job: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": job["name"],
+        "run": job["run"],
+        "shard": job["shard_rel"],
+        "status": "failed",
+        "reused": False,
+        "started": _now(),
+        "worker": _where(),
+    }
+
+
+def _reusable(job: dict[str, Any], fp: str) -> dict[str, Any] | None:
+    """The entry of the shard already written from the same inputs and options, if intact."""
+    old = _read_json(Path(job["entry"]))
+    shard = Path(job["shard"])
+    if (
+        isinstance(old, dict)
+        and old.get("status") == "ok"
+        and old.get("fingerprint") == fp
+        and shard.is_file()
+        and shard.stat().st_size == old.get("bytes")
+    ):
+        old["reused"] = True
+        return old
+    return None
+
+
+def _convert(job: dict[str, Any], entry: dict[str, Any], work: Any) -> dict[str, Any]:
+    """Run ``work(fingerprint) -> dict`` for ``job`` unless its shard is up to date; record
+    the outcome (failures included) in ``entry`` and in the entry file beside the shard."""
+    t0 = time.perf_counter()
+    shard, entry_path = Path(job["shard"]), Path(job["entry"])
+    try:
+        fp = fingerprint(job["run"], job["options"])
+        entry["fingerprint"] = fp
+        old = _reusable(job, fp)
+        if old is not None:
+            return old
+        entry["inputs"] = sorted(p.name for p in Path(job["run"]).iterdir() if p.is_file())
+        entry.update(work())
+        entry.update(status="ok", bytes=shard.stat().st_size, error=None, peak_rss=peak_rss())
+    except MetaprovError as exc:
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a bug on one run must not stop the campaign
+        entry["error"] = f"internal error {type(exc).__name__}: {exc}"
+        entry["traceback"] = traceback.format_exc(limit=8)
+    if entry["status"] != "ok":
+        shard.unlink(missing_ok=True)  # a stale shard of earlier inputs would be loaded as current
+    entry["seconds"] = round(time.perf_counter() - t0, 3)
+    try:
+        _write_json(entry_path, entry)
+    except OSError as exc:
+        entry.update(status="failed", error=f"cannot write {entry_path}: {exc}")
+    return entry
+
+
+def _lost(job: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    """The entry of a run whose task died with its worker (killed, out of memory)."""
+    entry = _new_entry(job)
+    entry.update(
+        worker=None,
+        error=f"the task was lost with its worker: {type(exc).__name__}: {exc}",
+    )
+    Path(job["shard"]).unlink(missing_ok=True)
+    try:
+        _write_json(Path(job["entry"]), entry)
+    except OSError:
+        pass
+    return entry
+
+
+def export_shard(job: dict[str, Any]) -> dict[str, Any]:
+    """Convert one run into its shard; the function each Dask task runs.
+
+    Args:
+        job: ``run`` (directory), ``shard`` (N-Quads file to write), ``entry`` (its JSON file)
+            and ``options`` (base, detail, io_detail, darshan).
+
+    Returns:
+        The run's manifest entry (also written to ``job["entry"]``): status ``ok`` or
+        ``failed`` (with ``error``), ``reused`` when the shard was already up to date. Never
+        raises: a failure is reported in the entry, so the other runs go on.
+    """
+    opts = job["options"]
+
+    def work() -> dict[str, Any]:
+        from metaprov.export import export
+        from metaprov.ingest import read_run
+
+        records = read_run(job["run"], darshan=opts["darshan"])
+        result = export(
+            records,
+            job["shard"],
+            format="nquads",
+            base=opts["base"],
+            detail=opts["detail"],
+            io_detail=opts["io_detail"],
+        )
+        return {
+            "run_id": result.run_id,
+            "run_iri": result.run_iri,
+            "graph_iri": result.graph_iri,
+            "triples": result.triples,
+            "missing": result.missing,
+            "accounting": accounting_of(records),
+        }
+
+    return _convert(job, _new_entry(job), work)
+
+
+def export_shard_partitioned(client: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """Convert one run in ``job["partitions"]`` partitions (see :mod:`.partition`): the
+    partitions run as tasks on ``client`` (in this process when None); the entry as for
+    :func:`export_shard`."""
+    from metaprov.export.partition import export_partitioned
+
+    opts = job["options"]
+
+    def work() -> dict[str, Any]:
+        return export_partitioned(
+            client,
+            job["run"],
+            Path(job["shard"]),
+            job["partitions"],
+            base=opts["base"],
+            detail=opts["detail"],
+            darshan=opts["darshan"],
+        )
+
+    return _convert(job, _new_entry(job), work)
+
+
+@dataclass
+class CampaignResult:
+    """What :func:`export_campaign` did: the manifest, and where it was written."""
+
+    manifest: dict[str, Any]
+    path: Path
+    backend: Any = None
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries if e["status"] != "ok"]
+
+    def summary(self) -> str:
+        t = self.manifest["totals"]
+        text = (
+            f"{self.path}: {t['ok']} of {t['runs']} runs converted "
+            f"({t['reused']} unchanged, reused), {t['triples']:,} triples, {t['seconds']:.1f} s"
+        )
+        for e in self.failed:
+            text += f"\n  failed {e['run']}: {e.get('error')}"
+        return text
+
+
+def export_campaign(
+    runs: str | Path | Sequence[str | Path],
+    output: str | Path,
+    *,
+    format: str | None = "nquads",
+    base: str | None = None,
+    detail: str = "tasks",
+    io_detail: str = "aggregate",
+    darshan: bool = True,
+    backend: str | None = None,
+    scheduler: str | None = None,
+    local_workers: int | None = None,
+    partitions: int = 1,
+    progress: bool = False,
+    announce: Any = None,
+    raise_on_failure: bool = True,
+) -> CampaignResult:
+    """Convert many runs in parallel, one N-Quads shard (one named graph) per run.
+
+    Args:
+        runs: run directories, or directories holding run directories.
+        output: the output directory (created; only ``manifest.json`` and ``shards/`` are written).
+        format: ``nquads`` (alias ``nq``), the only campaign format (one named graph per run).
+        base, detail, io_detail, darshan: as for :func:`metaprov.export.export`.
+        backend: ``in-process``, ``local`` or ``scheduler`` (default: chosen, see
+            :func:`metaprov.export.backend.choose_backend`).
+        scheduler: address of a running Dask scheduler (``tcp://host:8786``).
+        local_workers: LocalCluster size.
+        partitions: split each run into this many partitions of its keys, each mapped on a
+            worker (a run too large for one machine; see :mod:`metaprov.export.partition`).
+        progress: a progress bar over the runs (stderr).
+        announce: a callable given one line saying which backend was chosen and why.
+        raise_on_failure: raise :class:`CampaignError` (after writing the manifest) when some
+            runs failed.
+
+    Returns:
+        A :class:`CampaignResult`; ``result.manifest`` is what ``manifest.json`` holds.
+
+    Raises:
+        CampaignError: some runs failed (the manifest is written; the others completed).
+        InputError, UsageError: nothing could start (no run found, bad options).
+
+    Example:
+        >>> export_campaign(["runs/"], "out", local_workers=2).manifest["totals"]  # doctest: +SKIP
+    """
+    from metaprov.export.backend import choose_backend, open_backend, run_tasks
+    from metaprov.mapping import DETAILS, IO_DETAILS, _check_base
+    from metaprov.mapping.terms import DEFAULT_BASE
+    from metaprov.write import resolve_format
+
+    t0 = time.perf_counter()
+    fmt = resolve_format(None, format or "nquads")
+    if fmt.name not in FORMATS:
+        raise UsageError(
+            f"a campaign is written as N-Quads (one named graph per run), not {fmt.name}",
+            hint="use -f nq, or export the runs one by one",
+        )
+    base = (base or DEFAULT_BASE).rstrip("/")
+    _check_base(base)
+    if detail not in DETAILS or io_detail not in IO_DETAILS:
+        raise UsageError(f"unknown detail {detail!r} / I/O detail {io_detail!r}")
+    items = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    found = find_runs(items)
+    out = Path(output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file", hint="a campaign is written into a directory")
+    (out / SHARDS).mkdir(parents=True, exist_ok=True)
+    if partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    if partitions > 1 and io_detail != "aggregate":
+        raise UsageError("a partitioned export reads no Darshan I/O: --io-detail does not apply")
+    options = {
+        "base": base,
+        "detail": detail,
+        "io_detail": io_detail,
+        "darshan": darshan,
+        "partitions": partitions,
+    }
+    names = shard_names(found)
+    jobs = [
+        {
+            "run": str(r.resolve()),
+            "name": n,
+            "shard": str((out / SHARDS / f"{n}.nq").resolve()),
+            "shard_rel": f"{SHARDS}/{n}.nq",
+            "entry": str((out / SHARDS / f"{n}.json").resolve()),
+            "options": options,
+            "partitions": partitions,
+        }
+        for r, n in zip(found, names, strict=True)
+    ]
+    chosen = choose_backend(
+        found,
+        backend=backend,
+        scheduler=scheduler,
+        local_workers=local_workers,
+        partitions=partitions,
+    )
+    if announce is not None:
+        announce(chosen.describe())
+    log.info("%s", chosen.describe())
+    from tqdm.auto import tqdm
+
+    entries: dict[str, dict[str, Any]] = {}
+    with (
+        open_backend(chosen) as client,
+        tqdm(total=len(jobs), desc="runs", unit="run", disable=not progress) as bar,
+    ):
+        if partitions > 1:
+            # one run after the other, each spread over the workers in partitions
+            done = (export_shard_partitioned(client, j) for j in jobs)
+        else:
+            done = run_tasks(client, export_shard, jobs, [_task_key(j) for j in jobs], _lost)
+        for entry in done:
+            entries[entry["name"]] = entry
+            bar.update(1)
+            if entry["status"] != "ok":
+                bar.write(f"failed {entry['run']}: {entry.get('error')}")
+    ordered = [entries[j["name"]] for j in jobs]
+    manifest = {
+        "kind": MANIFEST_KIND,
+        "metaprov": _version(),
+        "format": "nquads",
+        "created": _now(),
+        "options": options,
+        "backend": chosen.to_dict(),
+        "runs": ordered,
+        "totals": {
+            "runs": len(ordered),
+            "ok": sum(e["status"] == "ok" for e in ordered),
+            "failed": sum(e["status"] != "ok" for e in ordered),
+            "reused": sum(bool(e.get("reused")) for e in ordered),
+            "triples": sum(int(e.get("triples") or 0) for e in ordered),
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+    }
+    path = out / MANIFEST
+    _write_json(path, manifest)
+    result = CampaignResult(manifest, path, chosen, ordered)
+    if raise_on_failure and result.failed:
+        n = len(result.failed)
+        raise CampaignError(
+            f"{n} of {len(ordered)} runs failed (the other shards are written; see {path}):\n"
+            + "\n".join(f"  {e['run']}: {e.get('error')}" for e in result.failed),
+            manifest=manifest,
+            hint="fix those runs and run the same command again: finished shards are skipped",
+        )
+    return result
+
+
+def _task_key(job: dict[str, Any]) -> str:
+    """The Dask key of a run's task: readable on a dashboard, unique per call (a scheduler
+    may still remember the task of an earlier campaign with the same run)."""
+    import uuid
+
+    return f"metaprov-export-{job['name']}-{uuid.uuid4().hex[:8]}"
+
+
+def _version() -> str:
+    from metaprov._version import __version__
+
+    return __version__

@@ -1,0 +1,672 @@
+"""A run too large for one machine, split into partitions of its keys, each mapped on a worker.
+
+Input: one run directory and a partition count P. Output: P partition files and one run-level
+file of N-Quads, whose union (as a set) is exactly the single-process export of the run.
+
+Every key goes to partition ``hash(quote(key)) mod P`` (a fixed FNV-1a hash of the key's IRI
+segment, the same on every machine), so every record of a task lands in the same partition.
+
+What a task's triples need, and where the partition gets it (docs/scaling.md):
+
+- its own rows (transitions of both files, its graph membership and dependency edges, its
+  transfers): read by the partition owning the key;
+- whether each dependency holds a data chunk (``prov:used``), and the replicas of the
+  dependencies at the execution's worker (``mp:usedReplica`` and the input-transfer totals):
+  the partition also reads the rows of its tasks' direct dependencies (found in ``graph.csv``)
+  and the whole transfer file (transfer ids are ranks over all transfers);
+- the run's IRIs: the run id is a function of facts every partition reports (key count, first
+  event, scheduler address, clients, workers), combined before any triple is written.
+
+Each partition writes only the triples of the tasks it owns (tasks, executions, associations,
+data chunks, replicas, transitions). The run-level part (run, job, agents, task graphs, prefixes
+with their duration figures, groups, transfers) is written once, from the partitions' small
+summaries plus the run's small files (``worker.csv``, ``client.csv``, ``graph.csv``,
+``worker_transfer.csv``, the job files).
+
+Darshan I/O is not partitioned: linking a segment to a task needs every task of its thread (and
+a per-process clock offset estimated over all of them), so a partitioned export reads no
+Darshan logs (the run-level part records them as missing inputs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metaprov.errors import UsageError
+from metaprov.export.backend import peak_rss
+from metaprov.mapping import MapContext, ProvGraph
+from metaprov.mapping.block import Block, Column
+from metaprov.mapping.terms import MP, PROV, RunIris, quote_array
+from metaprov.records import RunRecords, conform
+
+#: The classes whose subjects belong to one task; every other block is run-level.
+TASK_CLASSES = frozenset(
+    {
+        MP.Task,
+        MP.TaskExecution,
+        PROV.Association,
+        MP.DataChunk,
+        MP.Transition,
+        MP.ChunkReplica,
+    }
+)
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def partition_of_segments(segments: pa.Array, n: int) -> np.ndarray:
+    """Partition (0..n-1) of each key, given as its IRI segment (``quote(key, safe='')``).
+
+    FNV-1a over the UTF-8 bytes, then a 64-bit finaliser: fixed, so every machine, version and
+    process agrees (Python's and polars' hashes are seeded or version-dependent).
+    """
+    arr = pc.cast(segments, pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    m = len(arr)
+    if m == 0:
+        return np.zeros(0, np.int64)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], np.int64, m + 1, arr.offset)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    start, lens = off[:-1], np.diff(off)
+    h = np.full(m, _FNV_OFFSET)
+    with np.errstate(over="ignore"):
+        # one vector step per byte position (keys are tens of bytes long)
+        for j in range(int(lens.max())):
+            sel = np.flatnonzero(lens > j)
+            h[sel] = (h[sel] ^ data[start[sel] + j].astype(np.uint64)) * _FNV_PRIME
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+    return (h % np.uint64(n)).astype(np.int64)
+
+
+def partition_of_keys(keys: Any, n: int) -> np.ndarray:
+    """Partition of each Dask key (text); nulls get -1."""
+    q = quote_array(keys)
+    out = partition_of_segments(pc.fill_null(q, ""), n)
+    return np.where(q.is_null().to_numpy(zero_copy_only=False), -1, out)
+
+
+class Owner:
+    """Which keys partition ``part`` of ``parts`` owns (for the reader's key selection)."""
+
+    def __init__(self, part: int, parts: int) -> None:
+        self.part, self.parts = part, parts
+
+    def __call__(self, texts: pa.Array) -> np.ndarray:
+        if self.part < 0:  # the run-level part owns no key
+            return np.zeros(len(texts), bool)
+        return partition_of_keys(texts, self.parts) == self.part
+
+
+def read_partition(run: str | Path, part: int, parts: int, *, darshan: bool = False) -> RunRecords:
+    """The records a partition needs: the rows of its keys and of their direct dependencies,
+    the whole transfer file and the run's small files (``part=-1``: the run-level part, no key;
+    ``darshan`` only says whether the run-level part lists absent Darshan logs as missing).
+
+    Raises:
+        UsageError: ``darshan`` and the run has Darshan logs (their I/O cannot be partitioned).
+    """
+    from metaprov.ingest import darshan_files, read_run
+    from metaprov.ingest.dask_csv import KeySelection
+
+    if darshan and darshan_files(Path(run)):
+        raise UsageError(
+            f"{run} has Darshan logs: a partitioned export cannot link their I/O to tasks "
+            "(a segment's task is found among all tasks of its thread)",
+            hint="export it without partitions, or with --no-darshan",
+        )
+    sel = KeySelection(Owner(part, parts), keeps_keyless=part == 0, transitions=part >= 0)
+    return read_run(run, darshan=darshan, keys=sel)
+
+
+# --- what each partition reports ----------------------------------------------------------------
+def summarize_partition(records: RunRecords, part: int, parts: int) -> dict[str, Any]:
+    """The small facts the run-level part and the run id need from one partition (own keys only):
+    key count, time span, scheduler addresses, workers, threads, groups, prefix durations."""
+    tasks = records.tasks
+    keys = pa.array(tasks["key"].astype(object), pa.large_string())
+    own_task = Owner(part, parts)(keys)
+    own_keys = pd.Index(tasks["key"].astype(object)[own_task])
+    ex = records.executions
+    own_ex = ex["key"].astype(object).isin(own_keys).to_numpy(dtype=bool)
+    tr = records.transitions
+    sched_counts: dict[str, int] = {}
+    if len(tr):
+        # per distinct key (a Categorical's categories), not per transition row
+        cats = pd.Index(tr["key"].cat.categories.astype(object))
+        own_cat = np.append(cats.isin(own_keys), False)
+        own_tr = own_cat[tr["key"].cat.codes.to_numpy()]
+        sched = own_tr & tr["observer"].eq("scheduler").fillna(False).to_numpy(dtype=bool)
+        counts = tr.loc[sched, "address"].astype(object).dropna().value_counts()
+        sched_counts = {str(k): int(v) for k, v in counts.items()}
+    first, last = records.span
+    own_tasks = tasks[own_task]
+    groups = own_tasks[["group", "prefix"]].drop_duplicates()
+    exo = ex[own_ex]
+    th = exo[exo["thread"].notna() & exo["worker"].notna()]
+    threads = th.groupby(["worker", "thread"]).size().rename("n_tasks").reset_index()
+    return {
+        "part": part,
+        "keys": int(own_task.sum()),
+        "first": first,
+        "last": last,
+        "scheduler": sched_counts,
+        "workers": records.workers,
+        "clients": records.clients,
+        "threads": threads,
+        "groups": groups.reset_index(drop=True),
+        "prefix_stats": _prefix_partials(own_tasks, exo),
+        "scheduler_address": records.scheduler.get("address"),
+        "accounting": {
+            name: {
+                "present": a.present,
+                "rows_read": a.rows_read,
+                "rows_used": a.rows_used,
+                "not_used": dict(a.not_used),
+            }
+            for name, a in records.accounting.files.items()
+            if name in TRANSITION_FILES
+        },
+    }
+
+
+def _prefix_partials(tasks: pd.DataFrame, ex: pd.DataFrame) -> pd.DataFrame:
+    """Per prefix, over the given executions with a known start and end: count, total, shortest
+    and longest duration (integer microseconds), and the first (key, attempt) at the longest."""
+    from metaprov.timeutil import NAT_US, utc_to_us
+
+    cols = ["prefix", "count", "total_us", "min_us", "max_us", "key", "attempt"]
+    if not len(ex):
+        return pd.DataFrame({c: [] for c in cols})
+    prefix = tasks.set_index("key")["prefix"].reindex(ex["key"].astype(object)).to_numpy()
+    s, e = utc_to_us(ex["start"]), utc_to_us(ex["end"])
+    keep = (s != NAT_US) & (e != NAT_US) & pd.notna(prefix)
+    d = pd.DataFrame(
+        {
+            "prefix": prefix[keep].astype(object),
+            "dur": (e - s)[keep],
+            "key": ex["key"].astype(object).to_numpy()[keep],
+            "attempt": ex["attempt"].fillna(0).to_numpy(dtype=np.int64)[keep],
+        }
+    )
+    if not len(d):
+        return pd.DataFrame({c: [] for c in cols})
+    g = d.groupby("prefix", sort=True)["dur"]
+    out = pd.DataFrame(
+        {"count": g.size(), "total_us": g.sum(), "min_us": g.min(), "max_us": g.max()}
+    ).reset_index()
+    top = d.merge(out[["prefix", "max_us"]], on="prefix")
+    top = top[top["dur"] == top["max_us"]].sort_values(["prefix", "key", "attempt"])
+    top = top.drop_duplicates("prefix")[["prefix", "key", "attempt"]]
+    return out.merge(top, on="prefix", how="left")[cols]
+
+
+# --- combining the summaries ---------------------------------------------------------------------
+def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run-wide facts from every partition's summary (order does not matter)."""
+    firsts = [s["first"] for s in summaries if s["first"] is not None]
+    lasts = [s["last"] for s in summaries if s["last"] is not None]
+    counts: dict[str, int] = {}
+    for s in summaries:
+        for k, v in s["scheduler"].items():
+            counts[k] = counts.get(k, 0) + v
+    # the address most scheduler rows came from (on a tie, the first by text)
+    # (without scheduler transitions: the address from the job's logs, the same in every part)
+    address = (
+        min(counts, key=lambda a: (-counts[a], a))
+        if counts
+        else next((s["scheduler_address"] for s in summaries if s["scheduler_address"]), None)
+    )
+    workers = pd.concat([s["workers"] for s in summaries], ignore_index=True)
+    workers = workers.drop_duplicates("address").sort_values("address", kind="stable")
+    threads = pd.concat([s["threads"] for s in summaries], ignore_index=True)
+    if len(threads):
+        threads = threads.groupby(["worker", "thread"], sort=True)["n_tasks"].sum().reset_index()
+    groups = pd.concat([s["groups"] for s in summaries], ignore_index=True).drop_duplicates()
+    stats = pd.concat([s["prefix_stats"] for s in summaries], ignore_index=True)
+    return {
+        "keys": sum(s["keys"] for s in summaries),
+        "first": min(firsts) if firsts else None,
+        "last": max(lasts) if lasts else None,
+        "scheduler_address": address,
+        "workers": conform("workers", workers),
+        "clients": summaries[0]["clients"],
+        "threads": conform("threads", threads),
+        "groups": groups.reset_index(drop=True),
+        "prefix_stats": stats,
+    }
+
+
+def run_id_from(run_facts: dict[str, Any]) -> str:
+    """The run id :func:`metaprov.ingest.dask_csv.run_id` gives the whole run, from the facts."""
+    from metaprov.ingest.dask_csv import run_id_of_facts
+
+    return run_id_of_facts(
+        run_facts["scheduler_address"],
+        run_facts["first"],
+        run_facts["clients"]["client"],
+        run_facts["keys"],
+        run_facts["workers"]["address"],
+    )
+
+
+def _prefix_stats(iris: RunIris, prefixes: pd.Series, partials: pd.DataFrame) -> dict[str, Any]:
+    """The per-prefix figures of :func:`metaprov.mapping.graphs.prefix_stats`, from partials."""
+    n = len(prefixes)
+    count = np.zeros(n, np.int64)
+    total = np.zeros(n, np.int64)
+    vmin = np.full(n, np.inf)
+    vmax = np.full(n, -np.inf)
+    slow_key: list[Any] = [None] * n
+    slow_att = np.zeros(n, np.int64)
+    if len(partials):
+        code = pd.Index(prefixes.astype(str)).get_indexer(partials["prefix"].astype(str))
+        p = partials[code >= 0].assign(code=code[code >= 0])
+        agg = p.groupby("code").agg(
+            count=("count", "sum"),
+            total=("total_us", "sum"),
+            lo=("min_us", "min"),
+            hi=("max_us", "max"),
+        )
+        idx = agg.index.to_numpy()
+        count[idx] = agg["count"].to_numpy(np.int64)
+        total[idx] = agg["total"].to_numpy(np.int64)
+        vmin[idx] = agg["lo"].to_numpy(np.int64) / 1e6
+        vmax[idx] = agg["hi"].to_numpy(np.int64) / 1e6
+        top = p.merge(agg[["hi"]], left_on="code", right_index=True)
+        top = top[top["max_us"] == top["hi"]]
+        # first by key (binary order, as the mapping sorts keys), then attempt
+        top = top.assign(kb=top["key"].map(lambda k: str(k).encode("utf-8")))
+        top = top.sort_values(["code", "kb", "attempt"]).drop_duplicates("code")
+        for c, k, a in zip(top["code"], top["key"], top["attempt"], strict=True):
+            slow_key[int(c)] = k
+            slow_att[int(c)] = int(a)
+    has = count > 0
+    tot = total.astype(np.float64) / 1e6
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(has, tot / np.maximum(count, 1), np.nan)
+    keys = pa.array([k if k is not None else "" for k in slow_key], pa.large_string())
+    slow = iris.executions(iris.tasks(keys), pa.array(slow_att))
+    slowest = pc.if_else(pa.array(has), slow, pa.scalar(None, slow.type))
+    return {
+        "count": pd.array(count, dtype="Int64"),
+        "total": np.where(has, tot, np.nan),
+        "mean": mean,
+        "min": np.where(has, vmin, np.nan),
+        "max": np.where(has, vmax, np.nan),
+        "slowest": slowest,
+    }
+
+
+# --- the graphs a partition and the run-level part write ----------------------------------------
+class PartGraph(ProvGraph):
+    """A run's graph restricted to one partition's tasks (``part >= 0``) or to its run-level
+    blocks (``part == -1``), with shared values handed to the mapping steps up front."""
+
+    def __init__(
+        self,
+        records: RunRecords,
+        part: int,
+        parts: int,
+        *,
+        base: str,
+        detail: str,
+        seed: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(records, base=base, detail=detail)
+        self.part, self.parts = part, parts
+        self.seed = seed or {}
+
+    def _blocks(self) -> Iterator[Block]:
+        from metaprov.mapping import _STEPS, _ensure_builtin_steps
+
+        _ensure_builtin_steps()
+        ctx = MapContext(
+            self.records,
+            self.iris,
+            self.detail,
+            self.chunk_rows,
+            io_detail=self.io_detail,
+        )
+        ctx.cache.update({k: (v(ctx) if callable(v) else v) for k, v in self.seed.items()})
+        task_iri = self.iris.run + "/task/"
+        for entry in list(_STEPS):
+            for block in entry.func(ctx):
+                if not len(block):
+                    continue
+                per_task = block.rdf_type in TASK_CLASSES
+                if self.part < 0:
+                    if not per_task:
+                        yield block
+                    continue
+                if not per_task:
+                    continue
+                mask = (
+                    partition_of_segments(_owner_segments(block, task_iri), self.parts) == self.part
+                )
+                if mask.all():
+                    yield block
+                elif mask.any():
+                    yield _filter(block, mask)
+
+
+def _owner_segments(block: Block, task_iri: str) -> pa.Array:
+    """The IRI segment of the key each row belongs to: from its ``mp:task`` link, else from its
+    subject (a task, or an execution's association: ``<run>/task/<key>/...``)."""
+    col = next(
+        (c for c in block.columns if c.predicate == MP.task and not isinstance(c.values, str)),
+        None,
+    )
+    iris = col.values if col is not None else block.subjects
+    rest = pc.utf8_slice_codeunits(iris, len(task_iri))
+    return pc.list_element(pc.split_pattern(rest, "/", max_splits=1), 0)
+
+
+def _filter(block: Block, mask: np.ndarray) -> Block:
+    keep = pa.array(mask)
+    out = Block(block.subjects.filter(keep))
+    for c in block.columns:
+        vals = c.values if isinstance(c.values, str) else c.values.filter(keep)
+        out.columns.append(Column(c.predicate, vals, c.kind, c.datatype))
+    return out
+
+
+def run_level_records(
+    run: str | Path, facts: dict[str, Any], run_id: str, *, darshan: bool = False
+) -> RunRecords:
+    """The run's small files plus the partitions' combined facts, as records the mapping's
+    run-level steps turn into exactly the single-process run-level triples."""
+    rec = read_partition(run, -1, 1, darshan=darshan)
+    rec.run_id = run_id
+    rec.workers = facts["workers"]
+    rec.threads = facts["threads"]
+    if facts["scheduler_address"]:
+        rec.scheduler["address"] = facts["scheduler_address"]
+    g = facts["groups"]
+    rec.tasks = conform("tasks", pd.DataFrame({"group": g["group"], "prefix": g["prefix"]}))
+    # the run's first and last event (the single-process run block takes them from every table)
+    times = [t for t in (facts["first"], facts["last"]) if t is not None]
+    rec.transitions = conform(
+        "transitions",
+        pd.DataFrame({"time": pd.Series(times, dtype="datetime64[us, UTC]")}),
+    )
+    return rec
+
+
+def write_run_level(
+    run: str | Path,
+    facts: dict[str, Any],
+    run_id: str,
+    out: Path,
+    *,
+    base: str,
+    detail: str,
+    darshan: bool = False,
+) -> dict[str, Any]:
+    """Write the run-level part; returns its figures."""
+    from metaprov.write import write
+
+    t0 = time.perf_counter()
+    rec = run_level_records(run, facts, run_id, darshan=darshan)
+    partials = facts["prefix_stats"]
+
+    def stats(ctx: MapContext) -> dict[str, Any]:
+        prefixes = pd.Series(
+            sorted(ctx.records.tasks["prefix"].dropna().astype(str).unique()),
+            dtype=object,
+        )
+        return _prefix_stats(ctx.iris, prefixes, partials)
+
+    graph = PartGraph(rec, -1, 1, base=base, detail=detail, seed={"prefix_stats": stats})
+    n = write(graph, out, "nquads")
+    return {
+        "part": "run",
+        "triples": n,
+        "seconds": time.perf_counter() - t0,
+        "graph_iri": graph.graph_iri,
+        "run_iri": graph.run_iri,
+        "accounting": accounting_of(rec),
+        "peak_rss": peak_rss(),
+        "missing": sorted(str(m) for m in rec.missing),
+    }
+
+
+def write_partition(
+    records: RunRecords,
+    part: int,
+    parts: int,
+    run_id: str,
+    out: Path,
+    *,
+    base: str,
+    detail: str,
+) -> dict[str, Any]:
+    """Write the triples of the tasks partition ``part`` owns; returns its figures."""
+    from metaprov.write import write
+
+    t0 = time.perf_counter()
+    records.run_id = run_id
+    graph = PartGraph(records, part, parts, base=base, detail=detail)
+    n = write(graph, out, "nquads")
+    return {
+        "part": part,
+        "triples": n,
+        "seconds": time.perf_counter() - t0,
+        "peak_rss": peak_rss(),
+    }
+
+
+# --- one partitioned run, end to end ---------------------------------------------------------------
+TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv")
+
+
+def summary_task(run: str, part: int, parts: int) -> tuple[RunRecords, dict[str, Any]]:
+    """Read partition ``part`` (kept on the worker) and its summary (sent back)."""
+    records = read_partition(run, part, parts)
+    return records, summarize_partition(records, part, parts)
+
+
+def _summary(pair: tuple[RunRecords, dict[str, Any]]) -> dict[str, Any]:
+    return pair[1]
+
+
+def map_task(
+    pair: tuple[RunRecords, dict[str, Any]],
+    part: int,
+    parts: int,
+    run_id: str,
+    out: str,
+    base: str,
+    detail: str,
+) -> dict[str, Any]:
+    return write_partition(pair[0], part, parts, run_id, Path(out), base=base, detail=detail)
+
+
+def accounting_of(records: Any) -> dict[str, Any]:
+    """Per input file: rows read, used and not used by reason (no examples: see inspect)."""
+    files = {}
+    for name, acct in sorted(records.accounting.files.items()):
+        files[name] = {
+            "present": acct.present,
+            "rows_read": acct.rows_read,
+            "rows_used": acct.rows_used,
+            "not_used": dict(sorted(acct.not_used.items())),
+        }
+    return {
+        "files": files,
+        "rows_read": sum(f["rows_read"] for f in files.values()),
+        "rows_used": sum(f["rows_used"] for f in files.values()),
+        "notes": list(records.accounting.notes),
+    }
+
+
+def merge_accounting(summaries: list[dict[str, Any]], run_level: dict[str, Any]) -> dict[str, Any]:
+    """Per file: the transition files' rows as the partitions counted them (each its own keys'),
+    every other file as the run-level part read it (whole, once)."""
+    files: dict[str, dict[str, Any]] = {}
+    for name, f in run_level["files"].items():
+        if name not in TRANSITION_FILES:
+            files[name] = dict(f)
+    for s in summaries:
+        for name, acct in s["accounting"].items():
+            f = files.setdefault(
+                name,
+                {
+                    "present": acct["present"],
+                    "rows_read": 0,
+                    "rows_used": 0,
+                    "not_used": {},
+                },
+            )
+            f["rows_read"] += acct["rows_read"]
+            f["rows_used"] += acct["rows_used"]
+            for reason, k in acct["not_used"].items():
+                f["not_used"][reason] = f["not_used"].get(reason, 0) + k
+    files = {k: files[k] for k in sorted(files)}
+    return {
+        "files": files,
+        "rows_read": sum(f["rows_read"] for f in files.values()),
+        "rows_used": sum(f["rows_used"] for f in files.values()),
+        "notes": list(run_level.get("notes", [])),
+    }
+
+
+def export_partitioned(
+    client: Any,
+    run: str | Path,
+    shard: Path,
+    parts: int,
+    *,
+    base: str,
+    detail: str,
+    darshan: bool = False,
+) -> dict[str, Any]:
+    """Convert one run in ``parts`` partitions into the N-Quads file ``shard``.
+
+    On a Dask client: one task per partition reads it and keeps its records on its worker; the
+    summaries (small) come back; then the run-level part and each partition's mapping run as
+    tasks (each partition on the worker that holds it) writing their own files, concatenated
+    into ``shard``. Without a client: the same steps in this process, one partition at a time
+    (each partition read twice, so only one is ever in memory).
+
+    Returns:
+        run_id, run_iri, graph_iri, triples, parts (figures per part), accounting.
+    """
+    from metaprov.ingest import darshan_files
+
+    run = str(run)
+    if darshan and darshan_files(Path(run)):
+        read_partition(run, -1, 1, darshan=True)  # raises the error saying why
+    tmp = shard.with_name(f".{shard.name}.parts")
+    tmp.mkdir(parents=True, exist_ok=True)
+    outs = [tmp / f"part-{p:04d}.nq" for p in range(parts)]
+    run_out = tmp / "run.nq"
+    try:
+        if client is None:
+            summaries = []
+            for p in range(parts):
+                summaries.append(summarize_partition(read_partition(run, p, parts), p, parts))
+            facts = combine(summaries)
+            run_id = run_id_from(facts)
+            run_info = write_run_level(
+                run, facts, run_id, run_out, base=base, detail=detail, darshan=darshan
+            )
+            infos = [
+                write_partition(
+                    read_partition(run, p, parts),
+                    p,
+                    parts,
+                    run_id,
+                    outs[p],
+                    base=base,
+                    detail=detail,
+                )
+                for p in range(parts)
+            ]
+        else:
+            pairs = [client.submit(summary_task, run, p, parts, pure=False) for p in range(parts)]
+            summaries = client.gather([client.submit(_summary, f, pure=False) for f in pairs])
+            facts = combine(summaries)
+            run_id = run_id_from(facts)
+            run_fut = client.submit(
+                write_run_level,
+                run,
+                facts,
+                run_id,
+                run_out,
+                base=base,
+                detail=detail,
+                darshan=darshan,
+                pure=False,
+            )
+            where = client.who_has(pairs)
+            maps = []
+            for p, f in enumerate(pairs):
+                holder = sorted(where.get(f.key, ()))
+                maps.append(
+                    client.submit(
+                        map_task,
+                        f,
+                        p,
+                        parts,
+                        run_id,
+                        str(outs[p]),
+                        base,
+                        detail,
+                        pure=False,
+                        workers=holder or None,
+                        allow_other_workers=not holder,
+                    )
+                )
+            infos = client.gather(maps)
+            del pairs, maps
+            run_info = run_fut.result()
+        _concatenate([run_out, *outs], shard)
+    finally:
+        for f in [run_out, *outs]:
+            f.unlink(missing_ok=True)
+        try:
+            tmp.rmdir()
+        except OSError:
+            pass
+    return {
+        "run_id": run_id,
+        "run_iri": run_info["run_iri"],
+        "graph_iri": run_info["graph_iri"],
+        "triples": run_info["triples"] + sum(i["triples"] for i in infos),
+        "partitions": parts,
+        "parts": [
+            {k: v for k, v in run_info.items() if k in ("part", "triples", "seconds", "peak_rss")},
+            *infos,
+        ],
+        "accounting": merge_accounting(summaries, run_info["accounting"]),
+        "missing": run_info["missing"],
+    }
+
+
+def _concatenate(parts: list[Path], target: Path) -> None:
+    """The parts, one after the other, into ``target`` (atomically: temp file + rename)."""
+    import os
+    import shutil
+
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as out:
+            for p in parts:
+                with p.open("rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 22)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)

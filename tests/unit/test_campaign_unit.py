@@ -1,0 +1,119 @@
+"""Campaign planning without a cluster: backend choice, run discovery, partitions (issue 15)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from metaprov.errors import InputError, UsageError
+from metaprov.export.backend import SMALL_RUN_BYTES, choose_backend
+from metaprov.export.campaign import find_runs, is_campaign, shard_names
+from metaprov.export.partition import partition_of_keys
+from metaprov.synthetic import generate_run
+
+GIB = 1 << 30
+
+
+def test_one_small_run_stays_in_process() -> None:
+    b = choose_backend(["r"], sizes=[10 << 20], cores=8, memory=16 * GIB)
+    assert b.name == "in-process" and "one run" in b.why
+
+
+def test_a_campaign_gets_a_local_cluster_sized_to_cores_and_memory() -> None:
+    runs = [f"r{i}" for i in range(20)]
+    b = choose_backend(runs, sizes=[100 << 20] * 20, cores=8, memory=64 * GIB)
+    assert (b.name, b.workers) == ("local", 8) and "cores" in b.why
+    # memory bounds it: each run needs ~2 GB, 5 GB usable -> 2 workers
+    b = choose_backend(runs, sizes=[800 << 20] * 20, cores=8, memory=6 * GIB)
+    assert (b.name, b.workers) == ("local", 2) and "memory" in b.why
+    b = choose_backend(runs[:3], sizes=[1 << 20] * 3, cores=8, memory=64 * GIB)
+    assert b.workers == 3  # never more workers than runs
+
+
+def test_a_large_run_or_partitions_get_a_cluster_and_the_user_decides_last() -> None:
+    assert choose_backend(["r"], sizes=[SMALL_RUN_BYTES], cores=2, memory=8 * GIB).name == "local"
+    assert choose_backend(["r"], sizes=[1], partitions=4, cores=2, memory=8 * GIB).name == "local"
+    b = choose_backend(["r", "s"], scheduler="tcp://10.0.0.1:8786")
+    assert (b.name, b.address) == ("scheduler", "tcp://10.0.0.1:8786")
+    b = choose_backend(["r", "s"], backend="in-process", sizes=[1, 1], cores=2, memory=GIB)
+    assert b.name == "in-process" and "--backend" in b.why
+    b = choose_backend(["r"], local_workers=3, sizes=[1], cores=2, memory=8 * GIB)
+    assert (b.name, b.workers) == ("local", 3)
+    with pytest.raises(UsageError, match="needs --scheduler"):
+        choose_backend(["r"], backend="scheduler")
+    with pytest.raises(UsageError, match="--scheduler names a cluster"):
+        choose_backend(["r"], backend="local", scheduler="tcp://x:1")
+
+
+def test_run_discovery_expands_campaign_directories(tmp_path: Path) -> None:
+    a = generate_run(tmp_path / "camp" / "appA" / "R1", 20, seed=1)
+    b = generate_run(tmp_path / "camp" / "appB" / "R1", 20, seed=2)
+    (tmp_path / "camp" / "appA" / "R1" / "logs").mkdir()
+    assert find_runs([tmp_path / "camp"]) == [a, b]
+    assert find_runs([a, tmp_path / "camp"]) == [a, b]  # each run once
+    # the same directory name in two applications: told apart by their parents
+    assert shard_names([a, b]) == ["appA__R1", "appB__R1"]
+    assert is_campaign([tmp_path / "camp"]) and not is_campaign([a])
+    assert is_campaign([a], local_workers=2) and is_campaign([a, b])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="holds no run directory"):
+        find_runs([tmp_path / "empty"])
+    with pytest.raises(InputError, match="no such run"):
+        find_runs([tmp_path / "nope"])
+
+
+def _reference_partition(key: str, n: int) -> int:
+    """The documented rule, one key at a time: FNV-1a (64 bit) over the UTF-8 bytes of the key's
+    IRI segment, a 64-bit finaliser, modulo n."""
+    from urllib.parse import quote
+
+    mask = (1 << 64) - 1
+    h = 0xCBF29CE484222325
+    for byte in quote(key, safe="").encode():
+        h = ((h ^ byte) * 0x100000001B3) & mask
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & mask
+    h ^= h >> 33
+    return h % n
+
+
+def test_the_key_partition_is_fixed_and_covers_every_key() -> None:
+    keys = [
+        "list-8606d556-c6f4-465b-933b-4f2338e69364",
+        "('array-88', 127)",
+        "é/ü key",
+        "",
+    ]
+    keys += [f"('save_file-331f', {i}, 0, 0, 0)" for i in range(2000)]
+    parts = partition_of_keys(pa.array(keys), 4)
+    # the vectorised hash is the documented rule (the same on every machine and version)
+    assert parts.tolist() == [_reference_partition(k, 4) for k in keys]
+    assert parts[:4].tolist() == [0, 1, 2, 2]
+    counts = [parts.tolist().count(p) for p in range(4)]
+    assert min(counts) > 400  # spread over every partition
+    assert partition_of_keys(pa.array([None, "a"], pa.string()), 3)[0] == -1
+
+
+def test_partitions_in_process_union_to_the_single_process_export(
+    tmp_path: Path,
+) -> None:
+    from metaprov.export import export
+    from metaprov.export.campaign import export_campaign
+
+    run = generate_run(tmp_path / "run", 600, seed=7, retried_fraction=0.05, erred_fraction=0.02)
+    export(run, tmp_path / "single.nq", detail="transitions", darshan=False)
+    result = export_campaign(
+        [run],
+        tmp_path / "out",
+        backend="in-process",
+        partitions=3,
+        detail="transitions",
+        darshan=False,
+    )
+    (entry,) = result.manifest["runs"]
+    single = set((tmp_path / "single.nq").read_bytes().splitlines())
+    parts = (tmp_path / "out" / entry["shard"]).read_bytes().splitlines()
+    assert set(parts) == single and len(parts) == len(single)
+    assert not list((tmp_path / "out" / "shards").glob(".*"))  # no part files left behind
