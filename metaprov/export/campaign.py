@@ -94,12 +94,16 @@ def is_campaign(
     backend: str | None = None,
     partitions: int = 1,
 ) -> bool:
-    """Whether an export call is a campaign: several inputs, a directory of run directories, or
+    """Whether an export call is a campaign: several inputs, a directory holding run directories, or
     an option only a campaign has (a backend, a scheduler, workers, partitions)."""
     if len(runs) != 1 or scheduler or local_workers or backend or partitions > 1:
         return True
     one = Path(runs[0])
-    return one.is_dir() and not is_run_dir(one)
+    if not one.is_dir() or is_run_dir(one):
+        return False
+    from metaprov.ingest import run_directories
+
+    return bool(run_directories(one))  # a folder of runs; any other folder is a bad run directory
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
