@@ -243,6 +243,16 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         ub.add(MP.run, iris.run)
         yield ub
 
+    # the version of each key's result the transfer copied (decision 21), one per row
+    from metaprov.mapping.tasks import executions_sorted
+    from metaprov.mapping.versions import chunk_versions
+
+    ex = executions_sorted(ctx, idx)
+    versions = chunk_versions(ctx, idx, ex)
+    key_rows = idx.rows(tr["key"])
+    picks = versions.pick(key_rows, utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+    used_chunks = versions.chunk_iris(ctx, idx, ex, key_rows, picks)
+
     ids = tr["transfer"].to_numpy(dtype=np.int64)
     first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     offsets = np.append(first, len(tr)).astype(np.int64)
@@ -271,7 +281,8 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         blk.add(MP.loggedBy, dict_map(h["logged_by"], lit_str), "str")
         o0, o1 = int(offsets[a]), int(offsets[b])
         rows = idx.rows(tr["key"].iloc[o0:o1])
-        blk.add(PROV.used, list_column(offsets[a : b + 1] - o0, idx.chunk_iri(rows)))
+        used = used_chunks.slice(o0, o1 - o0)
+        blk.add(PROV.used, list_column(offsets[a : b + 1] - o0, used))
         blk.add(MP.run, iris.run)
         yield blk
 
@@ -283,7 +294,7 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         tid_iri_all = iris.transfers(part["transfer"])
         rb = Block(iris.replicas(tid_iri_all, part["key"]))
         rb.add(RDF.type, MP.ChunkReplica)
-        rb.add(PROV.specializationOf, idx.chunk_iri(rows))
+        rb.add(PROV.specializationOf, used_chunks.slice(a, len(part)))
         rb.add(MP.task, idx.task_iri.take(pa.array(rows)))
         rb.add(PROV.wasGeneratedBy, tid_iri_all)
         rb.add(PROV.atLocation, pc.fill_null(dict_map(part["destination"], iris.workers), fallback))
