@@ -50,7 +50,7 @@ from metaprov.mapping.block import (
     lit_str,
     lit_time,
 )
-from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, concat
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, base_types, concat
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
@@ -475,7 +475,16 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         (MP.counter, counters, "iri", None),
         (MP.darshanRecord, records, "iri", None),
     ]
-    yield from _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows)
+    for blk in _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows):
+        blk.restates = True  # a worker's own process is typed prov:SoftwareAgent already
+        yield blk
+    other = t.proc_iri.filter(pa.array(~mapped))
+    if len(other):
+        # the PROV types of the other processes (nanny, launcher, ...), stated once
+        ob = Block(other)
+        for cls in base_types(MP.Process):
+            ob.add(RDF.type, cls)
+        yield ob
     if new_hosts:
         nb = Block(iris.nodes(new_hosts))
         nb.add(RDF.type, MP.Node)
@@ -534,7 +543,9 @@ def _activity_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         rows[task_codes] = np.arange(len(task_codes))
         subjects = t.acts.take(pa.array(task_codes))
         cols = _totals(t, len(task_codes), rows)
-        yield from _chunked(subjects, MP.IOActivity, cols, ctx.chunk_rows)
+        for blk in _chunked(subjects, MP.IOActivity, cols, ctx.chunk_rows):
+            blk.restates = True  # task executions: typed prov:Activity by the tasks step
+            yield blk
 
 
 def _figures(a: pd.DataFrame, op: int) -> list[Col]:

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from metaprov.errors import LimitError
 from metaprov.mapping.block import Block
-from metaprov.mapping.terms import MP, PROV, VOCAB, XSD
+from metaprov.mapping.terms import MP, PROV, RDF, VOCAB, XSD
 from metaprov.write.ntriples import block_triples
 
 if TYPE_CHECKING:
@@ -163,6 +163,8 @@ def build_document(
             start = end = None
             qualified: list[str] = []
             for col, vals in cols:
+                if col.predicate == RDF.type:
+                    continue  # the PROV base types: the record kind says it
                 for v in _all(vals, i):
                     p = col.predicate
                     if p == PROV.startedAtTime and cls in _ACTIVITIES:
