@@ -573,8 +573,10 @@ def _usage_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         return
     a = t.agg.loc[sel].reset_index(drop=True)
     mask = pa.array(sel)
+    # the usage's instant: its first read (decision 23)
     cols = [
         (PROV.entity, t.file_iri.take(pa.array(a["path"].to_numpy())), "iri", None),
+        (PROV.atTime, lit_time(a["first"]), "typed", XSD.dateTime),
         *_figures(a, 0),
     ]
     yield from _chunked(t.agg_iri.filter(mask), MP.IOUsage, cols, ctx.chunk_rows)
@@ -600,10 +602,14 @@ def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         (PROV.wasGeneratedBy, act_of, "iri", None),
         (PROV.qualifiedGeneration, gens, "iri", None),
         (PROV.wasRevisionOf, prev, "iri", None),
-        (PROV.generatedAtTime, lit_time(a["last"]), "typed", XSD.dateTime),
     ]
     yield from _chunked(versions, MP.FileVersion, vcols, ctx.chunk_rows)
-    gcols = [(PROV.activity, act_of, "iri", None), *_figures(a, 1)]
+    # the generation's instant: its last write (the version is complete); decision 23
+    gcols = [
+        (PROV.activity, act_of, "iri", None),
+        (PROV.atTime, lit_time(a["last"]), "typed", XSD.dateTime),
+        *_figures(a, 1),
+    ]
     yield from _chunked(gens, MP.IOGeneration, gcols, ctx.chunk_rows)
 
 

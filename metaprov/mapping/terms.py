@@ -504,7 +504,7 @@ class RunIris:
         return concat(activity_iris, "/", as_text_array(kinds), "/", quoted)
 
     def generations(self, version_iris: pa.Array) -> pa.Array:
-        """``<file version>/generation``: the qualified generation of a file version."""
+        """``<file version or task graph>/generation``: its qualified generation."""
         return concat(version_iris, "/generation")
 
     def io_segments(self, aggregate_iris: pa.Array, ordinals: Any) -> pa.Array:
