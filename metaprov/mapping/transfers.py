@@ -244,7 +244,7 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         yield ub
 
     # the version of each key's result the transfer copied (decision 21), one per row
-    from metaprov.mapping.tasks import executions_sorted
+    from metaprov.mapping.tables import executions_sorted
     from metaprov.mapping.versions import chunk_versions
 
     ex = executions_sorted(ctx, idx)

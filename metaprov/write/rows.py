@@ -296,7 +296,11 @@ def write_jsonld_rows(block: Block, out: IO[bytes], terms: JsonLdTerms, first: b
     assert all(isinstance(t, str) for t in types)
     compact = [f'"{terms.compact(str(t))}"' for t in types]
     pieces.append(
-        lit(f', "@type": {compact[0]}' if len(compact) == 1 else f', "@type": [{", ".join(compact)}]')
+        lit(
+            f', "@type": {compact[0]}'
+            if len(compact) == 1
+            else f', "@type": [{", ".join(compact)}]'
+        )
     )
     for col in block.columns:
         if col.predicate == RDF.type:
