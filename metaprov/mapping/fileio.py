@@ -18,7 +18,7 @@ agents step and the nodes of the job step. Output, in row chunks:
 - per (activity, file, link status): reads as an mp:IOUsage (bytes, operation count, first/last
   time, offset range, time in I/O); writes as an mp:FileVersion ``prov:wasGeneratedBy`` the
   activity with an mp:IOGeneration carrying the same figures, ``prov:wasRevisionOf`` the file's
-  previous version (versions numbered by first write time);
+  previous version (versions numbered by the time they were complete: their last write);
 - with ``io_detail="segments"``, every traced call as an mp:IOSegment ``mp:aggregatedBy`` its
   usage or generation, and the non-zero POSIX/STDIO/MPI-IO counters per process and file
   (mp:DarshanRecord with its mp:DarshanCounter nodes; files only opened, stat'ed or mapped
@@ -290,10 +290,11 @@ def io_tables(ctx: MapContext) -> IOTables:
         io_time=("dur", "sum"),
     ).reset_index()
 
-    # Writes: file versions numbered per file by first write time (then activity IRI).
+    # Writes: file versions numbered per file by their generation instant, the last write (then
+    # activity IRI), so that wasRevisionOf runs forward in time (decision 16).
     is_w = agg["op"].to_numpy() == 1
-    w = agg.loc[is_w, ["path", "first", "act", "st"]]
-    w = w.sort_values(["path", "first", "act", "st"], kind="stable")
+    w = agg.loc[is_w, ["path", "last", "act", "st"]]
+    w = w.sort_values(["path", "last", "act", "st"], kind="stable")
     version = np.zeros(len(agg), np.int64)
     version[w.index.to_numpy()] = w.groupby("path").cumcount().to_numpy() + 1
     agg["version"] = version

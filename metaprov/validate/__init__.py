@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaprov.errors import FormatError, InputError, UsageError
+from metaprov.validate import constraints
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -270,13 +271,9 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
     ),
 ]
 
-#: PROV sanity checks, always run (SPARQL), whatever the engine.
+#: PROV sanity checks, always run (SPARQL), whatever the engine; the cross-node
+#: PROV-CONSTRAINTS rules are in :mod:`metaprov.validate.constraints`.
 PROV_CHECKS: list[tuple[str, str, str]] = [
-    (
-        "prov:startBeforeEnd",
-        "SELECT ?f WHERE { ?f prov:startedAtTime ?s ; prov:endedAtTime ?e . FILTER(?s > ?e) }",
-        "the activity ends before it starts",
-    ),
     (
         "prov:usedExists",
         "SELECT DISTINCT ?f WHERE { ?a prov:used ?f . MINUS { ?f a ?t } }",
@@ -422,6 +419,7 @@ def validate(
                     f"more than {SHACL_LIMIT:,} triples: constraints checked as SPARQL queries, not pyshacl"
                 )
         report.violations += _run_sparql(store, PROV_CHECKS)
+        report.violations += _run_sparql(store, constraints.checks())
         del store
     return report
 
@@ -558,7 +556,7 @@ def _validate_provdm(path: Path, fmt: str) -> ValidationReport:
             if start is not None and end is not None and start > end:
                 report.violations.append(
                     Violation(
-                        "prov:startBeforeEnd",
+                        "prov:start-precedes-end",
                         str(r.identifier),
                         "the activity ends before it starts",
                     )
