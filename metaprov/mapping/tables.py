@@ -334,3 +334,14 @@ def host_of(address: Any) -> str | None:
 def user_iri(ctx: MapContext) -> str | None:
     user = (ctx.records.job or {}).get("user")
     return ctx.iris.user(str(user)) if user else None
+
+
+def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
+    """Transfer rows with a transfer id and key, sorted by (transfer, key), one row per pair."""
+
+    def make() -> pd.DataFrame:
+        tr = ctx.records.transfers.dropna(subset=["transfer", "key"])
+        tr = tr.sort_values(["transfer", "key"], kind="stable").drop_duplicates(["transfer", "key"])
+        return tr.reset_index(drop=True)
+
+    return ctx.cached("transfers_sorted", make)

@@ -29,11 +29,14 @@ from metaprov.mapping.tables import (
     Edges,
     TaskIndex,
     dict_map,
+    executions_sorted,
     list_column,
     ragged_gather,
     task_index,
+    transfers_sorted,
 )
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array
+from metaprov.mapping.versions import chunk_versions
 from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
 
@@ -42,17 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metaprov")
 LARGE = pa.large_string()
-
-
-def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
-    """Transfer rows with a transfer id and key, sorted by (transfer, key), one row per pair."""
-
-    def make() -> pd.DataFrame:
-        tr = ctx.records.transfers.dropna(subset=["transfer", "key"])
-        tr = tr.sort_values(["transfer", "key"], kind="stable").drop_duplicates(["transfer", "key"])
-        return tr.reset_index(drop=True)
-
-    return ctx.cached("transfers_sorted", make)
 
 
 @dataclass
@@ -244,8 +236,6 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         yield ub
 
     # the version of each key's result the transfer copied (decision 21), one per row
-    from metaprov.mapping.tables import executions_sorted
-    from metaprov.mapping.versions import chunk_versions
 
     ex = executions_sorted(ctx, idx)
     versions = chunk_versions(ctx, idx, ex)

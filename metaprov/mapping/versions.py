@@ -40,6 +40,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metaprov.mapping.tables import (
+    dependency_edges,
+    ragged_gather,
+    transfers_sorted,
+    used_dependencies,
+)
 from metaprov.mapping.terms import concat
 from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
@@ -146,8 +152,6 @@ def chunk_versions(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> ChunkVe
     """The :class:`ChunkVersions` of the run (computed once per export)."""
 
     def make() -> ChunkVersions:
-        from metaprov.mapping.tables import dependency_edges, ragged_gather, used_dependencies
-        from metaprov.mapping.transfers import transfers_sorted
 
         n_keys = len(idx.keys)
         ok = (

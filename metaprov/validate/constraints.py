@@ -18,7 +18,7 @@ with a metaprov class counts as the PROV class it specialises even when the base
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from metaprov.mapping.terms import PROV_NS, VOCAB, base_types
 
@@ -36,7 +36,7 @@ TIME_PREDICATES = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def classes_below(prov_class: str) -> tuple[str, ...]:
     """``prov_class`` and every metaprov class the ontology puts below it, as SPARQL IRIs."""
     from metaprov.mapping.terms import _base_types
