@@ -51,8 +51,6 @@ PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
 #: Darshan file I/O: (class, property path, message) of values every instance must have.
 _IO_REQUIRED = """
 File mp:path a file has exactly one mp:path
-Process mp:processRole a traced process has exactly one role
-Process mp:darshanLog a traced process names exactly one Darshan log
 IOUsage ^prov:qualifiedUsage an I/O usage qualifies the usage of exactly one activity
 IOUsage prov:entity an I/O usage is of exactly one file
 IOUsage mp:bytesRead an I/O usage has one non-negative byte count
@@ -204,6 +202,24 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         (f"{c}Shape", f"SELECT ?f WHERE {{ ?f a mp:{c} . MINUS {{ ?f {p} ?x }} }}", m)
         for c, p, m in (line.split(None, 2) for line in _IO_REQUIRED.strip().splitlines())
     ],
+    (
+        "ProcessShape",
+        "SELECT ?f WHERE { ?f a mp:Process . MINUS { ?f mp:darshanLog ?x } "
+        "MINUS { ?f a mp:WorkerProcess } }",
+        "a traced process names exactly one Darshan log",
+    ),
+    (
+        "FileVersionShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:FileVersion ; prov:wasRevisionOf ?p . "
+        "MINUS { ?p a mp:FileVersion } }",
+        "a file version revises at most one described version",
+    ),
+    (
+        "FileVersionShape",
+        "SELECT DISTINCT ?f WHERE { { ?f a mp:FileVersion MINUS { ?f prov:specializationOf ?x } } "
+        "UNION { ?f a mp:FileVersion ; prov:specializationOf ?x MINUS { ?x a mp:File } } }",
+        "a file version specialises exactly one described file",
+    ),
     (
         "ProcessActivityShape",
         "SELECT ?f WHERE { ?f a mp:ProcessActivity . "
@@ -362,6 +378,7 @@ def validate(
     *,
     format: str | None = None,
     engine: str = "auto",
+    progress: bool = False,
 ) -> ValidationReport:
     """Validate an export against the shipped shapes and the PROV sanity rules.
 
@@ -370,7 +387,8 @@ def validate(
             ProvGraph.
         format: the file's format when its suffix does not tell (same names as ``export``).
         engine: ``auto`` (pyshacl up to :data:`SHACL_LIMIT` triples, SPARQL above), ``shacl`` or
-            ``sparql``.
+            ``sparql``; the report's notes say which ran and why.
+        progress: show a progress bar over the checks (stderr).
 
     Returns:
         The report; ``report.conforms`` is False when anything is violated.
@@ -410,18 +428,52 @@ def validate(
         n = len(store)
         chosen = engine if engine != "auto" else ("shacl" if n <= SHACL_LIMIT else "sparql")
         report = ValidationReport(label, chosen, n)
-        if chosen == "shacl":
-            report.violations += _run_shacl(store)
-        else:
-            report.violations += _run_sparql(store, SPARQL_CHECKS)
-            if engine == "auto":
-                report.notes.append(
-                    f"more than {SHACL_LIMIT:,} triples: constraints checked as SPARQL queries, not pyshacl"
-                )
-        report.violations += _run_sparql(store, PROV_CHECKS)
-        report.violations += _run_sparql(store, constraints.checks())
+        report.notes.append(_why(engine, chosen, n))
+        # the ontology's class and property hierarchy applied (RDFS subclass/subproperty
+        # inference), so the shapes see a worker process as the mp:Process it is
+        for update in constraints.inference_updates():
+            store.update(update)
+        report.notes.append(
+            f"ontology included: {len(store) - n:,} triples inferred from its class and "
+            "property hierarchy"
+        )
+        steps: list[tuple[str, Any]] = [("shapes", None)] if chosen == "shacl" else []
+        if chosen == "sparql":
+            steps += [(shape, (shape, q, m)) for shape, q, m in SPARQL_CHECKS]
+        steps += [(rule, (rule, q, m)) for rule, q, m in PROV_CHECKS + constraints.checks()]
+        bar = _progress(len(steps), progress)
+        for name, check in steps:
+            bar.set_postfix_str(name, refresh=False)
+            if check is None:
+                report.violations += _run_shacl(store)
+            else:
+                report.violations += _run_sparql(store, [check])
+            bar.update()
+        bar.close()
         del store
     return report
+
+
+def _why(engine: str, chosen: str, n: int) -> str:
+    """Which engine checks the shapes, and why."""
+    if engine != "auto":
+        return f"engine {chosen}: asked for (--engine {engine})"
+    if chosen == "shacl":
+        return (
+            f"engine shacl (pyshacl): {n:,} triples, within its limit of {SHACL_LIMIT:,} "
+            "(give --engine sparql for the same checks as SPARQL queries)"
+        )
+    return (
+        f"engine sparql: {n:,} triples, more than pyshacl's limit of {SHACL_LIMIT:,} "
+        "(pyshacl holds everything in memory at ~1 KB per triple); the same constraints "
+        "run as SPARQL queries"
+    )
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="validate", unit="check", disable=not enabled, leave=False)
 
 
 def _ox_format(name: str) -> Any:

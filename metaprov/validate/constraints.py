@@ -112,3 +112,47 @@ def checks() -> list[tuple[str, str, str]]:
             "a time is not an xsd:dateTime in UTC with an explicit Z",
         ),
     ]
+
+
+@cache
+def hierarchy() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(class, superclass) and (property, superproperty) pairs of the ontology's hierarchy,
+    transitively closed, for the metaprov terms (the RDFS subclass/subproperty rules)."""
+    from importlib import resources
+
+    import pyoxigraph as ox
+
+    text = resources.files("metaprov").joinpath("ontology").joinpath("metaprov.ttl").read_bytes()
+    rdfs = "http://www.w3.org/2000/01/rdf-schema#"
+    edges: dict[str, dict[str, set[str]]] = {"subClassOf": {}, "subPropertyOf": {}}
+    for t in ox.parse(text, format=ox.RdfFormat.TURTLE):
+        kind = t.predicate.value[len(rdfs) :] if t.predicate.value.startswith(rdfs) else ""
+        if kind in edges and isinstance(t.object, ox.NamedNode):
+            edges[kind].setdefault(t.subject.value, set()).add(t.object.value)
+    out = []
+    for kind in ("subClassOf", "subPropertyOf"):
+        pairs = []
+        for term in sorted(edges[kind]):
+            if not term.startswith(VOCAB):
+                continue
+            seen: set[str] = set()
+            todo = [term]
+            while todo:
+                for sup in edges[kind].get(todo.pop(), ()):
+                    if sup not in seen:
+                        seen.add(sup)
+                        todo.append(sup)
+            pairs += [(term, sup) for sup in sorted(seen)]
+        out.append(tuple(pairs))
+    return out[0], out[1]
+
+
+def inference_updates() -> list[str]:
+    """SPARQL updates adding what the ontology's hierarchy implies (types, super-properties)."""
+    classes, props = hierarchy()
+    cv = " ".join(f"(<{c}> <{s}>)" for c, s in classes)
+    pv = " ".join(f"(<{p}> <{s}>)" for p, s in props)
+    return [
+        f"INSERT {{ ?x a ?s }} WHERE {{ VALUES (?c ?s) {{ {cv} }} ?x a ?c }}",
+        f"INSERT {{ ?x ?s ?y }} WHERE {{ VALUES (?p ?s) {{ {pv} }} ?x ?p ?y }}",
+    ]
