@@ -259,6 +259,9 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         blk.add(MP.transferId, lit_int(h["transfer"]), "typed", XSD.integer)
         blk.add(MP.source, src)
         blk.add(MP.destination, dst)
+        # the two agents as PROV associations too (mp:source/destination specialise it, but a
+        # PROV-N reader or a store without inference sees only what is written)
+        blk.add(PROV.wasAssociatedWith, _pairs(src, dst))
         blk.add(PROV.startedAtTime, lit_time(h["start"]), "typed", XSD.dateTime)
         blk.add(PROV.endedAtTime, lit_time(h["stop"]), "typed", XSD.dateTime)
         blk.add(MP.duration, lit_double(h["duration"]), "typed", XSD.double)
@@ -290,3 +293,17 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         rb.add(PROV.atLocation, pc.fill_null(dict_map(part["destination"], iris.workers), fallback))
         rb.add(MP.nbytes, lit_int(part["nbytes"]), "typed", XSD.integer)
         yield rb
+
+
+def _pairs(first: pa.Array, second: pa.Array) -> pa.Array:
+    """Per row the list [first, second] (nulls and a repeated value left out)."""
+    a = pc.cast(first, LARGE)
+    b = pc.if_else(pc.fill_null(pc.equal(a, second), False), pa.scalar(None, LARGE), second)
+    b = pc.cast(b, LARGE)
+    inter = pa.concat_arrays([a, b]).take(
+        pa.array(np.arange(2 * len(a)).reshape(2, -1).T.reshape(-1))
+    )
+    keep = pc.is_valid(inter)
+    counts = pc.add(pc.cast(pc.is_valid(a), pa.int64()), pc.cast(pc.is_valid(b), pa.int64()))
+    offsets = np.concatenate(([0], np.cumsum(counts.to_numpy(zero_copy_only=False))))
+    return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), inter.filter(keep))
