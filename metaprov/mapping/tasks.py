@@ -11,7 +11,7 @@ Input: ``records.tasks``, ``records.executions``, ``records.dependencies`` (and 
   direct link), ``mp:usedReplica`` of the replica a transferred dependency was read from and
   the totals of the transfers behind those (see ``used_replicas`` in ``transfers.py``);
 - mp:DataChunk per key with a result, ``prov:wasGeneratedBy`` its successful execution and
-  ``prov:atLocation`` the worker holding it.
+  ``prov:atLocation`` the node of the worker holding it.
 
 Everything is computed with pyarrow/numpy over whole columns; rows are sorted by key (then attempt)
 so the output order never depends on the input order.
@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metaprov.mapping.agents import worker_nodes
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
 from metaprov.mapping.tables import (
     LARGE,
@@ -180,7 +181,7 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
             blk.add(PROV.wasGeneratedBy, _spread(single, gen_iri))
             where = pc.coalesce(_spread(single, workers.take(g)), where)
         where = pc.if_else(pa.array(v.split[rows]), pa.scalar(None, LARGE), where)
-        blk.add(PROV.atLocation, dict_map(where, iris.workers))
+        blk.add(PROV.atLocation, worker_nodes(ctx, where))
         yield blk
     # versions of the split keys: one per successful execution
     split_rows = np.flatnonzero(v.split & (np.diff(v.gen_off) > 0))
@@ -198,7 +199,7 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
         blk.add(MP.task, t_iri)
         blk.add(PROV.specializationOf, concat(t_iri, "/chunk"))
         blk.add(PROV.wasGeneratedBy, iris.executions(t_iri, att))
-        blk.add(PROV.atLocation, dict_map(workers.take(g), iris.workers))
+        blk.add(PROV.atLocation, worker_nodes(ctx, workers.take(g)))
         yield blk
 
 

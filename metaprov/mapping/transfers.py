@@ -4,7 +4,7 @@ Input: ``records.transfers`` (one row per key moved; rows sharing a transfer id 
 transfer). Output: an mp:Transfer per transfer id (``prov:used`` the chunks at the source,
 ``mp:source``/``mp:destination`` agents, window, bytes, bandwidth) and an mp:ChunkReplica per
 row (``prov:specializationOf`` the chunk, ``prov:wasGeneratedBy`` the transfer,
-``prov:atLocation`` the destination). Also, for the task step, :func:`used_replicas`: which
+``prov:atLocation`` the destination's node). Also, for the task step, :func:`used_replicas`: which
 replica each task execution used (``mp:usedReplica``, written on the execution).
 
 A transfer logged only by its sender to a non-worker peer (a client gathering results) has no
@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metaprov.mapping.agents import worker_nodes
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
 from metaprov.mapping.tables import (
     Edges,
@@ -290,7 +291,8 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         rb.add(PROV.specializationOf, used_chunks.slice(a, len(part)))
         rb.add(MP.task, idx.task_iri.take(pa.array(rows)))
         rb.add(PROV.wasGeneratedBy, tid_iri_all)
-        rb.add(PROV.atLocation, pc.fill_null(dict_map(part["destination"], iris.workers), fallback))
+        # where the copy is: the destination worker's node (unknown for a client's gather)
+        rb.add(PROV.atLocation, worker_nodes(ctx, as_text_array(part["destination"])))
         rb.add(MP.nbytes, lit_int(part["nbytes"]), "typed", XSD.integer)
         yield rb
 
