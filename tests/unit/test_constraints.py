@@ -73,7 +73,9 @@ def test_broken_copies_fail_with_their_rule(engine: str, nt: Path) -> None:
             "sub": (rf"^({re.escape(execution)} <{PROV}startedAtTime> \"[^\"]*)Z\"", r'\1"')
         },
         "prov:entity-activity-disjoint": {
-            "lines": [f"{execution} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{PROV}Entity> ."]
+            "lines": [
+                f"{execution} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{PROV}Entity> ."
+            ]
         },
         "prov:generation-generation-ordering": {
             "lines": [f"{chunk} <{PROV}wasGeneratedBy> {other} ."]
