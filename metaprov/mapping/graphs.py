@@ -59,6 +59,14 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         gb.add(MP.edgeCount, lit_int(g["n_edges"]), "typed", XSD.integer)
         gb.add(MP.run, iris.run)
         yield gb
+        # the run's association with the graph's client, following the graph (decision 26)
+        sel = g["client"].notna().to_numpy(dtype=bool)
+        if sel.any():
+            ab = Block(iris.associations(g_iri.filter(pa.array(sel))))
+            ab.add(RDF.type, PROV.Association)
+            ab.add(PROV.agent, iris.clients(g["client"][sel]))
+            ab.add(PROV.hadPlan, g_iri.filter(pa.array(sel)))
+            yield ab
         has = pc.is_valid(times)
         if pc.any(has).as_py():
             qb = Block(gen.filter(has))
