@@ -667,12 +667,17 @@ def export_cmd(
     help="pyshacl (small exports) or SPARQL checks (any size); auto picks by size.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate_cmd(source: Path, fmt: str | None, engine: str, as_json: bool) -> None:
+@click.pass_context
+def validate_cmd(
+    ctx: click.Context, source: Path, fmt: str | None, engine: str, as_json: bool
+) -> None:
     """Check an export FILE (or a RUN directory, exported in memory) against the shipped SHACL shapes.
 
-    Also checks PROV sanity (no activity ends before it starts; everything used,
-    generated or associated is described). Prints a report; exits with code 5
-    when anything is violated.
+    The ontology's class hierarchy is applied first (RDFS inference). Also checks the W3C
+    PROV-CONSTRAINTS that apply across nodes (generation precedes usage, unique generation,
+    start precedes end, entities are not activities, times in UTC, ...). Prints a report
+    naming each rule and example nodes, and which engine ran and why; exits with code 5 when
+    anything is violated. A progress bar shows on a terminal (-q hides it).
 
     \b
     Example:
@@ -681,7 +686,7 @@ def validate_cmd(source: Path, fmt: str | None, engine: str, as_json: bool) -> N
     from metaprov.errors import ValidationError
     from metaprov.validate import validate
 
-    report = validate(source, format=fmt, engine=engine)
+    report = validate(source, format=fmt, engine=engine, progress=progress_enabled(ctx))
     if as_json:
         _echo_json(report.to_dict())
     else:

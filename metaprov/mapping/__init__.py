@@ -216,7 +216,7 @@ class ProvGraph:
         for entry in list(_STEPS):
             for block in entry.func(ctx):
                 if len(block):
-                    yield block
+                    yield block.with_base_types()
 
     def batches(self) -> Iterator[tuple[pa.Array, pa.Array, pa.Array]]:
         """Column batches of N-Triples terms: (subjects, predicates, objects) string arrays."""

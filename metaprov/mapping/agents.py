@@ -51,6 +51,30 @@ def worker_table(ctx: MapContext) -> pd.DataFrame:
     return ctx.cached("workers", make)
 
 
+def worker_hosts(ctx: MapContext) -> pd.Series:
+    """The host of each worker of :func:`worker_table` (host name, else address host)."""
+    workers = worker_table(ctx)
+    hosts = workers["hostname"].where(workers["hostname"].notna(), workers["host"])
+    return hosts.where(hosts.notna(), workers["address"].map(host_of))
+
+
+def worker_nodes(ctx: MapContext, addresses: pa.Array) -> pa.Array:
+    """The mp:Node IRI of the host of each worker address (null when the address is unknown):
+    where a chunk or replica held by that worker is (``prov:atLocation``, decision 25)."""
+    from metaprov.mapping.tables import dict_map
+
+    def make() -> dict[str, str]:
+        w = worker_table(ctx)
+        hosts = worker_hosts(ctx)
+        iris = ctx.iris.nodes(hosts).to_pylist()
+        return {a: i for a, i in zip(w["address"].astype(str), iris, strict=True) if i}
+
+    table = ctx.cached("worker_nodes", make)
+    return dict_map(
+        addresses, lambda d: pa.array([table.get(a) for a in d.to_pylist()], pa.large_string())
+    )
+
+
 def client_table(ctx: MapContext) -> pd.DataFrame:
     """Every client (clients table plus ids seen only in graphs or tasks), sorted by id."""
 
@@ -135,8 +159,7 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         wb.add(MP.addedAt, lit_time(workers["added"]), "typed", XSD.dateTime)
         wb.add(MP.removedAt, lit_time(workers["removed"]), "typed", XSD.dateTime)
         wb.add(PROV.actedOnBehalfOf, iris.scheduler)
-        hosts = workers["hostname"].where(workers["hostname"].notna(), workers["host"])
-        hosts = hosts.where(hosts.notna(), workers["address"].map(host_of))
+        hosts = worker_hosts(ctx)
         wb.add(MP.node, iris.nodes(hosts))
         wb.add(MP.run, iris.run)
         yield wb

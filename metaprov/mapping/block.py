@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.mapping.terms import RDF, XSD, as_text_array, concat
+from metaprov.mapping.terms import RDF, XSD, as_text_array, base_types, concat
 from metaprov.timeutil import utc_to_epoch, xsd_datetime
 
 LARGE = pa.large_string()
@@ -60,6 +60,9 @@ class Block:
 
     subjects: pa.Array
     columns: list[Column] = field(default_factory=list)
+    #: the block only adds to subjects another block types (e.g. mp:IOActivity on task
+    #: executions): their PROV base types are not stated twice
+    restates: bool = False
 
     def __len__(self) -> int:
         return len(self.subjects)
@@ -69,6 +72,16 @@ class Block:
         first = self.columns[0]
         assert first.predicate == RDF.type and isinstance(first.values, str)
         return first.values
+
+    def with_base_types(self) -> Block:
+        """The block with the PROV classes its class implies (``prov:Activity``, ...) as further
+        constant ``rdf:type`` columns right after the first (decision 22). Returns self."""
+        if self.restates or not self.columns:
+            return self
+        types = base_types(self.rdf_type)
+        if types and not any(c.predicate == RDF.type and c.values in types for c in self.columns):
+            self.columns[1:1] = [Column(RDF.type, t) for t in types]
+        return self
 
     def n_triples(self) -> int:
         """Number of triples the block holds (non-null values; list elements counted)."""

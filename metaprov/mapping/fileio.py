@@ -18,7 +18,7 @@ agents step and the nodes of the job step. Output, in row chunks:
 - per (activity, file, link status): reads as an mp:IOUsage (bytes, operation count, first/last
   time, offset range, time in I/O); writes as an mp:FileVersion ``prov:wasGeneratedBy`` the
   activity with an mp:IOGeneration carrying the same figures, ``prov:wasRevisionOf`` the file's
-  previous version (versions numbered by first write time);
+  previous version (versions numbered by the time they were complete: their last write);
 - with ``io_detail="segments"``, every traced call as an mp:IOSegment ``mp:aggregatedBy`` its
   usage or generation, and the non-zero POSIX/STDIO/MPI-IO counters per process and file
   (mp:DarshanRecord with its mp:DarshanCounter nodes; files only opened, stat'ed or mapped
@@ -50,7 +50,7 @@ from metaprov.mapping.block import (
     lit_str,
     lit_time,
 )
-from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, concat
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, base_types, concat
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
@@ -290,10 +290,11 @@ def io_tables(ctx: MapContext) -> IOTables:
         io_time=("dur", "sum"),
     ).reset_index()
 
-    # Writes: file versions numbered per file by first write time (then activity IRI).
+    # Writes: file versions numbered per file by their generation instant, the last write (then
+    # activity IRI), so that wasRevisionOf runs forward in time (decision 16).
     is_w = agg["op"].to_numpy() == 1
-    w = agg.loc[is_w, ["path", "first", "act", "st"]]
-    w = w.sort_values(["path", "first", "act", "st"], kind="stable")
+    w = agg.loc[is_w, ["path", "last", "act", "st"]]
+    w = w.sort_values(["path", "last", "act", "st"], kind="stable")
     version = np.zeros(len(agg), np.int64)
     version[w.index.to_numpy()] = w.groupby("path").cumcount().to_numpy() + 1
     agg["version"] = version
@@ -480,7 +481,16 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         (MP.counter, counters, "iri", None),
         (MP.darshanRecord, records, "iri", None),
     ]
-    yield from _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows)
+    for blk in _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows):
+        blk.restates = True  # a worker's own process is typed prov:SoftwareAgent already
+        yield blk
+    other = t.proc_iri.filter(pa.array(~mapped))
+    if len(other):
+        # the PROV types of the other processes (nanny, launcher, ...), stated once
+        ob = Block(other)
+        for cls in base_types(MP.Process):
+            ob.add(RDF.type, cls)
+        yield ob
     if new_hosts:
         nb = Block(iris.nodes(new_hosts))
         nb.add(RDF.type, MP.Node)
@@ -539,7 +549,9 @@ def _activity_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         rows[task_codes] = np.arange(len(task_codes))
         subjects = t.acts.take(pa.array(task_codes))
         cols = _totals(t, len(task_codes), rows)
-        yield from _chunked(subjects, MP.IOActivity, cols, ctx.chunk_rows)
+        for blk in _chunked(subjects, MP.IOActivity, cols, ctx.chunk_rows):
+            blk.restates = True  # task executions: typed prov:Activity by the tasks step
+            yield blk
 
 
 def _figures(a: pd.DataFrame, op: int) -> list[Col]:
@@ -567,8 +579,10 @@ def _usage_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         return
     a = t.agg.loc[sel].reset_index(drop=True)
     mask = pa.array(sel)
+    # the usage's instant: its first read (decision 23)
     cols = [
         (PROV.entity, t.file_iri.take(pa.array(a["path"].to_numpy())), "iri", None),
+        (PROV.atTime, lit_time(a["first"]), "typed", XSD.dateTime),
         *_figures(a, 0),
     ]
     yield from _chunked(t.agg_iri.filter(mask), MP.IOUsage, cols, ctx.chunk_rows)
@@ -594,10 +608,14 @@ def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         (PROV.wasGeneratedBy, act_of, "iri", None),
         (PROV.qualifiedGeneration, gens, "iri", None),
         (PROV.wasRevisionOf, prev, "iri", None),
-        (PROV.generatedAtTime, lit_time(a["last"]), "typed", XSD.dateTime),
     ]
     yield from _chunked(versions, MP.FileVersion, vcols, ctx.chunk_rows)
-    gcols = [(PROV.activity, act_of, "iri", None), *_figures(a, 1)]
+    # the generation's instant: its last write (the version is complete); decision 23
+    gcols = [
+        (PROV.activity, act_of, "iri", None),
+        (PROV.atTime, lit_time(a["last"]), "typed", XSD.dateTime),
+        *_figures(a, 1),
+    ]
     yield from _chunked(gens, MP.IOGeneration, gcols, ctx.chunk_rows)
 
 

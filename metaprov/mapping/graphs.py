@@ -17,6 +17,8 @@ import pyarrow.compute as pc
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time
 from metaprov.mapping.terms import MP, PROV, RDF, XSD
 
+LARGE = pa.large_string()
+
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
 
@@ -43,16 +45,34 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         .sort_values("graph", kind="stable")
     )
     if len(g):
-        gb = Block(iris.task_graphs(g["graph"]))
+        g_iri = iris.task_graphs(g["graph"])
+        times = lit_time(g["time"])
+        gb = Block(g_iri)
         gb.add(RDF.type, MP.TaskGraph)
         gb.add(MP.graphIndex, lit_int(g["graph"]), "typed", XSD.integer)
         gb.add(PROV.wasAttributedTo, iris.clients(g["client"]))
-        gb.add(PROV.generatedAtTime, lit_time(g["time"]), "typed", XSD.dateTime)
+        # its submission time on a qualified generation (decision 23)
+        gen = pc.if_else(pc.is_valid(times), iris.generations(g_iri), pa.scalar(None, LARGE))
+        gb.add(PROV.qualifiedGeneration, gen)
         gb.add(MP.wantedCount, lit_int(g["n_wanted"]), "typed", XSD.integer)
         gb.add(MP.taskCount, lit_int(g["n_tasks"]), "typed", XSD.integer)
         gb.add(MP.edgeCount, lit_int(g["n_edges"]), "typed", XSD.integer)
         gb.add(MP.run, iris.run)
         yield gb
+        # the run's association with the graph's client, following the graph (decision 26)
+        sel = g["client"].notna().to_numpy(dtype=bool)
+        if sel.any():
+            ab = Block(iris.associations(g_iri.filter(pa.array(sel))))
+            ab.add(RDF.type, PROV.Association)
+            ab.add(PROV.agent, iris.clients(g["client"][sel]))
+            ab.add(PROV.hadPlan, g_iri.filter(pa.array(sel)))
+            yield ab
+        has = pc.is_valid(times)
+        if pc.any(has).as_py():
+            qb = Block(gen.filter(has))
+            qb.add(RDF.type, PROV.Generation)
+            qb.add(PROV.atTime, times.filter(has), "typed", XSD.dateTime)
+            yield qb
 
     prefixes = pd.Series(sorted(rec.tasks["prefix"].dropna().astype(str).unique()), dtype=object)
     if len(prefixes):

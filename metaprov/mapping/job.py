@@ -87,6 +87,11 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
 
     agents = [iris.scheduler] + iris.clients(client_table(ctx)["client"]).to_pylist()
     run.add(PROV.wasAssociatedWith, _one_list(agents))
+    # each submitted task graph is the plan the run followed for its client (decision 26)
+    graphs = rec.graphs.dropna(subset=["graph", "client"]).drop_duplicates("graph")
+    graphs = graphs.sort_values("graph", kind="stable")
+    plans = iris.associations(iris.task_graphs(graphs["graph"])).to_pylist()
+    run.add(PROV.qualifiedAssociation, _one_list(plans))
     configs = rec.configs.sort_values("name", kind="stable")
     classes = [FILE_KIND_CLASS.get(str(k), MP.RunFile) for k in configs["kind"].fillna("")]
     used = [

@@ -264,6 +264,17 @@ def ragged_gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
     return out_off, pos
 
 
+def used_dependencies(idx: TaskIndex, edges: Edges) -> tuple[np.ndarray, np.ndarray]:
+    """The chunk-holding dependencies of each task (the dynamic "used" edges), as CSR over task
+    rows: ``targets[offsets[r]:offsets[r + 1]]``."""
+    keep = idx.has_chunk[edges.targets] if len(edges.targets) else np.zeros(0, bool)
+    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
+    counts = kept_before[edges.offsets[1:]] - kept_before[edges.offsets[:-1]]
+    offsets = np.zeros(len(idx.keys) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets, edges.targets[keep]
+
+
 def list_column(offsets: np.ndarray, values: pa.Array) -> pa.Array:
     """A list<large_string> column from CSR offsets; empty lists become null (no triple)."""
     lists = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), values)
@@ -323,3 +334,14 @@ def host_of(address: Any) -> str | None:
 def user_iri(ctx: MapContext) -> str | None:
     user = (ctx.records.job or {}).get("user")
     return ctx.iris.user(str(user)) if user else None
+
+
+def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
+    """Transfer rows with a transfer id and key, sorted by (transfer, key), one row per pair."""
+
+    def make() -> pd.DataFrame:
+        tr = ctx.records.transfers.dropna(subset=["transfer", "key"])
+        tr = tr.sort_values(["transfer", "key"], kind="stable").drop_duplicates(["transfer", "key"])
+        return tr.reset_index(drop=True)
+
+    return ctx.cached("transfers_sorted", make)

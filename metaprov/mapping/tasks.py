@@ -11,7 +11,7 @@ Input: ``records.tasks``, ``records.executions``, ``records.dependencies`` (and 
   direct link), ``mp:usedReplica`` of the replica a transferred dependency was read from and
   the totals of the transfers behind those (see ``used_replicas`` in ``transfers.py``);
 - mp:DataChunk per key with a result, ``prov:wasGeneratedBy`` its successful execution and
-  ``prov:atLocation`` the worker holding it.
+  ``prov:atLocation`` the node of the worker holding it.
 
 Everything is computed with pyarrow/numpy over whole columns; rows are sorted by key (then attempt)
 so the output order never depends on the input order.
@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metaprov.mapping.agents import worker_nodes
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
 from metaprov.mapping.tables import (
     LARGE,
@@ -37,13 +38,14 @@ from metaprov.mapping.tables import (
     dict_map,
     execution_iris,
     executions_sorted,
-    generating_execution,
     list_column,
     ragged_gather,
     task_index,
+    used_dependencies,
 )
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, concat
 from metaprov.mapping.transfers import input_transfers, replica_iris, used_replicas
+from metaprov.mapping.versions import chunk_versions
 from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
 
@@ -93,13 +95,10 @@ def _execution_blocks(
     n = len(ex)
     if not n:
         return
-    # The chunk-holding dependencies of each task: the dynamic "used" edges.
-    keep = idx.has_chunk[edges.targets] if len(edges.targets) else np.zeros(0, bool)
-    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
-    used_counts = kept_before[edges.offsets[1:]] - kept_before[edges.offsets[:-1]]
-    used_offsets = np.zeros(len(idx.keys) + 1, np.int64)
-    np.cumsum(used_counts, out=used_offsets[1:])
-    used_targets = edges.targets[keep]
+    used_offsets, used_targets = used_dependencies(idx, edges)
+    # which version of each dependency's result the execution used (decision 21)
+    versions = chunk_versions(ctx, idx, ex)
+    starts_us, ends_us = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     prefix_of = dict_map(idx.tasks["prefix"], iris.prefixes)
     use = used_replicas(ctx, idx, edges, ex)
     waits = input_transfers(ctx, use)
@@ -132,7 +131,12 @@ def _execution_blocks(
         blk.add(MP.prefix, plan)
         off, pos = ragged_gather(used_offsets, rows)
         if len(pos):
-            blk.add(PROV.used, list_column(off, idx.chunk_iri(used_targets[pos])))
+            deps = used_targets[pos]
+            per = np.diff(off)
+            picks = versions.pick(
+                deps, np.repeat(starts_us[a:b], per), np.repeat(ends_us[a:b], per), ex
+            )
+            blk.add(PROV.used, list_column(off, versions.chunk_iris(ctx, idx, ex, deps, picks)))
         r0, r1 = int(use.offsets[a]), int(use.offsets[b])
         if r1 > r0:
             reps = replica_iris(ctx, use.replicas[r0:r1])
@@ -150,23 +154,15 @@ def _execution_blocks(
 
 
 def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator[Block]:
+    """``<task>/chunk`` per key with a result; on keys with versions (decision 21) also one
+    ``<task>/chunk/<attempt>`` per successful execution, specializing it."""
     iris = ctx.iris
     rows_all = np.flatnonzero(idx.has_chunk)
     if not len(rows_all):
         return
-    gen = (
-        generating_execution(ex)
-        if len(ex)
-        else pd.DataFrame({"row": [], "attempt": [], "worker": []})
-    )
-    gen_pos = np.full(len(idx.keys), -1, np.int64)
-    gen_pos[gen["row"].to_numpy(dtype=np.int64)] = np.arange(len(gen))
-    gen_attempt = (
-        pa.Array.from_pandas(gen["attempt"].astype("Int64"))
-        if len(gen)
-        else pa.array([], pa.int64())
-    )
-    gen_worker = as_text_array(gen["worker"]) if len(gen) else pa.array([], LARGE)
+    v = chunk_versions(ctx, idx, ex)
+    attempts = pa.Array.from_pandas(ex["attempt"].astype("Int64")) if len(ex) else None
+    workers = as_text_array(ex["worker"]) if len(ex) else None
     task_worker = idx.tasks["worker"]
     step = ctx.chunk_rows
     for a in range(0, len(rows_all), step):
@@ -176,24 +172,39 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
         blk.add(RDF.type, MP.DataChunk)
         blk.add(MP.task, t_iri)
         blk.add(MP.nbytes, lit_int(idx.tasks["nbytes"].iloc[rows]), "typed", XSD.integer)
-        gp = gen_pos[rows]
-        has_gen = gp >= 0
-        safe = np.where(has_gen, gp, 0)
-        if len(gen):
-            att = pc.if_else(
-                pa.array(has_gen),
-                gen_attempt.take(pa.array(safe)),
-                pa.scalar(None, gen_attempt.type),
-            )
-            blk.add(PROV.wasGeneratedBy, iris.executions(t_iri, att))
-            gw = pc.if_else(
-                pa.array(has_gen), gen_worker.take(pa.array(safe)), pa.scalar(None, gen_worker.type)
-            )
-        else:
-            gw = pa.nulls(len(rows), LARGE)
-        where = pc.coalesce(
-            pc.cast(gw, LARGE),
-            as_text_array(task_worker.iloc[rows]),
-        )
-        blk.add(PROV.atLocation, dict_map(where, iris.workers))
+        # one version, not split: the chunk is that execution's result
+        single = (v.n_gen(rows) == 1) & ~v.split[rows]
+        where = as_text_array(task_worker.iloc[rows])
+        if single.any() and attempts is not None and workers is not None:
+            g = pa.array(v.gen[v.gen_off[rows[single]]])
+            gen_iri = iris.executions(t_iri.filter(pa.array(single)), attempts.take(g))
+            blk.add(PROV.wasGeneratedBy, _spread(single, gen_iri))
+            where = pc.coalesce(_spread(single, workers.take(g)), where)
+        where = pc.if_else(pa.array(v.split[rows]), pa.scalar(None, LARGE), where)
+        blk.add(PROV.atLocation, worker_nodes(ctx, where))
         yield blk
+    # versions of the split keys: one per successful execution
+    split_rows = np.flatnonzero(v.split & (np.diff(v.gen_off) > 0))
+    if not len(split_rows) or attempts is None or workers is None:
+        return
+    off, pos = ragged_gather(v.gen_off, split_rows)
+    g_all = v.gen[pos]
+    r_all = np.repeat(split_rows, np.diff(off))
+    for a in range(0, len(g_all), step):
+        g = pa.array(g_all[a : a + step])
+        t_iri = idx.task_iri.take(pa.array(r_all[a : a + step]))
+        att = attempts.take(g)
+        blk = Block(concat(t_iri, "/chunk/", pc.cast(att, LARGE)))
+        blk.add(RDF.type, MP.DataChunk)
+        blk.add(MP.task, t_iri)
+        blk.add(PROV.specializationOf, concat(t_iri, "/chunk"))
+        blk.add(PROV.wasGeneratedBy, iris.executions(t_iri, att))
+        blk.add(PROV.atLocation, worker_nodes(ctx, workers.take(g)))
+        yield blk
+
+
+def _spread(mask: np.ndarray, values: pa.Array) -> pa.Array:
+    """``values`` (one per true of ``mask``) at the true positions of ``mask``, null elsewhere."""
+    pos = np.cumsum(mask) - 1
+    taken = values.take(pa.array(np.where(mask, pos, 0)))
+    return pc.if_else(pa.array(mask), taken, pa.scalar(None, taken.type))

@@ -146,6 +146,66 @@ XSD = Namespace(
     ],
 )
 
+#: PROV classes asserted on instances besides their metaprov class (decision 22), each with the
+#: PROV classes it implies in PROV-O (asserted too: ``?x a prov:Agent`` needs no reasoner).
+PROV_BASE: dict[str, tuple[str, ...]] = {
+    PROV_NS + "Entity": (),
+    PROV_NS + "Activity": (),
+    PROV_NS + "Agent": (),
+    PROV_NS + "Plan": (PROV_NS + "Entity",),
+    PROV_NS + "SoftwareAgent": (PROV_NS + "Agent",),
+    PROV_NS + "Person": (PROV_NS + "Agent",),
+    PROV_NS + "Location": (),
+    PROV_NS + "Usage": (),
+    PROV_NS + "Generation": (),
+    PROV_NS + "Association": (),
+    PROV_NS + "InstantaneousEvent": (),
+}
+
+
+def base_types(cls: str) -> tuple[str, ...]:
+    """The PROV classes an instance of the metaprov class ``cls`` is also typed with (sorted).
+
+    Read once from ``ontology/metaprov.ttl`` (the ``rdfs:subClassOf`` closure of ``cls``, kept to
+    :data:`PROV_BASE` and what those imply), so a class added to the ontology is covered too.
+    Empty for classes outside the vocabulary and for PROV classes themselves.
+    """
+    return _base_types().get(cls, ())
+
+
+_BASE_CACHE: dict[str, tuple[str, ...]] = {}
+
+
+def _base_types() -> dict[str, tuple[str, ...]]:
+    if _BASE_CACHE:
+        return _BASE_CACHE
+    from importlib import resources
+
+    import pyoxigraph as ox
+
+    text = resources.files("metaprov").joinpath("ontology").joinpath("metaprov.ttl").read_bytes()
+    sub = RDFS_NS + "subClassOf"
+    parents: dict[str, set[str]] = {}
+    for t in ox.parse(text, format=ox.RdfFormat.TURTLE):
+        if t.predicate.value == sub and isinstance(t.object, ox.NamedNode):
+            parents.setdefault(t.subject.value, set()).add(t.object.value)
+    for cls in parents:
+        if not cls.startswith(VOCAB):
+            continue
+        seen: set[str] = set()
+        todo = [cls]
+        while todo:
+            for p in parents.get(todo.pop(), ()):
+                if p not in seen:
+                    seen.add(p)
+                    todo.append(p)
+        found = {p for p in seen if p in PROV_BASE}
+        found |= {q for p in found for q in PROV_BASE[p]}
+        _BASE_CACHE[cls] = tuple(sorted(found))
+    _BASE_CACHE.setdefault("", ())
+    return _BASE_CACHE
+
+
 #: Run-file kinds (``records.configs.kind``) -> class. Unknown kinds become mp:RunFile.
 FILE_KIND_CLASS: dict[str, str] = {
     "dask": MP.DaskConfiguration,
@@ -445,7 +505,7 @@ class RunIris:
         return concat(activity_iris, "/", as_text_array(kinds), "/", quoted)
 
     def generations(self, version_iris: pa.Array) -> pa.Array:
-        """``<file version>/generation``: the qualified generation of a file version."""
+        """``<file version or task graph>/generation``: its qualified generation."""
         return concat(version_iris, "/generation")
 
     def io_segments(self, aggregate_iris: pa.Array, ordinals: Any) -> pa.Array:

@@ -4,7 +4,7 @@ Input: ``records.transfers`` (one row per key moved; rows sharing a transfer id 
 transfer). Output: an mp:Transfer per transfer id (``prov:used`` the chunks at the source,
 ``mp:source``/``mp:destination`` agents, window, bytes, bandwidth) and an mp:ChunkReplica per
 row (``prov:specializationOf`` the chunk, ``prov:wasGeneratedBy`` the transfer,
-``prov:atLocation`` the destination). Also, for the task step, :func:`used_replicas`: which
+``prov:atLocation`` the destination's node). Also, for the task step, :func:`used_replicas`: which
 replica each task execution used (``mp:usedReplica``, written on the execution).
 
 A transfer logged only by its sender to a non-worker peer (a client gathering results) has no
@@ -24,16 +24,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metaprov.mapping.agents import worker_nodes
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
 from metaprov.mapping.tables import (
     Edges,
     TaskIndex,
     dict_map,
+    executions_sorted,
     list_column,
     ragged_gather,
     task_index,
+    transfers_sorted,
 )
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array
+from metaprov.mapping.versions import chunk_versions
 from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
 
@@ -42,17 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metaprov")
 LARGE = pa.large_string()
-
-
-def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
-    """Transfer rows with a transfer id and key, sorted by (transfer, key), one row per pair."""
-
-    def make() -> pd.DataFrame:
-        tr = ctx.records.transfers.dropna(subset=["transfer", "key"])
-        tr = tr.sort_values(["transfer", "key"], kind="stable").drop_duplicates(["transfer", "key"])
-        return tr.reset_index(drop=True)
-
-    return ctx.cached("transfers_sorted", make)
 
 
 @dataclass
@@ -243,6 +236,14 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         ub.add(MP.run, iris.run)
         yield ub
 
+    # the version of each key's result the transfer copied (decision 21), one per row
+
+    ex = executions_sorted(ctx, idx)
+    versions = chunk_versions(ctx, idx, ex)
+    key_rows = idx.rows(tr["key"])
+    picks = versions.pick(key_rows, utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+    used_chunks = versions.chunk_iris(ctx, idx, ex, key_rows, picks)
+
     ids = tr["transfer"].to_numpy(dtype=np.int64)
     first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     offsets = np.append(first, len(tr)).astype(np.int64)
@@ -259,6 +260,9 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         blk.add(MP.transferId, lit_int(h["transfer"]), "typed", XSD.integer)
         blk.add(MP.source, src)
         blk.add(MP.destination, dst)
+        # the two agents as PROV associations too (mp:source/destination specialise it, but a
+        # PROV-N reader or a store without inference sees only what is written)
+        blk.add(PROV.wasAssociatedWith, _pairs(src, dst))
         blk.add(PROV.startedAtTime, lit_time(h["start"]), "typed", XSD.dateTime)
         blk.add(PROV.endedAtTime, lit_time(h["stop"]), "typed", XSD.dateTime)
         blk.add(MP.duration, lit_double(h["duration"]), "typed", XSD.double)
@@ -271,7 +275,8 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         blk.add(MP.loggedBy, dict_map(h["logged_by"], lit_str), "str")
         o0, o1 = int(offsets[a]), int(offsets[b])
         rows = idx.rows(tr["key"].iloc[o0:o1])
-        blk.add(PROV.used, list_column(offsets[a : b + 1] - o0, idx.chunk_iri(rows)))
+        used = used_chunks.slice(o0, o1 - o0)
+        blk.add(PROV.used, list_column(offsets[a : b + 1] - o0, used))
         blk.add(MP.run, iris.run)
         yield blk
 
@@ -283,9 +288,24 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         tid_iri_all = iris.transfers(part["transfer"])
         rb = Block(iris.replicas(tid_iri_all, part["key"]))
         rb.add(RDF.type, MP.ChunkReplica)
-        rb.add(PROV.specializationOf, idx.chunk_iri(rows))
+        rb.add(PROV.specializationOf, used_chunks.slice(a, len(part)))
         rb.add(MP.task, idx.task_iri.take(pa.array(rows)))
         rb.add(PROV.wasGeneratedBy, tid_iri_all)
-        rb.add(PROV.atLocation, pc.fill_null(dict_map(part["destination"], iris.workers), fallback))
+        # where the copy is: the destination worker's node (unknown for a client's gather)
+        rb.add(PROV.atLocation, worker_nodes(ctx, as_text_array(part["destination"])))
         rb.add(MP.nbytes, lit_int(part["nbytes"]), "typed", XSD.integer)
         yield rb
+
+
+def _pairs(first: pa.Array, second: pa.Array) -> pa.Array:
+    """Per row the list [first, second] (nulls and a repeated value left out)."""
+    a = pc.cast(first, LARGE)
+    b = pc.if_else(pc.fill_null(pc.equal(a, second), False), pa.scalar(None, LARGE), second)
+    b = pc.cast(b, LARGE)
+    inter = pa.concat_arrays([a, b]).take(
+        pa.array(np.arange(2 * len(a)).reshape(2, -1).T.reshape(-1))
+    )
+    keep = pc.is_valid(inter)
+    counts = pc.add(pc.cast(pc.is_valid(a), pa.int64()), pc.cast(pc.is_valid(b), pa.int64()))
+    offsets = np.concatenate(([0], np.cumsum(counts.to_numpy(zero_copy_only=False))))
+    return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), inter.filter(keep))

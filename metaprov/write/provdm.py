@@ -1,55 +1,50 @@
 """PROV-N, PROV-JSON and PROV-XML writers through the ``prov`` package (small runs only).
 
-Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the same provenance as a PROV-DM document:
-activities (run, job, task executions, transfers), agents (user, client, scheduler, workers,
-worker processes, threads), entities (everything else; plans carry ``prov:type prov:Plan``) and
-the PROV relations (used, wasGeneratedBy, wasAssociatedWith with its plan, actedOnBehalfOf,
-wasAttributedTo, specializationOf). metaprov properties become attributes, except
-``mp:usedReplica`` (a sub-property of ``prov:used``): a ``used`` relation of the execution and
-the replica, typed ``prov:type mp:usedReplica`` so it stays apart from the use of the chunk.
+Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the same provenance as a PROV-DM document.
+The document is what the ``prov`` package itself reads from the RDF export (its PROV-O
+decoder): the three formats hold the same records as the RDF, by construction. So activities,
+agents and entities are declared once each (what several blocks say about one node is one
+record), qualified usages, generations and associations are ``used``/``wasGeneratedBy``/
+``wasAssociatedWith`` relations with their identifiers and attributes (not entities),
+``wasRevisionOf`` is a revision, ``generatedAtTime`` a generation time, and metaprov properties
+are attributes of their records. Identifiers are qualified names under ``run:`` (the run's IRI),
+``id:`` (the base), ``mp:``, ``prov:`` and ``xsd:``.
 
-The ``prov`` package holds the whole document in memory and writes at 10-200 k records/s, so
-these formats refuse graphs above ``PROV_LIMIT`` triples (see :mod:`metaprov.write`) unless
+PROV-XML identifiers must be XML QNames, whose local part is an NCName: instance IRIs (``run:
+task/%28...%29/execution/0``) are not. In PROV-XML every local part is therefore escaped
+(:func:`xml_local`: ``_`` -> ``__``, any character other than a letter, digit, ``.`` or ``-``
+-> ``_`` and its two hex digits, so ``/`` -> ``_2F``, ``%`` -> ``_25``, a leading digit ``0`` ->
+``_30``); :func:`iri_local` undoes it. Text that XML 1.0 cannot carry at all (C0 control
+characters other than tab, LF and CR) is written as its UTF-8 bytes in an ``xsd:hexBinary``
+value. Both are documented in docs/formats.md.
+
+The ``prov`` package holds the whole document in memory (a few thousand triples per second),
+so these formats refuse graphs above ``PROV_LIMIT`` triples (see :mod:`metaprov.write`) unless
 ``force`` is given.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import io
+import re
+import warnings
 from typing import IO, TYPE_CHECKING, Any
 
 from metaprov.errors import LimitError
 from metaprov.mapping.block import Block
-from metaprov.mapping.terms import MP, PROV, VOCAB, XSD
+from metaprov.mapping.terms import PREFIXES, XSD
 from metaprov.write.ntriples import block_triples
+from metaprov.write.rows import write_nt
 
 if TYPE_CHECKING:
     from prov.model import ProvDocument
 
     from metaprov.mapping import ProvGraph
 
-_ACTIVITIES = {
-    MP.Run,
-    MP.Job,
-    MP.TaskExecution,
-    MP.Transfer,
-    # Darshan I/O (mapping/fileio.py): mp:IOActivity re-describes a task execution
-    MP.IOActivity,
-    MP.ProcessActivity,
-    MP.IOSegment,
-}
-_AGENTS = {MP.User, MP.Client, MP.Scheduler, MP.Worker, MP.WorkerProcess, MP.Thread, MP.Process}
-_PLANS = {
-    MP.TaskGraph,
-    MP.TaskPrefix,
-    MP.TaskGroup,
-    MP.Configuration,
-    MP.DaskConfiguration,
-    MP.DarshanConfiguration,
-    MP.ServiceConfiguration,
-    MP.JobScript,
-    MP.NodeList,
-}
+#: Characters XML 1.0 cannot carry, not even as character references.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_NCNAME_SAFE = re.compile(r"[A-Za-z0-9.\-]")
+_PROV = "http://www.w3.org/ns/prov#"
 
 
 def _refuse(fmt: str, limit: int, what: str) -> LimitError:
@@ -80,176 +75,198 @@ def _limit(graph: ProvGraph, force: bool, fmt: str) -> list[Block]:
     return blocks
 
 
-class _Names:
-    """IRI -> prov QualifiedName, with short prefixes for the run, the base and the vocabularies."""
-
-    def __init__(self, doc: ProvDocument, graph: ProvGraph) -> None:
-        self.doc = doc
-        self.ns = [
-            doc.add_namespace("run", graph.run_iri + "/"),
-            doc.add_namespace("id", graph.base + "/"),
-            doc.add_namespace("mp", VOCAB),
-            doc.add_namespace("xsd", XSD.string[: -len("string")]),
-        ]
-        self.extra = 0
-
-    def __call__(self, iri: str) -> Any:
-        for ns in self.ns:
-            if iri.startswith(ns.uri):
-                return ns[iri[len(ns.uri) :]]
-        if iri.startswith(PROV.used[: -len("used")]):
-            from prov.model import PROV as PROV_NS
-
-            return PROV_NS[iri.rsplit("#", 1)[1]]
-        # Any other IRI: a namespace for everything up to its last '/' or '#'.
-        cut = max(iri.rfind("/"), iri.rfind("#")) + 1
-        self.extra += 1
-        ns = self.doc.add_namespace(f"ns{self.extra}", iri[:cut])
-        self.ns.append(ns)
-        return ns[iri[cut:]]
+def namespaces(graph: ProvGraph) -> dict[str, str]:
+    """Prefixes of the PROV-DM documents: the run, the base and the vocabularies."""
+    ns = {"run": graph.run_iri + "/", "id": graph.base + "/"}
+    ns.update({p: iri for p, iri in PREFIXES.items() if p in ("mp", "prov", "xsd")})
+    return ns
 
 
-def _literal(value: str, kind: str, datatype: str | None, names: _Names) -> Any:
-    from prov.model import Literal
+def rdf_graph(graph: ProvGraph, blocks: list[Block], *, xml_safe: bool = False) -> Any:
+    """The blocks as an rdflib Graph with the PROV-DM prefixes bound.
 
-    if kind == "iri":
-        return names(value)
-    if kind == "str" or datatype in (None, XSD.string):
-        return value
-    if datatype == XSD.dateTime:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return Literal(value, names(str(datatype)))
+    Args:
+        xml_safe: replace text XML 1.0 cannot carry by its UTF-8 bytes (``xsd:hexBinary``).
+    """
+    import pyoxigraph as ox
+    import rdflib
+
+    g = rdflib.Graph(bind_namespaces="none")
+    for prefix, iri in namespaces(graph).items():
+        g.bind(prefix, iri, override=True, replace=True)
+    string = XSD.string
+    hex_binary = rdflib.URIRef(XSD.string[: -len("string")] + "hexBinary")
+
+    def term(t: Any) -> Any:
+        if isinstance(t, ox.NamedNode):
+            return rdflib.URIRef(t.value)
+        dt = t.datatype.value
+        if xml_safe and _NOT_XML.search(t.value):
+            return rdflib.Literal(t.value.encode("utf-8").hex().upper(), datatype=hex_binary)
+        return rdflib.Literal(t.value, datatype=None if dt == string else rdflib.URIRef(dt))
+
+    for block in blocks:
+        buf = io.BytesIO()
+        write_nt(block, buf)
+        g.addN(
+            (term(t.subject), term(t.predicate), term(t.object), g)
+            for t in ox.parse(buf.getvalue(), format=ox.RdfFormat.N_TRIPLES)
+        )
+    _as_entities(g)
+    return g
+
+
+def _as_entities(g: Any) -> None:
+    """Nodes PROV-DM has no record for (state transitions, Darshan counters and records) become
+    entities with their metaprov class as ``prov:type``, so the PROV-DM formats lose nothing."""
+    import rdflib
+    from prov.model import PROV_BASE_CLS
+
+    known = {rdflib.URIRef(q.uri) for q in PROV_BASE_CLS}
+    typed: dict[Any, bool] = {}
+    for s, _, o in g.triples((None, rdflib.RDF.type, None)):
+        typed[s] = typed.get(s, False) or o in known
+    entity = rdflib.URIRef(_PROV + "Entity")
+    at_time = rdflib.URIRef(_PROV + "atTime")
+    qualified = rdflib.URIRef(_PROV + "qualifiedGeneration")
+    generation = rdflib.URIRef(_PROV + "Generation")
+    for s in [s for s, has in typed.items() if not has]:
+        g.add((s, rdflib.RDF.type, entity))
+        # the instant of an event: the generation of its record (an entity has no prov:atTime)
+        for t in list(g.objects(s, at_time)):
+            gen = rdflib.URIRef(f"{s}/generation")
+            g.remove((s, at_time, t))
+            g.add((s, qualified, gen))
+            g.add((gen, rdflib.RDF.type, generation))
+            g.add((gen, at_time, t))
 
 
 def build_document(
-    graph: ProvGraph, force: bool = False, fmt: str = "PROV", *, blocks: list[Block] | None = None
+    graph: ProvGraph,
+    force: bool = False,
+    fmt: str = "PROV",
+    *,
+    blocks: list[Block] | None = None,
+    xml_safe: bool = False,
 ) -> ProvDocument:
-    """The graph as a ``prov`` ProvDocument (raises LimitError above the limit).
+    """The graph as a ``prov`` ProvDocument: what ``prov`` reads from the RDF export.
 
     Args:
         graph: the mapped run.
         force: build it even above the limit.
         fmt: format name for the error message.
         blocks: the graph's blocks when the caller already has them.
+        xml_safe: text XML 1.0 cannot carry as ``xsd:hexBinary`` (for PROV-XML).
+
+    Raises:
+        LimitError: above :data:`metaprov.write.PROV_LIMIT` triples without ``force``.
     """
-    from prov.model import PROV_TYPE, ProvDocument
+    from prov.model import ProvDocument
+    from prov.serializers.provrdf import ProvRDFSerializer
 
     if blocks is None:
         blocks = _limit(graph, force, fmt)
+    g = rdf_graph(graph, blocks, xml_safe=xml_safe)
     doc = ProvDocument()
-    names = _Names(doc, graph)
-    # Qualified associations first: (activity, agent) pairs they cover are not repeated.
-    assoc: dict[str, tuple[str | None, str | None]] = {}
-    for block in blocks:
-        if block.rdf_type == PROV.Association:
-            by_pred = {c.predicate: _values(c, len(block)) for c in block.columns[1:]}
-            for i, s in enumerate(block.subjects.to_pylist()):
-                assoc[s] = (
-                    _first(by_pred.get(PROV.agent), i),
-                    _first(by_pred.get(PROV.hadPlan), i),
-                )
-
-    relations: list[tuple[str, str, str, str | None]] = []
-    for block in blocks:
-        cls = block.rdf_type
-        if cls == PROV.Association:
-            continue
-        subjects = block.subjects.to_pylist()
-        cols = [(c, _values(c, len(block))) for c in block.columns[1:]]
-        for i, s in enumerate(subjects):
-            attrs: list[tuple[Any, Any]] = [(PROV_TYPE, names(cls))]
-            if cls in _PLANS:
-                attrs.append((PROV_TYPE, names(PROV.Plan)))
-            start = end = None
-            qualified: list[str] = []
-            for col, vals in cols:
-                for v in _all(vals, i):
-                    p = col.predicate
-                    if p == PROV.startedAtTime and cls in _ACTIVITIES:
-                        start = _literal(v, col.kind, col.datatype, names)
-                    elif p == PROV.endedAtTime and cls in _ACTIVITIES:
-                        end = _literal(v, col.kind, col.datatype, names)
-                    elif p == PROV.qualifiedAssociation:
-                        qualified.append(v)
-                    elif p in _RELATIONS:
-                        relations.append((p, s, v, None))
-                    elif p == PROV.atLocation:
-                        attrs.append(
-                            (names(PROV.atLocation.replace("atLocation", "location")), names(v))
-                        )
-                    else:
-                        attrs.append((names(p), _literal(v, col.kind, col.datatype, names)))
-            qn = names(s)
-            if cls in _ACTIVITIES:
-                doc.activity(qn, start, end, attrs)
-            elif cls in _AGENTS:
-                doc.agent(qn, attrs)
-            else:
-                doc.entity(qn, attrs)
-            for a in qualified:
-                agent, plan = assoc.get(a, (None, None))
-                relations.append((PROV.qualifiedAssociation, s, agent or "", plan))
-                relations.append(("assoc-id", a, "", None))
-
-    covered = {(s, v) for p, s, v, _ in relations if p == PROV.qualifiedAssociation}
-    assoc_ids = iter([s for p, s, _, _ in relations if p == "assoc-id"])
-    for p, s, v, plan in relations:
-        if p == PROV.used:
-            doc.used(names(s), names(v))
-        elif p == MP.usedReplica:
-            doc.used(names(s), names(v), other_attributes=[(PROV_TYPE, names(MP.usedReplica))])
-        elif p == PROV.wasGeneratedBy:
-            doc.wasGeneratedBy(names(s), names(v))
-        elif p == PROV.wasAssociatedWith:
-            if (s, v) not in covered:
-                doc.wasAssociatedWith(names(s), names(v))
-        elif p == PROV.qualifiedAssociation:
-            doc.wasAssociatedWith(
-                names(s),
-                names(v) if v else None,
-                names(plan) if plan else None,
-                identifier=names(next(assoc_ids)),
-            )
-        elif p == PROV.actedOnBehalfOf:
-            doc.actedOnBehalfOf(names(s), names(v))
-        elif p == PROV.wasAttributedTo:
-            doc.wasAttributedTo(names(s), names(v))
-        elif p == PROV.specializationOf:
-            doc.specializationOf(names(s), names(v))
-    return doc
+    for prefix, iri in namespaces(graph).items():
+        if prefix != "prov":
+            doc.add_namespace(prefix, iri)
+    with warnings.catch_warnings():
+        # every statement has a PROV reading (decision 22); prov warns about none of ours
+        warnings.simplefilter("ignore")
+        ProvRDFSerializer(doc).decode_document(g, doc, relation_mapper=relation_map())
+    # records in a fixed order (prov keeps them in the order its reader met them)
+    out = ProvDocument()
+    for prefix, iri in namespaces(graph).items():
+        if prefix != "prov":
+            out.add_namespace(prefix, iri)
+    for rec in sorted(doc.get_records(), key=_record_key):
+        # attributes in a fixed order too (prov keeps them in sets)
+        attrs = sorted(rec.attributes, key=lambda a: (str(a[0]), str(a[1])))
+        out.new_record(rec.get_type(), rec.identifier, attrs)
+    return out
 
 
-_RELATIONS = {
-    PROV.used,
-    MP.usedReplica,
-    PROV.wasGeneratedBy,
-    PROV.wasAssociatedWith,
-    PROV.actedOnBehalfOf,
-    PROV.wasAttributedTo,
-    PROV.specializationOf,
-}
+def _record_key(rec: Any) -> tuple[str, str, list[tuple[str, str]]]:
+    attrs = sorted((str(a), str(v)) for a, v in rec.attributes)
+    return (str(rec.get_type()), str(rec.identifier or ""), attrs)
 
 
-def _values(col: Any, n: int) -> list[Any]:
-    if isinstance(col.values, str):
-        return [col.values] * n
-    return col.values.to_pylist()
+def relation_map() -> dict[Any, str]:
+    """The PROV-O relations ``prov``'s RDF reader maps, plus ``prov:wasRevisionOf`` (a revision),
+    which it leaves as an attribute. Read a metaprov RDF export with it to get the records of the
+    PROV-N/JSON/XML exports::
+
+        doc = ProvDocument()
+        ProvRDFSerializer(doc).decode_document(graph, doc, relation_mapper=relation_map())
+    """
+    import rdflib
+    from prov.serializers.provrdf import RELATION_MAP
+
+    return {**RELATION_MAP, rdflib.URIRef(_PROV + "wasRevisionOf"): "revision"}
 
 
-def _first(vals: list[Any] | None, i: int) -> Any:
-    return None if vals is None else vals[i]
+def xml_local(local: str) -> str:
+    """A qualified name's local part as an XML NCName (reversible: :func:`iri_local`).
+
+    ``_`` becomes ``__``; a character other than an ASCII letter, digit, ``.`` or ``-`` (or a
+    first character that is not a letter) becomes ``_`` and its code in two (or, above U+00FF,
+    ``_u`` and four/``_U`` and eight) upper-case hex digits.
+    """
+    out = []
+    for i, c in enumerate(local):
+        if c == "_":
+            out.append("__")
+        elif _NCNAME_SAFE.fullmatch(c) and (i > 0 or c.isalpha()):
+            out.append(c)
+        elif ord(c) <= 0xFF:
+            out.append(f"_{ord(c):02X}")
+        elif ord(c) <= 0xFFFF:
+            out.append(f"_u{ord(c):04X}")
+        else:
+            out.append(f"_U{ord(c):08X}")
+    return "".join(out)
 
 
-def _all(vals: list[Any], i: int) -> list[Any]:
-    v = vals[i]
-    if v is None:
-        return []
-    return v if isinstance(v, list) else [v]
+_ESCAPE = re.compile(r"__|_u([0-9A-F]{4})|_U([0-9A-F]{8})|_([0-9A-F]{2})")
+
+
+def iri_local(escaped: str) -> str:
+    """Undo :func:`xml_local`."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "__":
+            return "_"
+        return chr(int(next(g for g in m.groups() if g), 16))
+
+    return _ESCAPE.sub(one, escaped)
+
+
+def _xml_qnames(xml: bytes) -> bytes:
+    """Escape every qualified name of a PROV-XML document into an XML QName (:func:`xml_local`)."""
+    from lxml import etree
+
+    root = etree.fromstring(xml)
+    prov_id, prov_ref = f"{{{_PROV}}}id", f"{{{_PROV}}}ref"
+    xsi_type = "{http://www.w3.org/2001/XMLSchema-instance}type"
+
+    def fix(qname: str) -> str:
+        prefix, sep, local = qname.partition(":")
+        return f"{prefix}:{xml_local(local)}" if sep else xml_local(qname)
+
+    for el in root.iter():
+        for attr in (prov_id, prov_ref):
+            value = el.get(attr)
+            if value is not None:
+                el.set(attr, fix(value))
+        if el.get(xsi_type) == "xsd:QName" and el.text:
+            el.text = fix(el.text)
+    return bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True))
 
 
 def _serialize(graph: ProvGraph, out: IO[bytes], fmt: str, label: str, force: bool) -> int:
     blocks = _limit(graph, force, label)
-    doc = build_document(graph, force, label, blocks=blocks)
+    doc = build_document(graph, force, label, blocks=blocks, xml_safe=fmt == "xml")
     text = (
         doc.serialize(None, format=fmt, indent=2)
         if fmt == "json"
@@ -257,7 +274,10 @@ def _serialize(graph: ProvGraph, out: IO[bytes], fmt: str, label: str, force: bo
     )
     if text is None:  # pragma: no cover - prov returns the text when no destination is given
         raise RuntimeError("prov returned no text")
-    out.write(text.encode("utf-8") if isinstance(text, str) else text)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if fmt == "xml":
+        data = _xml_qnames(data)
+    out.write(data)
     return sum(block_triples(b) for b in blocks)
 
 

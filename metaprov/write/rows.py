@@ -192,6 +192,9 @@ def write_turtle_rows(
         if isinstance(col.values, str):
             short = prefixed(col.values, prefixes) if col.kind == "iri" else None
             term = short or before + fn(pa.array([col.values], LARGE))[0].as_py() + after
+            if i > 0 and p == "a" and block.columns[i - 1].predicate == RDF.type:
+                pieces.append(lit(f", {term}"))  # a mp:Run, prov:Activity
+                continue
             pieces.append(lit(f"{lead}{p} {term}"))
         elif col.multi:
 
@@ -288,10 +291,19 @@ def write_jsonld_rows(block: Block, out: IO[bytes], terms: JsonLdTerms, first: b
     rows = Rows()
     s = rows.col(json_escape(block.subjects))
     pieces: list[pl.Expr] = [lit('{"@id": "'), s, lit('"')]
+    # the class and the PROV classes it implies: one "@type" (a string, or a list of them)
+    types = [c.values for c in block.columns if c.predicate == RDF.type]
+    assert all(isinstance(t, str) for t in types)
+    compact = [f'"{terms.compact(str(t))}"' for t in types]
+    pieces.append(
+        lit(
+            f', "@type": {compact[0]}'
+            if len(compact) == 1
+            else f', "@type": [{", ".join(compact)}]'
+        )
+    )
     for col in block.columns:
         if col.predicate == RDF.type:
-            assert isinstance(col.values, str)
-            pieces.append(lit(f', "@type": "{terms.compact(col.values)}"'))
             continue
         want = terms.coercion_for(col)
         found = terms.keys.get(col.predicate)

@@ -146,7 +146,7 @@ def test_prov_json_with_an_activity_ending_before_it_starts(tmp_path: Path) -> N
     out.write_text(text)
     report = validate(out)
     assert not report.conforms
-    assert report.violations[0].shape == "prov:startBeforeEnd"
+    assert report.violations[0].shape == "prov:start-precedes-end"
 
 
 def test_records_and_graphs_validate_directly() -> None:
