@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time
+from metaprov.mapping.facts import add_fact_columns
 from metaprov.mapping.terms import MP, PROV, RDF, XSD
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         gb.add(MP.taskCount, lit_int(g["n_tasks"]), "typed", XSD.integer)
         gb.add(MP.edgeCount, lit_int(g["n_edges"]), "typed", XSD.integer)
         gb.add(MP.run, iris.run)
+        add_fact_columns(ctx, gb, "graph", g["graph"])
         yield gb
 
     prefixes = pd.Series(sorted(rec.tasks["prefix"].dropna().astype(str).unique()), dtype=object)
@@ -78,6 +80,7 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
                 (MP.writeCount, "writes"),
             ):
                 pb.add(pred, lit_int(io[col]), "typed", XSD.integer)
+        add_fact_columns(ctx, pb, "prefix", prefixes)
         yield pb
 
     groups = group_table(ctx)
@@ -87,6 +90,7 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         grb.add(MP.name, lit_str(groups["group"]), "str")
         grb.add(MP.taskPrefix, iris.prefixes(groups["prefix"]))
         grb.add(MP.run, iris.run)
+        add_fact_columns(ctx, grb, "group", groups["group"])
         yield grb
 
 

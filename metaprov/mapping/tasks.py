@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
+from metaprov.mapping.facts import add_fact_columns
 from metaprov.mapping.tables import (
     LARGE,
     Edges,
@@ -83,6 +84,7 @@ def _task_blocks(ctx: MapContext, idx: TaskIndex, edges: Edges) -> Iterator[Bloc
         if o1 > o0:
             vals = idx.task_iri.take(pa.array(edges.targets[o0:o1]))
             blk.add(MP.dependsOn, list_column(edges.offsets[a : b + 1] - o0, vals))
+        add_fact_columns(ctx, blk, "task", np.arange(a, b))
         yield blk
 
 
@@ -140,6 +142,7 @@ def _execution_blocks(
             blk.add(MP.inputTransferCount, lit_int(waits.count.iloc[a:b]), "typed", XSD.integer)
             blk.add(MP.inputTransferSeconds, lit_double(waits.seconds[a:b]), "typed", XSD.double)
             blk.add(MP.inputTransferBytes, lit_int(waits.bytes.iloc[a:b]), "typed", XSD.integer)
+        add_fact_columns(ctx, blk, "execution", part)
         yield blk
 
         ab = Block(iris.associations(e_iri))
@@ -196,4 +199,5 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
             as_text_array(task_worker.iloc[rows]),
         )
         blk.add(PROV.atLocation, dict_map(where, iris.workers))
+        add_fact_columns(ctx, blk, "chunk", rows)
         yield blk
