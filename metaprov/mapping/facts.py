@@ -54,6 +54,11 @@ def _function_iris(ctx: MapContext, df: pd.DataFrame) -> pa.Array:
     )
 
 
+def _named(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows naming a callable (tasks holding plain data or an alias run none)."""
+    return df[df["qualname"].fillna("").astype(str) != ""]
+
+
 def _lists(rows: np.ndarray, values: pa.Array, n: int) -> pa.Array:
     """A list column of ``n`` rows: distinct ``values`` per row, sorted (deterministic)."""
     from metaprov.mapping.tables import list_column
@@ -153,7 +158,7 @@ def _chunk_columns(ctx: MapContext, rows: np.ndarray) -> Iterator[Column]:
 def _task_columns(ctx: MapContext, rows: np.ndarray) -> Iterator[Column]:
     from metaprov.mapping.tables import task_index
 
-    fx = ctx.records.functions
+    fx = _named(ctx.records.functions)
     per_key = fx[fx["key"].notna()]
     if not len(per_key):
         return
@@ -166,7 +171,7 @@ def _task_columns(ctx: MapContext, rows: np.ndarray) -> Iterator[Column]:
 
 
 def _named_columns(ctx: MapContext, names: pd.Series, col: str) -> Iterator[Column]:
-    fx = ctx.records.functions
+    fx = _named(ctx.records.functions)
     if len(fx):
         pos = _positions(names, fx[col])
         hit = pos >= 0
@@ -251,7 +256,8 @@ def add_facts(ctx: MapContext) -> Iterator[Block]:
         blk.add(RDF.type, MP.FusedOperation)
         blk.add(MP.position, lit_int(pos), "typed", XSD.integer)
         blk.add(MP.name, lit_str(ops["name"]), "str")
-        blk.add(MP.implementation, _function_iris(ctx, ops))
+        named = ops["qualname"].fillna("").astype(str).ne("").to_numpy()
+        blk.add(MP.implementation, pc.if_else(pa.array(named), _function_iris(ctx, ops), None))
         inputs = ops["inputs"].fillna("").astype(str).str.split()
         rows = np.repeat(np.arange(len(ops)), inputs.str.len().to_numpy())
         if len(rows):

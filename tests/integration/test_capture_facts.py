@@ -229,3 +229,11 @@ def test_files_next_to_the_mofka_schema_leave_the_readers_unchanged(run):
         if name in ("task_argument.csv", "task_fused_op.csv") or path.exists():
             header = path.read_text(encoding="utf-8").splitlines()[0].split(",")
             assert header == ["", *columns], name
+
+
+def test_the_export_with_every_fact_validates_with_both_engines(run):
+    from metaprov.validate import validate
+
+    for engine in ("shacl", "sparql"):
+        report = validate(run["export"], engine=engine)
+        assert report.conforms, report.text()

@@ -55,7 +55,7 @@ def add(a, b):
         (functools.partial(functools.partial(operator.mul, 2), 3), ("_operator", "mul", "partial")),
         (Scaler(), (__name__, "Scaler", "callable")),
         (Scaler().method, (__name__, "Scaler.method", "function")),
-        (lambda x: x, (__name__, "test_capture_facts.<lambda>", "function")),
+        (lambda x: x, (__name__, "test_task_facts.<lambda>", "function")),
         (np.add, ("numpy", "add", "function")),
         (len, ("builtins", "len", "function")),
     ],
