@@ -63,6 +63,12 @@ def _ints(ct: CsvTable, col: str) -> pd.Series:
     return pd.to_numeric(ct.get(col), errors="coerce").astype("Int64")
 
 
+def _frame(ct: CsvTable, acct: Accounting, columns: dict[str, str]) -> pd.DataFrame:
+    """Columns of ``ct`` by kind: ``text``, ``int`` or ``json`` (JSON string literals)."""
+    read = {"text": _text, "int": _ints, "json": lambda c, n: _json_cells(c, n, acct)}
+    return pd.DataFrame({name: read[kind](ct, name) for name, kind in columns.items()})
+
+
 def _json_cells(ct: CsvTable, col: str, acct: Accounting) -> pd.Series:
     """Decode a column of JSON string literals; a cell that is not one becomes NA (reported)."""
     raw = ct.get(col).astype(object)
@@ -145,11 +151,9 @@ def _functions(run: Path, records: RunRecords) -> None:
     )
     if ct is None:
         return
-    df = pd.DataFrame(
-        {
-            c: _text(ct, c) if c not in ("n_ops", "n_tasks") else _ints(ct, c)
-            for c in ("group", "prefix", "key", "module", "qualname", "kind", "n_ops", "n_tasks")
-        }
+    text = ("group", "prefix", "key", "module", "qualname", "kind")
+    df = _frame(
+        ct, records.accounting, {**dict.fromkeys(text, "text"), "n_ops": "int", "n_tasks": "int"}
     )
     by = ["group", "prefix", "key", "module", "qualname", "kind", "n_ops"]
     # one row per (group or key, function), whatever the number of graphs that submitted it
@@ -210,15 +214,17 @@ def _arguments(run: Path, records: RunRecords) -> None:
     )
     if ct is None:
         return
-    df = pd.DataFrame(
+    df = _frame(
+        ct,
+        acct,
         {
-            "key": _text(ct, "key"),
-            "position": _text(ct, "position"),
-            "type": _text(ct, "type"),
-            "size": _ints(ct, "size"),
-            "value": _json_cells(ct, "value", acct),
-            "status": _text(ct, "status"),
-        }
+            "key": "text",
+            "position": "text",
+            "type": "text",
+            "size": "int",
+            "value": "json",
+            "status": "text",
+        },
     )
     dup = df.duplicated(["key", "position"], keep="first").to_numpy()
     if dup.any():
@@ -238,17 +244,8 @@ def _fused_ops(run: Path, records: RunRecords) -> None:
     )
     if ct is None:
         return
-    df = pd.DataFrame(
-        {
-            "group": _text(ct, "group"),
-            "position": _ints(ct, "position"),
-            "name": _text(ct, "name"),
-            "module": _text(ct, "module"),
-            "qualname": _text(ct, "qualname"),
-            "kind": _text(ct, "kind"),
-            "inputs": _text(ct, "inputs"),
-        }
-    )
+    text = ("name", "module", "qualname", "kind", "inputs")
+    df = _frame(ct, acct, {"group": "text", "position": "int", **dict.fromkeys(text, "text")})
     bad = df["position"].isna().to_numpy()
     if bad.any():
         acct.drop(FUSED_OPS, "no operation position", ct.lines[bad])
