@@ -8,11 +8,14 @@ Output: one line per run and a summary on stdout (``--json``: machine-readable),
 - CPU seconds of all processes (client + scheduler, both workers) for the same runs;
 - the CPU spent inside the capture's hooks and flushes, measured in each process with
   ``time.thread_time`` around every hook: the capture's direct cost, which, unlike differences of
-  wall times, a shared noisy machine does not drown.
+  wall times, a shared noisy machine does not drown;
+- the same for the capture *with the task facts* (function per task group, result type or
+  exception per attempt, call site of the graph: the facts recorded by default), beside the
+  capture without them in the same repetition.
 
 Overheads are medians of per-repetition ratios (captured / plain of the same repetition); each
-repetition runs plain, captured and captured-with-timed-hooks (the hook timing costs CPU itself,
-so it is kept out of the wall/CPU comparison), in alternating order so drift of a shared machine
+repetition runs plain, captured, captured with facts, and both captures with timed hooks (the
+hook timing costs CPU itself, so it is kept out of the wall/CPU comparison), in alternating order so drift of a shared machine
 hits all alike. The graph has ``--n``
 tasks (default 10^4): n/2 tiny root tasks, n/2 tasks each depending on two roots (tasks on one
 worker fetch from the other), then a tree reduction (fan-in 10) to one key::
@@ -33,9 +36,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import dask
 from distributed import Client, LocalCluster
 
 from metaprov.capture import PLUGIN_NAME, SchedulerCapture, WorkerCapture
+from metaprov.capture._files import NFRAMES
 
 
 def inc(x: int) -> int:
@@ -161,12 +166,18 @@ def _cpu(client: Client) -> float:
 
 
 def run_once(
-    client: Client, n: int, capture_dir: Path | None, *, timed: bool = False
+    client: Client,
+    n: int,
+    capture_dir: Path | None,
+    *,
+    timed: bool = False,
+    facts: bool = False,
 ) -> dict[str, float]:
     """Compute one fresh graph; with ``capture_dir``, under the capture (as ``record()`` does).
 
     ``timed`` uses the plugins that time their own hooks (their clock calls cost CPU too, so the
-    wall and CPU comparison uses the untimed plugins).
+    wall and CPU comparison uses the untimed plugins). ``facts`` records the task facts too
+    (and the client sends its call site, as under ``record()``).
     """
     dsk, out = build_graph(n)
     half = max(2, n // 2)
@@ -179,10 +190,13 @@ def run_once(
     cpu0 = _cpu(client)
     t0 = time.perf_counter()
     if capture_dir is not None:
-        client.register_plugin(sched_cls(capture_dir), name=PLUGIN_NAME)
-        client.register_plugin(worker_cls(capture_dir), name=PLUGIN_NAME)
+        client.register_plugin(
+            sched_cls(capture_dir, functions=facts, call_sites=facts), name=PLUGIN_NAME
+        )
+        client.register_plugin(worker_cls(capture_dir, results=facts), name=PLUGIN_NAME)
     t_in = time.perf_counter()
-    value = client.get(dsk, out)
+    with dask.config.set({NFRAMES: 1 if facts else 0}):
+        value = client.get(dsk, out)
     t1 = time.perf_counter()
     if capture_dir is not None:
         client.unregister_worker_plugin(PLUGIN_NAME)
@@ -207,6 +221,8 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="metaprov-bench-capture-"))
     pairs: list[tuple[dict[str, float], dict[str, float]]] = []
     timed: list[tuple[dict[str, float], dict[str, float]]] = []
+    fact_pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+    fact_timed: list[tuple[dict[str, float], dict[str, float]]] = []
     load: list[float] = []
     try:
         with (
@@ -222,22 +238,26 @@ def main() -> None:
             run_once(client, min(args.n, 1000), None)  # warm-up: imports, connections
             for r in range(args.repeat):
                 load.append(os.getloadavg()[0])
-                variants = ["plain", "captured", "timed"]
+                variants = ["plain", "captured", "facts", "timed", "timed-facts"]
                 if r % 2:
                     variants.reverse()
                 got: dict[str, dict[str, float]] = {}
                 for v in variants:
                     cap = None if v == "plain" else base / f"run-{r}-{v}"
-                    res = run_once(client, args.n, cap, timed=v == "timed")
+                    res = run_once(
+                        client, args.n, cap, timed=v.startswith("timed"), facts="facts" in v
+                    )
                     got[v] = res
                     print(
-                        f"rep {r} {v:8s} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
+                        f"rep {r} {v:11s} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
                         f"  cpu {res['cpu']:7.3f} s  in hooks {res['hooks_cpu']:6.3f} s"
                         f"  rows {res['rows']:.0f}",
                         flush=True,
                     )
                 pairs.append((got["plain"], got["captured"]))
                 timed.append((got["plain"], got["timed"]))
+                fact_pairs.append((got["captured"], got["facts"]))
+                fact_timed.append((got["timed"], got["timed-facts"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -262,6 +282,22 @@ def main() -> None:
         "scheduler_hooks_cpu_s": med(lambda p, c: c["scheduler_hooks_cpu"], timed),
         "finalize_cpu_s": med(lambda p, c: c["finalize_cpu"]),
         "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"], timed),
+        # the task facts: the capture with them against the capture without, same repetition
+        "facts_rows_written": med(lambda p, c: c["rows"], fact_pairs),
+        "facts_compute_s": med(lambda p, c: c["compute"], fact_pairs),
+        "facts_overhead_compute_pct": med(
+            lambda p, c: 100 * (c["compute"] / p["compute"] - 1), fact_pairs
+        ),
+        "facts_cpu_s": med(lambda p, c: c["cpu"], fact_pairs),
+        "facts_overhead_cpu_pct": med(lambda p, c: 100 * (c["cpu"] / p["cpu"] - 1), fact_pairs),
+        "facts_hooks_cpu_s": med(lambda p, c: c["hooks_cpu"], fact_timed),
+        "facts_extra_hooks_cpu_s": med(lambda p, c: c["hooks_cpu"] - p["hooks_cpu"], fact_timed),
+        "facts_extra_scheduler_hooks_cpu_s": med(
+            lambda p, c: c["scheduler_hooks_cpu"] - p["scheduler_hooks_cpu"], fact_timed
+        ),
+        "facts_extra_us_per_task": med(
+            lambda p, c: 1e6 * (c["hooks_cpu"] - p["hooks_cpu"]) / c["tasks"], fact_timed
+        ),
     }
     print(
         f"median of {args.repeat} (load average {summary['load_average']:.1f} on {os.cpu_count()} CPUs): "
@@ -273,7 +309,13 @@ def main() -> None:
         f"({summary['overhead_cpu_pct']:+.1f} %)\n"
         f"  hooks  {summary['hooks_cpu_s']:.3f} s CPU = {summary['hooks_cpu_pct_of_plain']:.1f} % of the "
         f"plain run's CPU ({summary['hooks_us_per_task']:.0f} us per task; scheduler "
-        f"{summary['scheduler_hooks_cpu_s']:.3f} s); finalize (merge) {summary['finalize_cpu_s']:.3f} s"
+        f"{summary['scheduler_hooks_cpu_s']:.3f} s); finalize (merge) {summary['finalize_cpu_s']:.3f} s\n"
+        f"  facts  {summary['facts_rows_written']:.0f} rows; wall {summary['facts_compute_s']:.2f} s "
+        f"({summary['facts_overhead_compute_pct']:+.1f} % vs captured without facts), CPU "
+        f"{summary['facts_cpu_s']:.2f} s ({summary['facts_overhead_cpu_pct']:+.1f} %); hooks "
+        f"{summary['facts_hooks_cpu_s']:.3f} s CPU, {summary['facts_extra_hooks_cpu_s']:+.3f} s for the facts "
+        f"({summary['facts_extra_us_per_task']:+.1f} us per task; scheduler "
+        f"{summary['facts_extra_scheduler_hooks_cpu_s']:+.3f} s)"
     )
     if args.json:
         print(json.dumps(summary, indent=2))

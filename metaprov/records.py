@@ -246,6 +246,54 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("n_ambiguous", "Int64", "segments that fit several tasks"),
         ("n_unlinked", "Int64", "segments neither linked nor attributed"),
     ],
+    # --- task facts (metaprov.capture's extra files; metaprov.ingest.facts) ----------------
+    "results": [
+        ("key", STR, "Dask key"),
+        ("attempt", "Int64", "execution attempt (matched on key, worker and start time)"),
+        ("outcome", STR, "'memory' (a result) or 'error'"),
+        ("type", STR, "type of the result, module.qualname (e.g. numpy.ndarray)"),
+        ("nbytes", "Int64", "size of the result in bytes as measured by the worker"),
+        ("exception_type", STR, "type of the exception of an erred attempt (module.qualname)"),
+        ("exception_message", STR, "str() of that exception (capped)"),
+        ("traceback", STR, "its traceback when recorded (opt-in)"),
+    ],
+    "functions": [
+        ("group", STR, "task group"),
+        ("prefix", STR, "task prefix"),
+        ("key", STR, "a single task, where the tasks of its group run different functions"),
+        ("module", STR, "module of the callable (of the producing operation for a fused task)"),
+        ("qualname", STR, "qualified name of the callable (its type for a callable object)"),
+        ("kind", STR, "function, partial, callable, compose, fused, data, alias or unknown"),
+        ("n_ops", "Int64", "operations fused into the task (1 when not fused)"),
+        ("n_tasks", "Int64", "tasks of the group (or the key) running it"),
+    ],
+    "submissions": [
+        ("graph", "Int64", "graph index (row of graph.csv)"),
+        ("client", STR, "submitting client"),
+        ("file", STR, "file of the client code that called compute/persist/submit"),
+        ("line", "Int64", "line of that call in the file (in the cell for a notebook)"),
+        ("cell", "Int64", "IPython execution count of the notebook cell, when known"),
+        ("sha256", STR, "SHA-256 of the source the client sent (file or cell)"),
+        ("cell_source", STR, "source of the notebook cell (interactive code only)"),
+        ("frames", "Int64", "code frames the client sent"),
+    ],
+    "arguments": [
+        ("key", STR, "Dask key"),
+        ("position", STR, "0, 1, ... or keyword; partial.<n> bound in a partial; <op>.<n> fused"),
+        ("type", STR, "type of the value (module.qualname)"),
+        ("size", "Int64", "size in bytes (len for text, dask sizeof otherwise)"),
+        ("value", STR, "repr of the value when status is 'ok'"),
+        ("status", STR, "'ok', 'too large' or 'repr failed: <error>'"),
+    ],
+    "fused_ops": [
+        ("group", STR, "task group of the fused tasks"),
+        ("position", "Int64", "position of the operation, dependencies first"),
+        ("name", STR, "operation name (prefix of its inner key)"),
+        ("module", STR, "module of its callable"),
+        ("qualname", STR, "qualified name of its callable"),
+        ("kind", STR, "kind of callable (see functions)"),
+        ("inputs", STR, "positions of the operations whose results it uses, space-separated"),
+    ],
 }
 
 TABLES = tuple(SCHEMAS)
@@ -470,6 +518,8 @@ class RunRecords:
         path: the run directory.
         run_id: content-derived identifier (same input, same id).
         tasks ... threads: tables with the schemas of :data:`SCHEMAS`.
+        results ... fused_ops: what each task was (function, arguments, result, exception,
+            call site), from the capture's extra files (see :mod:`metaprov.ingest.facts`).
         job: facts about the batch job (id, server, user, nodes per role, ...).
         missing: expected inputs that were absent.
         accounting: row accounting for every input file.
@@ -489,6 +539,11 @@ class RunRecords:
     clients: pd.DataFrame = field(default_factory=lambda: empty_table("clients"))
     configs: pd.DataFrame = field(default_factory=lambda: empty_table("configs"))
     threads: pd.DataFrame = field(default_factory=lambda: empty_table("threads"))
+    results: pd.DataFrame = field(default_factory=lambda: empty_table("results"))
+    functions: pd.DataFrame = field(default_factory=lambda: empty_table("functions"))
+    submissions: pd.DataFrame = field(default_factory=lambda: empty_table("submissions"))
+    arguments: pd.DataFrame = field(default_factory=lambda: empty_table("arguments"))
+    fused_ops: pd.DataFrame = field(default_factory=lambda: empty_table("fused_ops"))
     job: dict[str, Any] = field(default_factory=dict)
     scheduler: dict[str, Any] = field(default_factory=dict)
     software: dict[str, Any] = field(default_factory=dict)

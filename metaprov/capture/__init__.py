@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 try:
+    import dask
     import distributed  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -46,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from metaprov.capture._files import (
     EXTRA_FILES,
     MOFKA_FILES,
+    NFRAMES,
     PLUGIN_NAME,
     configured_directory,
     existing_outputs,
@@ -108,6 +110,11 @@ def record(
     overwrite: bool = False,
     workers: bool = True,
     flush_interval: float = 2.0,
+    facts: bool = True,
+    arguments: bool = False,
+    argument_limit: int = 256,
+    tracebacks: bool = False,
+    fused_ops: bool = False,
 ) -> Iterator[Capture]:
     """Capture everything the cluster does while the block runs.
 
@@ -122,6 +129,15 @@ def record(
         overwrite: replace an earlier capture in ``directory`` (default: refuse with an error).
         workers: also record on the workers (transitions, transfers, executions).
         flush_interval: seconds between periodic flushes of buffered rows.
+        facts: record what each task was: the function per task group, the result type and
+            size or the exception of every attempt, and where the client submitted each graph
+            (this sets ``distributed.diagnostics.computations.nframes`` to 1 in this process
+            for the block, so the client sends its call site).
+        arguments: also record the literal arguments of every task (opt-in).
+        argument_limit: longest argument ``repr`` kept (characters); larger ones are
+            summarised by type and size.
+        tracebacks: also record the traceback of every erred attempt (opt-in).
+        fused_ops: also record the inner operations of fused tasks (opt-in).
 
     Yields:
         A :class:`Capture`; its ``summary`` is filled when the block exits.
@@ -141,15 +157,29 @@ def record(
     run_dir = Path(directory).expanduser().absolute()
     cap = Capture(run_dir)
     client.register_plugin(
-        SchedulerCapture(run_dir, overwrite=overwrite, flush_interval=flush_interval),
+        SchedulerCapture(
+            run_dir,
+            overwrite=overwrite,
+            flush_interval=flush_interval,
+            functions=facts,
+            call_sites=facts,
+            arguments=arguments,
+            argument_limit=argument_limit,
+            fused_ops=fused_ops,
+        ),
         name=PLUGIN_NAME,
     )
+    config = {NFRAMES: 1} if facts and (dask.config.get(NFRAMES, default=0) or 0) < 1 else {}
     try:
         if workers:
             client.register_plugin(
-                WorkerCapture(run_dir, flush_interval=flush_interval), name=PLUGIN_NAME
+                WorkerCapture(
+                    run_dir, flush_interval=flush_interval, results=facts, tracebacks=tracebacks
+                ),
+                name=PLUGIN_NAME,
             )
-        yield cap
+        with dask.config.set(config):
+            yield cap
     finally:
         try:
             if workers:

@@ -28,6 +28,9 @@ METADATA_KEY = "metaprov-capture"
 ENV_DIRECTORY = "METAPROV_CAPTURE_DIR"
 #: Dask config key naming the capture directory (``DASK_METAPROV__CAPTURE__DIRECTORY``).
 CONFIG_DIRECTORY = "metaprov.capture.directory"
+#: Dask config key: how many code frames a client sends with each graph (0 by default). The
+#: capture's call sites need 1: the innermost user frame of compute/persist/submit.
+NFRAMES = "distributed.diagnostics.computations.nframes"
 #: Sub-directory where every worker process writes its own part files until they are merged.
 PARTS_DIR = "metaprov-parts"
 #: Version of the capture directory layout written to ``metaprov-run.json``.
@@ -89,6 +92,52 @@ WORKERS_INFO = (
     "time",
 )
 
+# Task facts (extra files, see metaprov.capture.facts): what each task was.
+#: One row per execution attempt that ended in memory or error: result type and size, exception.
+WORKER_RESULT = (
+    "key",
+    "worker",
+    "start",
+    "outcome",
+    "type",
+    "nbytes",
+    "exception_type",
+    "exception_message",
+    "traceback",
+    "time",
+)
+#: Per submitted graph and task group: the function its tasks run (one row per key where the
+#: tasks of a group run different functions).
+TASK_FUNCTION = (
+    "graph",
+    "client",
+    "group",
+    "prefix",
+    "key",
+    "module",
+    "qualname",
+    "kind",
+    "n_ops",
+    "n_tasks",
+    "time",
+)
+#: Per submitted graph: where the client called compute/persist/submit.
+GRAPH_SUBMISSION = (
+    "graph",
+    "client",
+    "file",
+    "line",
+    "cell",
+    "sha256",
+    "cell_source",
+    "frames",
+    "time",
+)
+#: Opt-in: literal arguments of every task (value only when small enough).
+TASK_ARGUMENT = ("key", "position", "type", "size", "value", "status", "time")
+#: Opt-in: inner operations of fused tasks, per task group.
+TASK_FUSED_OP = ("group", "position", "name", "module", "qualname", "kind", "inputs", "time")
+
 #: Mofka-schema files and their columns.
 MOFKA_FILES: dict[str, tuple[str, ...]] = {
     "scheduler_transition.csv": SCHEDULER_TRANSITION,
@@ -102,13 +151,21 @@ MOFKA_FILES: dict[str, tuple[str, ...]] = {
 EXTRA_FILES: dict[str, tuple[str, ...]] = {
     "worker_execution.csv": WORKER_EXECUTION,
     "workers_info.csv": WORKERS_INFO,
+    "worker_result.csv": WORKER_RESULT,
+    "task_function.csv": TASK_FUNCTION,
+    "graph_submission.csv": GRAPH_SUBMISSION,
+    "task_argument.csv": TASK_ARGUMENT,
+    "task_fused_op.csv": TASK_FUSED_OP,
 }
 #: Tables each worker process writes as parts (``<table>.<part-id>.csv``), merged at the end.
 WORKER_TABLES: dict[str, tuple[str, ...]] = {
     "worker_transition": WORKER_TRANSITION,
     "worker_transfer": WORKER_TRANSFER,
     "worker_execution": WORKER_EXECUTION,
+    "worker_result": WORKER_RESULT,
 }
+#: Worker tables a worker writes only when asked to (no note when no part exists).
+OPTIONAL_WORKER_TABLES = frozenset({"worker_result"})
 RUN_JSON = "metaprov-run.json"
 CONFIG_JSON = "dask-config.json"
 #: Every name a capture writes at the top of its directory.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from metaprov.capture._files import (
+    OPTIONAL_WORKER_TABLES,
     PARTS_DIR,
     RUN_JSON,
     WORKER_TABLES,
@@ -131,8 +132,8 @@ def merge_parts(
             _merge_table(parts, table, columns, run / f"{table}.csv") if parts.is_dir() else None
         )
         if result is None:
-            if (run / f"{table}.csv").exists():
-                continue  # merged earlier, parts already removed
+            if (run / f"{table}.csv").exists() or table in OPTIONAL_WORKER_TABLES:
+                continue  # merged earlier (parts already removed), or not asked for
             notes.append(
                 f"{table}.csv not written: no worker wrote a part (worker plugin not running?)"
             )

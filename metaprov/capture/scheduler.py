@@ -19,6 +19,7 @@ passes it to ``update_graph``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import getpass
 import logging
 import os
@@ -33,11 +34,15 @@ from metaprov.capture._files import (
     CLIENT,
     CONFIG_JSON,
     GRAPH,
+    GRAPH_SUBMISSION,
     LAYOUT,
     METADATA_KEY,
     PARTS_DIR,
     RUN_JSON,
     SCHEDULER_TRANSITION,
+    TASK_ARGUMENT,
+    TASK_FUNCTION,
+    TASK_FUSED_OP,
     WORKER,
     CsvSink,
     configured_directory,
@@ -52,9 +57,22 @@ from metaprov.capture._files import (
     versions,
     write_json_atomic,
 )
+from metaprov.capture.facts import (
+    call_site,
+    fused_operations,
+    is_fused,
+    literal_arguments,
+    task_function,
+)
 from metaprov.errors import UsageError
 
 log = logging.getLogger("metaprov.capture")
+
+#: The code frames the client sent with the graph being submitted (set around the scheduler's
+#: ``update-graph`` handler, read by :meth:`SchedulerCapture.update_graph` in the same task).
+_SUBMITTED_CODE: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "metaprov_submitted_code", default=None
+)
 
 
 class SchedulerCapture(SchedulerPlugin):
@@ -69,6 +87,16 @@ class SchedulerCapture(SchedulerPlugin):
         flush_rows: rows buffered per file before a batch is written.
         flush_interval: seconds between periodic flushes.
         close_timeout: seconds :meth:`finalize` waits for workers to flush their parts.
+        functions: record the function each task group runs (``task_function.csv``).
+        call_sites: record where the client submitted each graph (``graph_submission.csv``),
+            from the code frames the client sends (Dask config
+            ``distributed.diagnostics.computations.nframes`` >= 1 in the client process;
+            :func:`metaprov.capture.record` sets it).
+        arguments: record the literal arguments of every task (``task_argument.csv``).
+        argument_limit: longest argument ``repr`` recorded (characters); larger arguments are
+            summarised by type and size.
+        fused_ops: record the inner operations of fused tasks, once per task group
+            (``task_fused_op.csv``).
 
     Example:
         >>> client.register_plugin(SchedulerCapture("runs/my-run"), name="metaprov-capture")  # doctest: +SKIP
@@ -85,12 +113,22 @@ class SchedulerCapture(SchedulerPlugin):
         flush_rows: int = 10_000,
         flush_interval: float = 2.0,
         close_timeout: float = 30.0,
+        functions: bool = True,
+        call_sites: bool = True,
+        arguments: bool = False,
+        argument_limit: int = 256,
+        fused_ops: bool = False,
     ) -> None:
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
         self.overwrite = overwrite
         self.flush_rows = flush_rows
         self.flush_interval = flush_interval
         self.close_timeout = close_timeout
+        self.functions = functions
+        self.call_sites = call_sites
+        self.arguments = arguments
+        self.argument_limit = max(1, int(argument_limit))
+        self.fused_ops = fused_ops
         self._started = False
         self._summary: dict[str, Any] | None = None
 
@@ -131,6 +169,18 @@ class SchedulerCapture(SchedulerPlugin):
             "worker": CsvSink(run_dir / "worker.csv", WORKER, index=True, flush_rows=fr),
             "client": CsvSink(run_dir / "client.csv", CLIENT, index=True, flush_rows=fr),
         }
+        for name, columns, wanted in (
+            ("task_function", TASK_FUNCTION, self.functions),
+            ("graph_submission", GRAPH_SUBMISSION, self.call_sites),
+            ("task_argument", TASK_ARGUMENT, self.arguments),
+            ("task_fused_op", TASK_FUSED_OP, self.fused_ops),
+        ):
+            if wanted:
+                self._sinks[name] = CsvSink(
+                    run_dir / f"{name}.csv", columns, index=True, flush_rows=fr
+                )
+        self._fused_groups: set[str] = set()
+        self._code_handler = self._tap_submitted_code(scheduler) if self.call_sites else None
         self._transition_rows = self._sinks["scheduler_transition"].append
         self._workers: dict[str, dict[str, Any]] = {}
         text, sha = dask_config_snapshot()
@@ -183,6 +233,7 @@ class SchedulerCapture(SchedulerPlugin):
             raise UsageError("the capture was never started", hint="register the plugin first")
         if self._timer is not None:
             self._timer.stop()
+        self._untap_submitted_code()
         t_end = now()
         for sink in self._sinks.values():
             sink.close()
@@ -296,7 +347,118 @@ class SchedulerCapture(SchedulerPlugin):
         for key in tasks:
             ts = get(key)
             dependencies[key] = set() if ts is None else {d.key for d in ts.dependencies}
-        self._sinks["graph"].append((client, str(set(keys)), str(dependencies), now()))
+        graph = self._sinks["graph"].rows
+        t = now()
+        self._sinks["graph"].append((client, str(set(keys)), str(dependencies), t))
+        try:
+            if self.call_sites:
+                site = call_site(_SUBMITTED_CODE.get())
+                if site is not None:
+                    self._sinks["graph_submission"].append((graph, client, *site, t))
+            if self.functions or self.arguments or self.fused_ops:
+                self._task_facts(graph, client, tasks, t)
+        except Exception:  # the facts must never cost the run its core rows
+            log.warning(
+                "metaprov capture: task facts of graph %d not recorded", graph, exc_info=True
+            )
+
+    # -- task facts --------------------------------------------------------------------------
+
+    def _task_facts(self, graph: int, client: str, tasks: list[Any], t: float) -> None:
+        """Functions per task group (per key where a group mixes them), arguments, fused ops."""
+        get = self._tasks.get
+        labels: dict[Any, tuple[str, str, str, int]] = {}
+        groups: dict[str, dict[tuple[str, str, str, int], list[Any]]] = {}
+        prefix_of: dict[str, str] = {}
+        arg_rows = self._sinks["task_argument"].append if self.arguments else None
+        limit = self.argument_limit
+        for key in tasks:
+            ts = get(key)
+            if ts is None:
+                continue
+            rs = ts.run_spec
+            group = ts.group.name
+            if self.functions:
+                ident = _spec_identity(rs)
+                label = labels.get(ident)
+                if label is None:
+                    label = labels[ident] = task_function(rs)
+                per = groups.get(group)
+                if per is None:
+                    per = groups[group] = {}
+                    prefix_of[group] = ts.prefix.name
+                entry = per.get(label)
+                if entry is None:
+                    per[label] = [1, key]
+                else:
+                    entry[0] += 1
+            if arg_rows is not None:
+                skey = str(key)
+                for row in literal_arguments(rs, limit):
+                    arg_rows((skey, *row, t))
+            if self.fused_ops and group not in self._fused_groups and is_fused(rs):
+                self._fused_groups.add(group)
+                fused = self._sinks["task_fused_op"].append
+                for i, op in enumerate(fused_operations(rs)):
+                    fused((group, i, *op, t))
+        if not groups:
+            return
+        rows = self._sinks["task_function"].append
+        mixed = set()
+        for group, per in groups.items():
+            for (module, qualname, kind, n_ops), (n, _) in per.items():
+                rows(
+                    (
+                        graph,
+                        client,
+                        group,
+                        prefix_of[group],
+                        None,
+                        module,
+                        qualname,
+                        kind,
+                        n_ops,
+                        n,
+                        t,
+                    )
+                )
+            if len(per) > 1:
+                mixed.add(group)
+        if mixed:  # which task runs which function, where tasks of one group differ
+            for key in tasks:
+                ts = get(key)
+                if ts is not None and ts.group.name in mixed:
+                    m, q, kind, n_ops = labels[_spec_identity(ts.run_spec)]
+                    g = ts.group.name
+                    rows((graph, client, g, prefix_of[g], str(key), m, q, kind, n_ops, 1, t))
+
+    def _tap_submitted_code(self, scheduler: Any) -> Any:
+        """Wrap the scheduler's ``update-graph`` handler so :meth:`update_graph` sees the code
+        frames the client sent with that very graph (a context variable: exact even when
+        several graphs are being received at once)."""
+        handlers = getattr(scheduler, "stream_handlers", None)
+        original = handlers.get("update-graph") if isinstance(handlers, dict) else None
+        if original is None or getattr(original, "_metaprov_tap", False):
+            return None
+
+        async def update_graph(*args: Any, code: Any = (), **kwargs: Any) -> Any:
+            token = _SUBMITTED_CODE.set(code)
+            try:
+                return await original(*args, code=code, **kwargs)
+            finally:
+                _SUBMITTED_CODE.reset(token)
+
+        update_graph._metaprov_tap = True  # type: ignore[attr-defined]
+        update_graph._metaprov_original = original  # type: ignore[attr-defined]
+        handlers["update-graph"] = update_graph
+        return update_graph
+
+    def _untap_submitted_code(self) -> None:
+        tap = getattr(self, "_code_handler", None)
+        handlers = getattr(self.scheduler, "stream_handlers", None)
+        if tap is not None and isinstance(handlers, dict) and handlers.get("update-graph") is tap:
+            handlers["update-graph"] = tap._metaprov_original
+        self._code_handler = None
 
     def add_worker(self, scheduler: Any, worker: str) -> None:
         """Record a worker joining."""
@@ -385,6 +547,27 @@ class SchedulerCapture(SchedulerPlugin):
         }
         write_json_atomic(self.run_dir / RUN_JSON, data)
         return data
+
+
+def _spec_identity(run_spec: Any) -> Any:
+    """A cache key for :func:`task_function`: equal for tasks running the same callable.
+
+    Valid within one ``update_graph`` call (the run specs, hence their ids, are alive).
+    """
+    func = getattr(run_spec, "func", None)
+    if func is None:
+        return type(run_spec)
+    if is_fused(run_spec):
+        try:
+            inner = run_spec.args[0]
+            out = inner[run_spec.args[1]]
+            return ("fused", id(getattr(out, "func", out)), len(inner))
+        except Exception:
+            return ("fused",)
+    inner = getattr(func, "func", None)
+    if inner is not None and hasattr(func, "keywords"):  # functools.partial: one per task
+        return ("partial", id(inner))
+    return id(func)
 
 
 def _user() -> str | None:

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaprov.capture._files import ENV_DIRECTORY, RUN_JSON, existing_outputs, remove_outputs
+from metaprov.capture._files import (
+    ENV_DIRECTORY,
+    NFRAMES,
+    RUN_JSON,
+    existing_outputs,
+    remove_outputs,
+)
 from metaprov.errors import InputError, UsageError
 
 PRELOAD = "metaprov.capture"
@@ -62,6 +68,11 @@ def capture_env(directory: Path, base: dict[str, str] | None = None) -> dict[str
     env[ENV_DIRECTORY] = str(directory)
     env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"] = _with_preload("distributed.scheduler.preload")
     env["DASK_DISTRIBUTED__WORKER__PRELOAD"] = _with_preload("distributed.worker.preload")
+    # The script's clients send the call site of each graph (unless the user chose a number).
+    import dask
+
+    if (dask.config.get(NFRAMES, default=0) or 0) < 1:
+        env.setdefault("DASK_DISTRIBUTED__DIAGNOSTICS__COMPUTATIONS__NFRAMES", "1")
     # metaprov must be importable in the child (and in the worker processes it spawns).
     root = str(Path(__file__).resolve().parents[2])
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

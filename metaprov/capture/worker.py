@@ -36,6 +36,7 @@ from metaprov.capture._files import (
     METADATA_KEY,
     PARTS_DIR,
     WORKER_EXECUTION,
+    WORKER_RESULT,
     WORKER_TRANSFER,
     WORKER_TRANSITION,
     CsvSink,
@@ -46,6 +47,13 @@ from metaprov.capture._files import (
     plain,
     versions,
     write_json_atomic,
+)
+from metaprov.capture.facts import (
+    MESSAGE_CHARS,
+    TRACEBACK_CHARS,
+    exception_facts,
+    json_text,
+    qualified_type,
 )
 
 log = logging.getLogger("metaprov.capture")
@@ -84,6 +92,9 @@ class WorkerCapture(WorkerPlugin):
             It must be on a file system the worker can write and the scheduler can read.
         flush_rows: rows buffered per file before a batch is written.
         flush_interval: seconds between periodic flushes (bounds what a crash can lose).
+        results: record each attempt's result type and size, or its exception type and message
+            (``worker_result.csv``; a dictionary lookup per task).
+        tracebacks: also record the traceback of erred attempts.
 
     Example:
         >>> client.register_plugin(WorkerCapture("runs/my-run"), name="metaprov-capture")  # doctest: +SKIP
@@ -98,10 +109,15 @@ class WorkerCapture(WorkerPlugin):
         *,
         flush_rows: int = 10_000,
         flush_interval: float = 2.0,
+        results: bool = True,
+        tracebacks: bool = False,
     ) -> None:
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
         self.flush_rows = flush_rows
         self.flush_interval = flush_interval
+        self.results = results
+        self.tracebacks = tracebacks
+        self._type_names: dict[type, str] = {}
         self._sinks: dict[str, CsvSink] = {}
         self._pending: dict[Any, tuple[list[Any], float]] = {}
         self._closed = True
@@ -153,6 +169,11 @@ class WorkerCapture(WorkerPlugin):
                 flush_rows=self.flush_rows,
             ),
         }
+        if self.results:
+            self._sinks["worker_result"] = CsvSink(
+                self._part("worker_result"), WORKER_RESULT, index=False, flush_rows=self.flush_rows
+            )
+        self._result_rows = self._sinks["worker_result"].append if self.results else None
         self._transition_rows = self._sinks["worker_transition"].append
         self._closed = False
         self._setup_time = now()
@@ -238,18 +259,68 @@ class WorkerCapture(WorkerPlugin):
             self._transition_rows(tuple(opened))
         self._transition_rows((str(key), start, finish, self.address, t if stop is None else stop))
         if opened is not None or begin is not None:
+            start_t = begin if begin is not None else (opened[4] if opened else None)
             self._sinks["worker_execution"].append(
                 (
                     str(key),
                     self.address,
                     thread,
-                    begin if begin is not None else (opened[4] if opened else None),
+                    start_t,
                     stop if stop is not None else t,
                     finish,
                     run_id,
                     t,
                 )
             )
+            if self._result_rows is not None and ts is not None:
+                if finish == "memory":
+                    self._result(key, start_t, ts, t)
+                elif finish == "error":
+                    self._error(key, start_t, ts, t)
+
+    def _result(self, key: Any, start: float | None, ts: Any, t: float) -> None:
+        typ = getattr(ts, "type", None)
+        name = self._type_names.get(typ)
+        if name is None:
+            name = self._type_names[typ] = "" if typ is None else qualified_type(typ)
+        self._result_rows(  # type: ignore[misc]
+            (
+                str(key),
+                self.address,
+                start,
+                "memory",
+                name,
+                getattr(ts, "nbytes", None),
+                None,
+                None,
+                None,
+                t,
+            )
+        )
+
+    def _error(self, key: Any, start: float | None, ts: Any, t: float) -> None:
+        etype, message = exception_facts(
+            getattr(ts, "exception", None), getattr(ts, "exception_text", "")
+        )
+        tb = (
+            json_text(getattr(ts, "traceback_text", ""), TRACEBACK_CHARS)
+            if self.tracebacks
+            else None
+        )
+        self._result_rows(  # type: ignore[misc]
+            (
+                str(key),
+                self.address,
+                start,
+                "error",
+                None,
+                None,
+                etype,
+                json_text(message, MESSAGE_CHARS),
+                tb,
+                t,
+            )
+        )
 
     # -- transfers ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from metaprov.errors import InputError
 from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
 from metaprov.ingest.executions import apply_worker_executions
+from metaprov.ingest.facts import read_task_facts
 from metaprov.ingest.job import read_job
 from metaprov.records import RunRecords
 
@@ -145,6 +146,7 @@ def read_run(
     ) as bar:
         read_dask_csvs(run, records, progress=bar, keys=keys)
         apply_worker_executions(run, records)
+        read_task_facts(run, records)
         read_job(run, records)
         bar.update(1)
         if logs:

@@ -37,6 +37,46 @@ def _uint64(arr: pa.ChunkedArray) -> pd.Series:
     return pd.Series(pd.arrays.IntegerArray(values, out.is_null().to_numpy()))
 
 
+def match_attempts(name: str, rows: pd.DataFrame, records: RunRecords) -> pd.DataFrame | None:
+    """Match rows of a worker file (``key``, ``worker``, ``us`` start, ``line``) to execution
+    attempts; unmatched rows are counted in the accounting of ``name``.
+
+    Returns:
+        ``rows`` sorted by start with ``pos``: the row of ``records.executions`` (NaN: none),
+        or None when there are no worker-side executions (every row counted as not used).
+    """
+    acct = records.accounting
+    ex = records.executions
+    if not len(ex):
+        acct.drop(
+            name,
+            "no worker-side execution to attach to (worker_transition.csv missing)",
+            rows["line"].to_numpy(),
+        )
+        return None
+    exr = pd.DataFrame(
+        {
+            "key": ex["key"].astype("str"),
+            "worker": ex["worker"].astype("str"),
+            "us": ex["start"].to_numpy(dtype="datetime64[us]").view("int64"),
+            "pos": np.arange(len(ex)),
+        }
+    )
+    exr = exr[ex["time_source"].to_numpy() == "worker"].sort_values("us", kind="stable")
+    rows = rows.sort_values("us", kind="stable")
+    m = pd.merge_asof(
+        rows, exr, on="us", by=["key", "worker"], direction="nearest", tolerance=_TOLERANCE_US
+    )
+    hit = m["pos"].notna().to_numpy()
+    if (~hit).any():
+        acct.drop(
+            name,
+            "matches no worker-side execution (key, worker, start within 1 ms)",
+            m.loc[~hit, "line"].to_numpy(),
+        )
+    return m
+
+
 def apply_worker_executions(run: Path, records: RunRecords) -> None:
     """Set each execution attempt's thread from ``worker_execution.csv`` when the file exists."""
     path = run / NAME
@@ -66,34 +106,11 @@ def apply_worker_executions(run: Path, records: RunRecords) -> None:
     if bad.any():
         acct.drop(NAME, "no thread id or start time", ct.lines[bad])
         rows = rows[~bad]
-    ex = records.executions
-    if not len(ex):
-        acct.drop(
-            NAME,
-            "no worker-side execution to attach to (worker_transition.csv missing)",
-            rows["line"].to_numpy(),
-        )
+    m = match_attempts(NAME, rows, records)
+    if m is None:
         return
-    exr = pd.DataFrame(
-        {
-            "key": ex["key"].astype("str"),
-            "worker": ex["worker"].astype("str"),
-            "us": ex["start"].to_numpy(dtype="datetime64[us]").view("int64"),
-            "pos": np.arange(len(ex)),
-        }
-    )
-    exr = exr[ex["time_source"].to_numpy() == "worker"].sort_values("us", kind="stable")
-    rows = rows.sort_values("us", kind="stable")
-    m = pd.merge_asof(
-        rows, exr, on="us", by=["key", "worker"], direction="nearest", tolerance=_TOLERANCE_US
-    )
+    ex = records.executions
     hit = m["pos"].notna().to_numpy()
-    if (~hit).any():
-        acct.drop(
-            NAME,
-            "matches no worker-side execution (key, worker, start within 1 ms)",
-            m.loc[~hit, "line"].to_numpy(),
-        )
     pos = m.loc[hit, "pos"].to_numpy(dtype=np.int64)
     thread = ex["thread"].copy()
     thread.iloc[pos] = m.loc[hit, "thread"].to_numpy()

@@ -42,6 +42,7 @@ IO_DETAILS = ("aggregate", "segments")
 #: (step name, module, function, after which step): parts of the model in optional modules.
 OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
     ("io", "metaprov.mapping.fileio", "add_io", "transfers"),
+    ("facts", "metaprov.mapping.facts", "add_facts", "transfers"),
 ]
 DEFAULT_CHUNK_ROWS = 25_000
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time
+from metaprov.mapping.facts import add_fact_columns
 from metaprov.mapping.terms import MP, PROV, RDF, XSD
 
 LARGE = pa.large_string()
@@ -58,6 +59,7 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         gb.add(MP.taskCount, lit_int(g["n_tasks"]), "typed", XSD.integer)
         gb.add(MP.edgeCount, lit_int(g["n_edges"]), "typed", XSD.integer)
         gb.add(MP.run, iris.run)
+        add_fact_columns(ctx, gb, "graph", g["graph"])
         yield gb
         # the run's association with the graph's client, following the graph (decision 26)
         sel = g["client"].notna().to_numpy(dtype=bool)
@@ -99,6 +101,7 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
                 (MP.writeCount, "writes"),
             ):
                 pb.add(pred, lit_int(io[col]), "typed", XSD.integer)
+        add_fact_columns(ctx, pb, "prefix", prefixes)
         yield pb
 
     groups = group_table(ctx)
@@ -108,6 +111,7 @@ def add_graphs(ctx: MapContext) -> Iterator[Block]:
         grb.add(MP.name, lit_str(groups["group"]), "str")
         grb.add(MP.taskPrefix, iris.prefixes(groups["prefix"]))
         grb.add(MP.run, iris.run)
+        add_fact_columns(ctx, grb, "group", groups["group"])
         yield grb
 
 

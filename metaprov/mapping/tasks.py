@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from metaprov.mapping.agents import worker_nodes
 from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true
+from metaprov.mapping.facts import add_fact_columns
 from metaprov.mapping.tables import (
     LARGE,
     Edges,
@@ -85,6 +86,7 @@ def _task_blocks(ctx: MapContext, idx: TaskIndex, edges: Edges) -> Iterator[Bloc
         if o1 > o0:
             vals = idx.task_iri.take(pa.array(edges.targets[o0:o1]))
             blk.add(MP.dependsOn, list_column(edges.offsets[a : b + 1] - o0, vals))
+        add_fact_columns(ctx, blk, "task", np.arange(a, b))
         yield blk
 
 
@@ -144,6 +146,7 @@ def _execution_blocks(
             blk.add(MP.inputTransferCount, lit_int(waits.count.iloc[a:b]), "typed", XSD.integer)
             blk.add(MP.inputTransferSeconds, lit_double(waits.seconds[a:b]), "typed", XSD.double)
             blk.add(MP.inputTransferBytes, lit_int(waits.bytes.iloc[a:b]), "typed", XSD.integer)
+        add_fact_columns(ctx, blk, "execution", part)
         yield blk
 
         ab = Block(iris.associations(e_iri))
@@ -182,6 +185,7 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
             where = pc.coalesce(_spread(single, workers.take(g)), where)
         where = pc.if_else(pa.array(v.split[rows]), pa.scalar(None, LARGE), where)
         blk.add(PROV.atLocation, worker_nodes(ctx, where))
+        add_fact_columns(ctx, blk, "chunk", rows)
         yield blk
     # versions of the split keys: one per successful execution
     split_rows = np.flatnonzero(v.split & (np.diff(v.gen_off) > 0))

@@ -94,6 +94,18 @@ MP_TERMS: frozenset[str] = frozenset(
     """.split()
 )
 
+#: Task facts (function, arguments, result, exception, call site): metaprov.mapping.facts.
+FACT_TERMS: frozenset[str] = frozenset(
+    """
+    Function Argument FusedOperation CallSite
+    implementation fusedOperation operationInput
+    functionModule qualifiedName callableKind operationCount position
+    exceptionType exceptionMessage traceback valueType valueSize valueStatus argumentPosition
+    sourceFile lineNumber notebookCell cellSource sourceSha256
+    """.split()
+)
+MP_TERMS = MP_TERMS | FACT_TERMS
+
 PROV_TERMS: frozenset[str] = frozenset(
     """
     Activity Entity Agent SoftwareAgent Person Plan Location Association Usage Generation
@@ -537,6 +549,40 @@ class RunIris:
     def io_records(self, kind: str, ids: Any) -> pa.Array:
         """``<run>/<kind>/<id>`` for qualified I/O usages/generations (``kind`` e.g. 'io-usage')."""
         return self._seg(quote(kind), ids, encode=False)
+
+
+class FactIris:
+    """IRIs of the task facts (see :mod:`metaprov.mapping.facts`), beside :class:`RunIris`."""
+
+    def __init__(self, iris: RunIris) -> None:
+        self.run = iris.run
+
+    def functions(self, kinds: Any, modules: Any, qualnames: Any) -> pa.Array:
+        """``<run>/function/<kind>/<module>/<qualname>``: a callable tasks ran."""
+        return concat(
+            f"{self.run}/function/",
+            quote_array(kinds),
+            "/",
+            quote_array(modules),
+            "/",
+            quote_array(qualnames),
+        )
+
+    def arguments(self, task_iris: pa.Array, positions: Any) -> pa.Array:
+        """``<task>/argument/<position>``: a literal argument of a task."""
+        return concat(task_iris, "/argument/", quote_array(positions))
+
+    def operations(self, group_iris: pa.Array, positions: Any) -> pa.Array:
+        """``<group>/operation/<n>``: the n-th operation fused into the tasks of a group."""
+        return concat(group_iris, "/operation/", _ints(positions))
+
+    def generations(self, graph_iris: pa.Array) -> pa.Array:
+        """``<taskgraph>/generation``: the submission of a task graph by its client."""
+        return concat(graph_iris, "/generation")
+
+    def call_sites(self, graph_iris: pa.Array) -> pa.Array:
+        """``<taskgraph>/call-site``: where in the client code the graph was submitted."""
+        return concat(graph_iris, "/call-site")
 
 
 def run_id_of(records: RunRecords) -> str:

@@ -292,6 +292,67 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "a linked I/O segment names one deciding clock: worker-hook, worker-exact, scheduler or "
         "thread-order",
     ),
+    # task facts (metaprov.mapping.facts)
+    (
+        "FunctionShape",
+        "SELECT ?f WHERE { ?f a mp:Function . MINUS { ?f mp:qualifiedName ?v } }",
+        "a function has exactly one mp:qualifiedName",
+    ),
+    (
+        "FunctionShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Function ; mp:qualifiedName ?a, ?b . FILTER(?a != ?b) }",
+        "a function has exactly one mp:qualifiedName",
+    ),
+    (
+        "FunctionShape",
+        "SELECT ?f WHERE { ?f a mp:Function . MINUS { ?f mp:callableKind ?v } }",
+        "a function has exactly one mp:callableKind",
+    ),
+    (
+        "FunctionShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Function ; mp:callableKind ?a, ?b . FILTER(?a != ?b) }",
+        "a function has exactly one mp:callableKind",
+    ),
+    (
+        "ArgumentShape",
+        "SELECT ?f WHERE { ?f a mp:Argument . MINUS { ?f mp:argumentPosition ?v } }",
+        "an argument has exactly one mp:argumentPosition",
+    ),
+    (
+        "ArgumentShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Argument ; mp:argumentPosition ?a, ?b . FILTER(?a != ?b) }",
+        "an argument has exactly one mp:argumentPosition",
+    ),
+    (
+        "ArgumentShape",
+        "SELECT ?f WHERE { ?f a mp:Argument . MINUS { ?f mp:valueStatus ?v } }",
+        "an argument has exactly one mp:valueStatus",
+    ),
+    (
+        "ArgumentShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Argument ; mp:valueStatus ?a, ?b . FILTER(?a != ?b) }",
+        "an argument has exactly one mp:valueStatus",
+    ),
+    (
+        "ArgumentShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Argument ; prov:value ?a, ?b . FILTER(?a != ?b) }",
+        "an argument has at most one prov:value",
+    ),
+    (
+        "CallSiteShape",
+        "SELECT ?f WHERE { ?f a mp:CallSite . MINUS { ?f mp:sourceFile ?v } }",
+        "a call site names exactly one mp:sourceFile",
+    ),
+    (
+        "CallSiteShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:CallSite ; mp:sourceFile ?a, ?b . FILTER(?a != ?b) }",
+        "a call site names exactly one mp:sourceFile",
+    ),
+    (
+        "CallSiteShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:CallSite ; mp:lineNumber ?a, ?b . FILTER(?a != ?b) }",
+        "a call site has at most one mp:lineNumber",
+    ),
 ]
 
 #: PROV sanity checks, always run (SPARQL), whatever the engine; the cross-node
