@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import io
 import logging
-import sys
 import time
-import types
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -371,12 +369,6 @@ def _root_metadata(
         log.info("%s", w)  # the CLI prints result.warnings; a library caller reads them
 
 
-class _CallableModule(types.ModuleType):
-    """``metaprov.crate(...)`` calls :func:`crate` also once this package has been imported
-    (importing a subpackage binds its module, not the function, to the parent's name)."""
+from metaprov._callable import make_callable  # noqa: E402 - after crate() is defined
 
-    def __call__(self, *args: Any, **kwargs: Any) -> CrateResult:
-        return crate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__)  # metaprov.crate(...) also once this package has been imported

@@ -346,6 +346,7 @@ class PartGraph(ProvGraph):
             for block in entry.func(ctx):
                 if not len(block):
                     continue
+                block = block.with_base_types()  # as ProvGraph._blocks does
                 per_task = block.rdf_type in TASK_CLASSES
                 if self.part < 0:
                     if not per_task:

@@ -252,7 +252,12 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
         ("erred", f"{tasks['erred']:,}"),
         ("retried", f"{tasks['retried']:,}"),
         ("executions", f"{s['executions']:,}"),
-        ("compute (s)", f"{tasks['compute_seconds']:.3f}"),
+        (
+            "compute (s)",
+            "unknown (no compute windows in this run)"
+            if tasks["compute_seconds"] is None
+            else f"{tasks['compute_seconds']:.3f}",
+        ),
         ("tasks by state", _counts(tasks["by_state"])),
         ("workers", f"{s['workers']['total']:,}"),
         ("threads that ran tasks", f"{s['threads']:,}"),

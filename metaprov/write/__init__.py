@@ -284,3 +284,7 @@ __all__ = [
     "iter_ntriples",
     "iter_nquads",
 ]
+
+from metaprov._callable import make_callable  # noqa: E402 - after write() is defined
+
+make_callable(__name__)  # metaprov.write(...) also once this package has been imported

@@ -87,6 +87,11 @@ def test_every_packaged_question_answers(store: Store) -> None:
             params = {"run": PMDA_RUNS[0].name}
         df = run_question(store, q.name, params)
         assert isinstance(df, pd.DataFrame), q.name
+        if q.name == "failures":
+            # Mofka-schema runs record no exceptions (the capture's worker_result.csv does):
+            # the question answers, with nothing to group.
+            assert len(df) == 0, "failures found exceptions the real runs do not record"
+            continue
         io_question = q.name in ("file-access", "io-per-prefix")
         if not io_question or _has_io(store):
             assert len(df) > 0, f"{q.name} gave no answer on the real runs"

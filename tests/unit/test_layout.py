@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "metaprov"
 #: -> records/errors/timeutil).
 RANKS = {
     "_version": 0,
+    "_callable": 0,
     "errors": 0,
     "timeutil": 0,
     "records": 0,
