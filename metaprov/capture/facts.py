@@ -272,17 +272,16 @@ def _cap(text: str, limit: int) -> str:
 def exception_facts(exception: Any, exception_text: str) -> tuple[str, str]:
     """(type, message) of an erred attempt from the worker's serialized exception.
 
-    The worker pickled the exception itself (``distributed.core.error_message``); this process
-    made those bytes, so reading them back is safe. When that fails, or Dask replaced an
-    unpicklable exception by ``Exception(repr(e))``, the type is the name ``exception_text``
-    (``repr(e)``) starts with, without a module.
+    The worker holds the exception object itself (``distributed.core.error_message`` wraps it in
+    ``Serialize``). When only serialized bytes are at hand (they are never unpickled), or Dask
+    replaced an unpicklable exception by ``Exception(repr(e))``, the type is the name
+    ``exception_text`` (``repr(e)``) starts with, without a module.
     """
     shown = (exception_text or "").split("(", 1)[0].strip()
     try:
-        import pickle
-
-        data = getattr(exception, "data", exception)
-        exc = pickle.loads(data) if isinstance(data, (bytes, bytearray, memoryview)) else data  # noqa: S301 - bytes this worker just made
+        # The worker keeps the exception object (wrapped in ``Serialize``); serialized bytes are
+        # never unpickled here: the text then says the type.
+        exc = getattr(exception, "data", exception)
         if isinstance(exc, BaseException):
             typ = type(exc)
             if not shown or shown == typ.__qualname__ or shown == typ.__name__:
@@ -292,6 +291,15 @@ def exception_facts(exception: Any, exception_text: str) -> tuple[str, str]:
     msg = exception_text or ""
     if shown and msg.startswith(shown + "(") and msg.endswith(")"):
         msg = msg[len(shown) + 1 : -1]
+        if len(msg) < 100_000:
+            import ast
+
+            try:  # ValueError('bad input') -> bad input: one string argument, read as a literal
+                value = ast.literal_eval(msg)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                value = None
+            if isinstance(value, str):
+                msg = value
     return shown or "?", _cap(msg, MESSAGE_CHARS)
 
 

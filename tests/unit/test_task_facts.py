@@ -96,11 +96,13 @@ def test_arguments_are_summarised_never_raised():
 
 def test_exceptions_type_and_message():
     e = KeyError("missing")
-    assert exception_facts(pickle.dumps(e), repr(e)) == ("KeyError", "'missing'")
+    # Serialized bytes are never unpickled: type and message come from the repr's text.
+    assert exception_facts(pickle.dumps(e), repr(e)) == ("KeyError", "missing")
+    assert exception_facts(e, repr(e)) == ("KeyError", "'missing'")  # the object: str(e)
     # Dask replaced an unpicklable exception by Exception(repr(e)): the repr's type is kept
     wrapped = pickle.dumps(Exception("Custom('boom')"))
-    assert exception_facts(wrapped, "Custom('boom')") == ("Custom", "'boom'")
-    assert exception_facts(b"not a pickle", "OSError('disk')") == ("OSError", "'disk'")
+    assert exception_facts(wrapped, "Custom('boom')") == ("Custom", "boom")
+    assert exception_facts(b"not a pickle", "OSError('disk')") == ("OSError", "disk")
     long = ValueError("x" * 5000)
     _, message = exception_facts(pickle.dumps(long), repr(long))
     assert len(message) < 2100 and message.endswith("more characters]")
