@@ -31,19 +31,13 @@ from typing import Any
 from metaprov.errors import CampaignError, InputError, MetaprovError, UsageError
 from metaprov.export.backend import peak_rss
 from metaprov.export.partition import accounting_of
+from metaprov.ingest import is_run_directory, run_directories
 from metaprov.store.files import MANIFEST, MANIFEST_KIND
 
 log = logging.getLogger("metaprov")
 
 SHARDS = "shards"
 FORMATS = ("nquads",)
-
-
-def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` is a run directory (holds at least one of the Mofka-Dask CSV files)."""
-    from metaprov.ingest import CSV_FILES
-
-    return path.is_dir() and any((path / n).is_file() for n in CSV_FILES)
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:
@@ -64,10 +58,10 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
                 path=p,
                 hint="give run directories, or directories holding them",
             )
-        if is_run_dir(p):
+        if is_run_directory(p):
             found.append(p)
             continue
-        runs = sorted(d for d in p.rglob("*") if d.is_dir() and is_run_dir(d))
+        runs = sorted(d for d in p.rglob("*") if d.is_dir() and is_run_directory(d))
         # a run's own sub-directories (e.g. logs/) are not runs of their own
         runs = [r for r in runs if not any(q in r.parents for q in runs)]
         if not runs:
@@ -99,10 +93,8 @@ def is_campaign(
     if len(runs) != 1 or scheduler or local_workers or backend or partitions > 1:
         return True
     one = Path(runs[0])
-    if not one.is_dir() or is_run_dir(one):
+    if not one.is_dir() or is_run_directory(one):
         return False
-    from metaprov.ingest import run_directories
-
     return bool(run_directories(one))  # a folder of runs; any other folder is a bad run directory
 
 
