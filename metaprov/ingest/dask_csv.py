@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.ingest.csvread import CsvTable, _types_mapper, read_csv
+from metaprov.ingest.csvread import CsvTable, RowSelection, _types_mapper, read_csv
 from metaprov.ingest.literals import parse_column
 from metaprov.records import SCHEMAS, Accounting, RunRecords, conform
 from metaprov.timeutil import MAX_EPOCH_S
@@ -512,7 +512,9 @@ class _Deferred(Accounting):
             getattr(acct, name)(*args, **kwargs)
 
 
-def _read(run: Path, name: str, acct: Accounting) -> CsvTable | None:
+def _read(
+    run: Path, name: str, acct: Accounting, select: RowSelection | None = None
+) -> CsvTable | None:
     path = run / name
     if not path.exists():
         acct.missing(name)
@@ -521,6 +523,8 @@ def _read(run: Path, name: str, acct: Accounting) -> CsvTable | None:
         acct.missing(name)
         acct.warn(name, "not a regular file")
         return None
+    if select is not None:
+        return read_csv(path, acct=acct, select=select, **SPECS[name])
     return read_csv(path, acct=acct, **SPECS[name])
 
 
@@ -1455,24 +1459,34 @@ class KeySelection:
         g.cats = g.cats.take(pa.array(used))
         g.key, g.edge_key, g.edge_dep = remap[g.key], remap[g.edge_key], remap[g.edge_dep]
 
-    def rows(self, ct: CsvTable, acct: Any) -> CsvTable:
-        """The rows of a transition file this partition reads; the key column re-encoded so its
-        dictionary holds only the keys kept (other columns keep theirs: a worker address seen
-        in any row is a worker of the run, whichever partition reads the row). Only the rows of
-        owned keys count as read here, so the partitions' accounts add up to the file's."""
-        col = ct.arrow("key").cast(pa.large_string()).combine_chunks()
-        enc = pc.dictionary_encode(col)
-        owned = np.asarray(self.owns(enc.dictionary.cast(pa.large_string())), dtype=bool)
-        wanted = owned | pc.is_in(enc.dictionary, value_set=self.needed).to_numpy(
-            zero_copy_only=False
-        )
+    def masks(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of a block of a transition file: keep it (a key owned or needed; without a
+        key: this partition reports those), and count it as read here (owned keys only, so the
+        partitions' accounts add up to the file's)."""
+        col = table.column("key")
+        enc = col.combine_chunks() if pa.types.is_dictionary(col.type) else None
+        if enc is None:
+            enc = pc.dictionary_encode(col.cast(pa.large_string()).combine_chunks())
+        cats = enc.dictionary.cast(pa.large_string())
+        owned = np.asarray(self.owns(cats), dtype=bool)
+        wanted = owned | pc.is_in(cats, value_set=self.needed).to_numpy(zero_copy_only=False)
         codes = enc.indices.to_numpy(zero_copy_only=False)
         valid = enc.indices.is_valid().to_numpy(zero_copy_only=False)
-        safe = np.where(valid, codes, 0)
-        keep = np.where(valid, wanted[safe], self.keeps_keyless)
-        mine = np.where(valid, owned[safe], self.keeps_keyless)
-        acct.read(ct.name, -int(len(keep) - np.count_nonzero(mine)))
-        ct = ct.take(keep)
+        safe = np.where(valid, codes, 0).astype(np.int64)
+        keep = np.where(valid, wanted[safe] if len(cats) else False, self.keeps_keyless)
+        mine = np.where(valid, owned[safe] if len(cats) else False, self.keeps_keyless)
+        return keep, mine
+
+    def selection(self) -> RowSelection:
+        """The rows of a transition file this partition reads, chosen block by block as the
+        file is read (see :func:`metaprov.ingest.csvread.read_csv`)."""
+        return RowSelection(self.masks, reports_rest=self.keeps_keyless)
+
+    @staticmethod
+    def reencode(ct: CsvTable) -> CsvTable:
+        """The key column re-encoded so its dictionary holds only the keys kept (other columns
+        keep theirs: a worker address seen in any row is a worker of the run, whichever
+        partition reads the row)."""
         key = pc.dictionary_encode(ct.arrow("key").cast(pa.string()))
         table = ct.table.set_column(ct.table.column_names.index("key"), "key", key)
         return CsvTable(ct.name, table, ct.lines)
@@ -1514,9 +1528,9 @@ def read_dask_csvs(
     acct = records.accounting
     later: list[_Deferred] = []  # findings about the files' content, reported after the reads
 
-    def step(name: str, fn: Any) -> Any:
+    def step(name: str, fn: Any, select: RowSelection | None = None) -> Any:
         # read one file and turn it into codes at once: its table is freed before the next read
-        ct = _read(run, name, acct)
+        ct = _read(run, name, acct, select)
         if progress is not None:
             progress.update(1)
         later.append(_Deferred())
@@ -1539,7 +1553,11 @@ def read_dask_csvs(
             return step(name, lambda ct, d: read_transitions(ct, observer, d, clock))
         if not keys.transitions:
             return None
-        return step(name, lambda ct, d: read_transitions(keys.rows(ct, d), observer, d, clock))
+        return step(
+            name,
+            lambda ct, d: read_transitions(keys.reencode(ct), observer, d, clock),
+            keys.selection(),
+        )
 
     sched = transitions("scheduler_transition.csv", "scheduler")
     work = transitions("worker_transition.csv", "worker")
