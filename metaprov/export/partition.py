@@ -529,7 +529,9 @@ def write_partition(
 
 
 # --- one partitioned run, end to end ---------------------------------------------------------------
-TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv")
+#: The files whose rows each partition reads and accounts for its own keys (the others: the
+#: run-level part, whole).
+TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv", "worker_execution.csv")
 
 
 def summary_task(

@@ -173,3 +173,23 @@ def test_a_partition_reads_its_rows_block_by_block_with_every_line_accounted(
     # a line that is not UTF-8: the block reader gives way to the whole-file reader
     path.write_bytes(b"".join([*lines[:200], b"5,\"('\xff', 1)\",a,b,c,1.0\n", *lines[200:]]))
     same_rows_as_the_whole_read()
+
+
+def test_partitions_of_a_run_with_darshan_io_union_to_the_single_process_export(
+    tmp_path: Path,
+) -> None:
+    """Darshan segments are linked against every partition's execution windows and written
+    once, by the run-level part (with every traced call: io_detail segments)."""
+    from metaprov.export import export
+    from metaprov.export.campaign import export_campaign
+
+    run = generate_run(tmp_path / "run", 500, seed=9, io_fraction=0.3, retried_fraction=0.04)
+    export(run, tmp_path / "single.nq", io_detail="segments")
+    result = export_campaign(
+        [run], tmp_path / "out", backend="in-process", partitions=3, io_detail="segments"
+    )
+    (entry,) = result.manifest["runs"]
+    single = set((tmp_path / "single.nq").read_bytes().splitlines())
+    parts = (tmp_path / "out" / entry["shard"]).read_bytes().splitlines()
+    assert any(b"#IOSegment>" in q for q in single)
+    assert set(parts) == single and len(parts) == len(single)
