@@ -63,36 +63,16 @@ TASK_CLASSES = frozenset(
     }
 )
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-
 
 def partition_of_segments(segments: pa.Array, n: int) -> np.ndarray:
-    """Partition (0..n-1) of each key, given as its IRI segment (``quote(key, safe='')``).
+    """Partition (0..n-1) of each key, given as its IRI segment (``quote(key, safe='')``):
+    :func:`~metaprov.ingest.dask_csv.fnv64` of the segment modulo n (FNV-1a over the UTF-8
+    bytes, then a 64-bit finaliser), the same on every machine, version and process."""
+    from metaprov.ingest.dask_csv import fnv64
 
-    FNV-1a over the UTF-8 bytes, then a 64-bit finaliser: fixed, so every machine, version and
-    process agrees (Python's and polars' hashes are seeded or version-dependent).
-    """
-    arr = pc.cast(segments, pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    m = len(arr)
-    if m == 0:
+    if len(segments) == 0:
         return np.zeros(0, np.int64)
-    bufs = arr.buffers()
-    off = np.frombuffer(bufs[1], np.int64, m + 1, arr.offset)
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    start, lens = off[:-1], np.diff(off)
-    h = np.full(m, _FNV_OFFSET)
-    with np.errstate(over="ignore"):
-        # one vector step per byte position (keys are tens of bytes long)
-        for j in range(int(lens.max())):
-            sel = np.flatnonzero(lens > j)
-            h[sel] = (h[sel] ^ data[start[sel] + j].astype(np.uint64)) * _FNV_PRIME
-        h ^= h >> np.uint64(33)
-        h *= np.uint64(0xFF51AFD7ED558CCD)
-        h ^= h >> np.uint64(33)
-    return (h % np.uint64(n)).astype(np.int64)
+    return (fnv64(segments) % np.uint64(n)).astype(np.int64)
 
 
 def partition_of_keys(keys: Any, n: int) -> np.ndarray:

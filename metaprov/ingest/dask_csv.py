@@ -1409,6 +1409,36 @@ def key_split(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
 # ----------------------------------------------------------------------------- one partition
 
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def fnv64(texts: pa.Array) -> np.ndarray:
+    """FNV-1a (64 bit) of the UTF-8 bytes of each text, then a 64-bit finaliser (nulls as ""):
+    fixed, so every machine, version and process agrees (Python's and polars' hashes are seeded
+    or version-dependent)."""
+    arr = pc.fill_null(pc.cast(texts, pa.large_string()), "")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    m = len(arr)
+    if m == 0:
+        return np.zeros(0, np.uint64)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], np.int64, m + 1, arr.offset)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    start, lens = off[:-1], np.diff(off)
+    h = np.full(m, _FNV_OFFSET)
+    with np.errstate(over="ignore"):
+        # one vector step per byte position (keys are tens of bytes long)
+        for j in range(int(lens.max())):
+            sel = np.flatnonzero(lens > j)
+            h[sel] = (h[sel] ^ data[start[sel] + j].astype(np.uint64)) * _FNV_PRIME
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+    return h
+
+
 @dataclass
 class KeySelection:
     """Which records to read when a run is read in partitions of its keys (a huge run mapped on
@@ -1450,7 +1480,9 @@ class KeySelection:
             g.edge_key[keep_edge],
             g.edge_dep[keep_edge],
         )
-        member = self._wanted(g.cats)[g.key]
+        wanted = self._wanted(g.cats)
+        self._remember(g.cats, own, wanted)
+        member = wanted[g.key]
         g.graph, g.key, g.wanted = g.graph[member], g.key[member], g.wanted[member]
         # only the texts still referenced (the others would become keys without records)
         used = np.unique(np.concatenate([g.key, g.edge_key, g.edge_dep]))
@@ -1468,14 +1500,47 @@ class KeySelection:
         if enc is None:
             enc = pc.dictionary_encode(col.cast(pa.large_string()).combine_chunks())
         cats = enc.dictionary.cast(pa.large_string())
-        owned = np.asarray(self.owns(cats), dtype=bool)
-        wanted = owned | pc.is_in(cats, value_set=self.needed).to_numpy(zero_copy_only=False)
+        owned, wanted = self._decide(cats)
         codes = enc.indices.to_numpy(zero_copy_only=False)
         valid = enc.indices.is_valid().to_numpy(zero_copy_only=False)
         safe = np.where(valid, codes, 0).astype(np.int64)
         keep = np.where(valid, wanted[safe] if len(cats) else False, self.keeps_keyless)
         mine = np.where(valid, owned[safe] if len(cats) else False, self.keeps_keyless)
         return keep, mine
+
+    def _remember(self, keys: pa.Array, own: np.ndarray, wanted: np.ndarray) -> None:
+        """Keep the decision for every key of the graph, found again by a 64-bit hash of its
+        text (then compared as text): a transition file names each key in many blocks, and
+        deciding from scratch (quoting and hashing the key) per block costs more than parsing."""
+        h = fnv64(keys)
+        order = np.argsort(h, kind="stable")
+        self._keys = keys.cast(pa.large_string())
+        self._hash, self._order = h[order], order
+        self._own, self._want = own, wanted
+
+    def _decide(self, cats: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(owned, wanted) per distinct key text of a block."""
+        n = len(cats)
+        owned = np.zeros(n, dtype=bool)
+        wanted = np.zeros(n, dtype=bool)
+        rest = np.ones(n, dtype=bool)
+        hs = getattr(self, "_hash", None)
+        if hs is not None and len(hs) and n:
+            h = fnv64(cats)
+            pos = np.minimum(np.searchsorted(hs, h), len(hs) - 1)
+            hit = np.flatnonzero(hs[pos] == h)
+            row = self._order[pos[hit]]
+            same = pc.equal(self._keys.take(pa.array(row)), cats.take(pa.array(hit)))
+            same = same.to_numpy(zero_copy_only=False).astype(bool)
+            hit, row = hit[same], row[same]
+            owned[hit], wanted[hit], rest[hit] = self._own[row], self._want[row], False
+        if rest.any():  # keys the graph does not name (or a hash shared by two keys)
+            idx = np.flatnonzero(rest)
+            sub = cats.take(pa.array(idx))
+            o = np.asarray(self.owns(sub), dtype=bool)
+            owned[idx] = o
+            wanted[idx] = o | pc.is_in(sub, value_set=self.needed).to_numpy(zero_copy_only=False)
+        return owned, wanted
 
     def selection(self) -> RowSelection:
         """The rows of a transition file this partition reads, chosen block by block as the
