@@ -613,6 +613,7 @@ def export_partitioned(
 
     run = str(run)
     windows = darshan and bool(darshan_files(Path(run)))
+    run_level = {"base": base, "detail": detail, "darshan": darshan, "io_detail": io_detail}
     tmp = shard.with_name(f".{shard.name}.parts")
     tmp.mkdir(parents=True, exist_ok=True)
     outs = [tmp / f"part-{p:04d}.nq" for p in range(parts)]
@@ -626,16 +627,7 @@ def export_partitioned(
                 del rec
             facts = combine(summaries)
             run_id = run_id_from(facts)
-            run_info = write_run_level(
-                run,
-                facts,
-                run_id,
-                run_out,
-                base=base,
-                detail=detail,
-                darshan=darshan,
-                io_detail=io_detail,
-            )
+            run_info = write_run_level(run, facts, run_id, run_out, **run_level)
             infos = [
                 write_partition(
                     read_partition(run, p, parts),
@@ -657,16 +649,7 @@ def export_partitioned(
             facts = combine(summaries)
             run_id = run_id_from(facts)
             run_fut = client.submit(
-                write_run_level,
-                run,
-                facts,
-                run_id,
-                run_out,
-                base=base,
-                detail=detail,
-                darshan=darshan,
-                io_detail=io_detail,
-                pure=False,
+                write_run_level, run, facts, run_id, run_out, **run_level, pure=False
             )
             where = client.who_has(pairs)
             maps = []

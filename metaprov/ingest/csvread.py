@@ -232,13 +232,7 @@ def _read_selected(
         break
     if select.reports_rest:
         acct.read(name, counted + len(bad_rows) + sum(len(b) for b in blank))
-        if bad_rows:
-            acct.drop(
-                name,
-                "malformed row (wrong number of fields; e.g. truncated)",
-                [r for r, _ in bad_rows],
-                detail=[d for _, d in bad_rows],
-            )
+        _drop_malformed(name, bad_rows, acct)
         blanks = np.concatenate(blank) if blank else np.zeros(0, np.int64)
         if len(blanks):
             acct.drop(name, "blank line", blanks)
@@ -307,6 +301,12 @@ def _finish(
     total = n_out + len(skipped)
     lines = np.setdiff1d(np.arange(2, total + 2, dtype=np.int64), skipped, assume_unique=True)
     acct.read(name, total)
+    _drop_malformed(name, bad_rows, acct)
+    return CsvTable(name, table, lines[:n_out])
+
+
+def _drop_malformed(name: str, bad_rows: list[tuple[int, str]], acct: Accounting) -> None:
+    """Account for the rows the parser skipped (line, what was wrong)."""
     if bad_rows:
         acct.drop(
             name,
@@ -314,7 +314,6 @@ def _finish(
             [r for r, _ in bad_rows],
             detail=[d for _, d in bad_rows],
         )
-    return CsvTable(name, table, lines[:n_out])
 
 
 def _drop_blank(ct: CsvTable, acct: Accounting) -> CsvTable:
