@@ -35,6 +35,8 @@ WORKER_CMD = "python3 -c from multiprocessing.spawn import spawn_main --multipro
 NANNY_CMD = "python3 /x/bin/dask worker tcp://10.0.0.9:8786"
 IN, OUT, LIB = "/data/in.h5", "/data/out.bin", "/usr/lib/python3/os.py"
 MAIN_THREAD = 777  # a thread of worker 1 that ran no task
+#: Darshan's mount table of every log: /data on a parallel file system, the rest node-local
+MOUNTS = (("ext4", "/"), ("lustre", "/data"))
 
 
 def q(text: str) -> str:
@@ -45,8 +47,11 @@ def execution(key: str, attempt: int = 0) -> URIRef:
     return URIRef(f"{RUN}/task/{q(key)}/execution/{attempt}")
 
 
-def file_iri(path: str) -> URIRef:
-    return URIRef(f"{RUN}/file/{q(path)}")
+def file_iri(path: str, host: str | None = None) -> URIRef:
+    """A shared file (``/data`` is a Lustre mount in these logs), else a file of ``host``."""
+    if host is None:
+        return URIRef(f"{RUN}/file/{q(path)}")
+    return URIRef(f"{RUN}/node/{q(host)}/file/{q(path)}")
 
 
 def worker_process(addr: str) -> URIRef:
@@ -98,6 +103,7 @@ def _write_logs(tmp: Path) -> None:
             hostname=host,
             layout=layout,
             jobid=pid,
+            mounts=MOUNTS,
         )
 
     log(101, W1_CALLS, WORKER_CMD, "node-a")
@@ -167,7 +173,21 @@ def test_link_premise(tmp_logs: Path) -> None:
 def test_files_are_entities_with_their_path(g: rdflib.Graph) -> None:
     paths = {str(one(g, f, MPN.path)) for f in g.subjects(RDF.type, MPN.File)}
     assert paths == {IN, OUT, LIB, "/etc/dask.yaml", "/etc/hostname"}
-    assert set(g.subjects(RDF.type, MPN.File)) == {file_iri(p) for p in paths}
+    # /data is Lustre in the logs' mount table: one file for every node; the others are files
+    # of the node whose process touched them (decision 16)
+    assert set(g.subjects(RDF.type, MPN.File)) == {
+        file_iri(IN),
+        file_iri(OUT),
+        file_iri(LIB, "node-a"),
+        file_iri("/etc/dask.yaml", "node-d.cluster.org"),
+        file_iri("/etc/hostname", "node-e"),
+    }
+    assert one(g, file_iri(IN), MPN.fileScope) == "shared"
+    assert one(g, file_iri(IN), MPN.fileSystem) == "lustre"
+    assert not list(g.objects(file_iri(IN), PROVN.atLocation))
+    lib = file_iri(LIB, "node-a")
+    assert one(g, lib, MPN.fileScope) == "node" and one(g, lib, MPN.fileSystem) == "ext4"
+    assert one(g, lib, PROVN.atLocation) == URIRef(f"{RUN}/node/node-a")
 
 
 def test_task_reads_are_qualified_usages_with_figures(g: rdflib.Graph) -> None:
@@ -255,7 +275,7 @@ def test_process_level_io_is_the_process_activity_with_link_status(g: rdflib.Gra
     assert one(g, usages[(IN, "unlinked")], MPN.bytesRead) == 1
     assert str(usages[(IN, "ambiguous")]).endswith("/read-ambiguous/" + q(IN))
     # one prov:used per file, whatever the statuses
-    assert set(g.objects(act, PROVN.used)) == {file_iri(LIB), file_iri(IN)}
+    assert set(g.objects(act, PROVN.used)) == {file_iri(LIB, "node-a"), file_iri(IN)}
     assert one(g, act, MPN.readCount) == 3 and one(g, act, MPN.writeCount) == 1
     assert one(g, act, PROVN.startedAtTime) == pd.Timestamp(T0, unit="s", tz="UTC")
 
