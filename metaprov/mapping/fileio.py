@@ -31,6 +31,7 @@ has no Darshan logs.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, base_types
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
 
+log = logging.getLogger("metaprov")
 LARGE = pa.large_string()
 #: Link statuses (metaprov.link.STATUSES) in the order their codes are assigned here.
 STATUS = ("linked", "process", "ambiguous", "unlinked")
@@ -323,6 +325,83 @@ def _processes(ctx: MapContext) -> pd.DataFrame:
     same = (recorded == p["pid"].astype("Int64")).fillna(False).to_numpy(dtype=bool)
     p["pid_out"] = p["pid"].astype("Int64").mask(same)
     return p
+
+
+def unmatched_workers(ctx: MapContext, procs: pd.DataFrame) -> pd.DataFrame:
+    """Why each worker-role process that is no worker's own stays apart (decision 30).
+
+    A Darshan log is a worker's own process when the data prove it (``metaprov.link_io``: the
+    worker's task threads appear in its DXT segments, or the capture recorded the worker's pid);
+    the two nodes are then one (``<worker>/process``). Otherwise the log stays a process of its
+    own, with the workers it may be (``candidates``: workers without a traced process, on its
+    node when the proven pairs show which worker host its Darshan host name is) and the reason
+    (``reason``); never merged by elimination.
+
+    Returns:
+        one row per row of ``procs``: ``candidates`` (list of worker addresses, empty for
+        matched or non-worker processes) and ``reason`` (None for those).
+    """
+    from metaprov.mapping.agents import worker_hosts, worker_table
+
+    n = len(procs)
+    out = pd.DataFrame({"candidates": [[] for _ in range(n)], "reason": [None] * n})
+    todo = procs["role"].astype(object).eq("worker").to_numpy() & ~procs["mapped"].to_numpy(
+        dtype=bool
+    )
+    if not todo.any():
+        return out
+    w = worker_table(ctx)
+    w_host = dict(zip(w["address"].astype(str), worker_hosts(ctx).astype(object), strict=True))
+    matched = set(procs.loc[procs["mapped"], "worker"].astype(str))
+    free = [a for a in w["address"].astype(str) if a not in matched]
+    # Darshan host name -> worker hosts, as the proven pairs show them
+    seen: dict[str, set[str]] = {}
+    for h, a in zip(procs["hostname"], procs["worker"], strict=True):
+        if pd.notna(h) and pd.notna(a):
+            seen.setdefault(str(h), set()).add(str(w_host.get(str(a))))
+    ex = ctx.records.executions
+    threads = set(ex.loc[ex["thread"].notna(), "worker"].dropna().astype(str))
+    any_threads = bool(len(threads))
+    for i in np.flatnonzero(todo):
+        h = procs["hostname"].iloc[i]
+        if pd.notna(h) and str(h) in seen:
+            cands = [a for a in free if str(w_host.get(a)) in seen[str(h)]]
+            where = f"on its node ({h})"
+        elif pd.notna(h) and any(str(w_host.get(a)) == str(h) for a in free):
+            cands = [a for a in free if str(w_host.get(a)) == str(h)]
+            where = f"on its node ({h})"
+        else:
+            cands = free
+            where = "in the run (which worker host its Darshan host name is, no record shows)"
+        if not any_threads:
+            why = "the run records no thread id of any task execution, so no thread ties a log to a worker"
+        else:
+            why = "none of them ran a task with a recorded thread id that appears in this log"
+        if not cands:
+            reason = (
+                f"no worker is left without a traced process {where}: a worker process the "
+                "Dask records do not name"
+            )
+        elif len(cands) == 1:
+            reason = (
+                f"one worker without a traced process {where} ({cands[0]}), but {why} and no pid "
+                "is recorded: not merged by elimination (a worker's process may be untraced)"
+            )
+        else:
+            reason = (
+                f"{len(cands)} workers without a traced process {where}; {why}, and no pid "
+                "is recorded: which one it is cannot be told"
+            )
+        out.at[i, "candidates"] = cands
+        out.at[i, "reason"] = reason
+    for reason, n_logs in out["reason"].dropna().value_counts(sort=False).sort_index().items():
+        log.info(
+            "Darshan: %d worker process log(s) not merged with a worker: %s (mp:unmatchedReason; "
+            "docs/model.md, decision 30)",
+            n_logs,
+            reason,
+        )
+    return out
 
 
 def _node_of(ctx: MapContext, hosts: pd.Series) -> tuple[pd.Series, list[str]]:
@@ -654,6 +733,14 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         (MP.counter, counters, "iri", None),
         (MP.darshanRecord, records, "iri", None),
     ]
+    um = unmatched_workers(ctx, p)
+    if um["reason"].notna().any():
+        rows = np.repeat(np.arange(len(p)), um["candidates"].map(len).to_numpy())
+        flat = [a for c in um["candidates"] for a in c]
+        cols.append(
+            (MP.candidateWorker, group_lists(rows, iris.workers(flat), len(p)), "iri", None)
+        )
+        cols.append((MP.unmatchedReason, lit_str(um["reason"]), "str", None))
     for blk in _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows):
         blk.restates = True  # a worker's own process is typed prov:SoftwareAgent already
         yield blk

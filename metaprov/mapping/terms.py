@@ -74,7 +74,7 @@ MP_TERMS: frozenset[str] = frozenset(
     File FileVersion IOUsage IOGeneration
     run partOfJob node task taskGroup taskPrefix inGraph dependsOn source destination
     observedBy execution file usedReplica inputTransferCount inputTransferSeconds inputTransferBytes
-    prefix partOfRun process fileScope fileSystem
+    prefix partOfRun process fileScope fileSystem candidateWorker unmatchedReason
     runId runName missingInput software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt

@@ -223,6 +223,11 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
     ),
     (
         "ProcessShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Process ; mp:candidateWorker ?w . MINUS { ?w a mp:Worker } }",
+        "a candidate worker of a traced process is a described mp:Worker",
+    ),
+    (
+        "ProcessShape",
         "SELECT ?f WHERE { ?f a mp:Process . MINUS { ?f mp:darshanLog ?x } "
         "MINUS { ?f a mp:WorkerProcess } }",
         "a traced process names exactly one Darshan log",

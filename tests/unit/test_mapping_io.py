@@ -509,3 +509,50 @@ def test_prefix_io_summary_sums_the_usages_and_generations_of_its_executions(
             int(g.value(plan, MP.bytesWritten)),
             int(g.value(plan, MP.writeCount)),
         ) == writes
+
+
+def test_a_node_local_path_on_two_hosts_is_two_files_and_streams_are_per_process(
+    tmp_path: Path,
+) -> None:
+    # two nannies on two hosts: each writes /tmp/x (node-local), its <STDERR>, and reads a file
+    # on the Lustre mount /data (one file for both)
+    calls = [
+        ("/tmp/x", "write", 0, 10, 0.1, 0.11, None),
+        ("<STDERR>", "write", 0, 5, 0.2, 0.21, None),
+        (IN, "read", 0, 7, 0.3, 0.31, None),
+    ]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    names = {}
+    for pid, host in ((201, "node-a"), (202, "node-b")):
+        names[host] = log_file_name("alice", "python3", pid, pid, T0)
+        write_darshan_log(
+            logs / names[host],
+            _calls(calls),
+            start=T0,
+            cmdline=NANNY_CMD,
+            hostname=host,
+            layout=32,
+            jobid=pid,
+            mounts=MOUNTS,
+        )
+    rec = tiny_records()
+    rec.darshan = read_darshan_logs(logs, rec.accounting)
+    g = graph_of(rec)
+    files = {f: str(one(g, f, MPN.path)) for f in g.subjects(RDF.type, MPN.File)}
+    procs = {h: URIRef(f"{RUN}/process/{q(n)}") for h, n in names.items()}
+    assert sorted(files.values()) == sorted(["/tmp/x", "/tmp/x", "<STDERR>", "<STDERR>", IN])
+    assert {file_iri("/tmp/x", "node-a"), file_iri("/tmp/x", "node-b"), file_iri(IN)} <= set(files)
+    for host, p in procs.items():
+        stderr = URIRef(f"{p}/file/{q('<STDERR>')}")
+        assert one(g, stderr, MPN.fileScope) == "process" and one(g, stderr, MPN.process) == p
+        tmp_x = file_iri("/tmp/x", host)
+        assert one(g, tmp_x, PROVN.atLocation) == URIRef(f"{RUN}/node/{host}")
+        # each process's version 1 of its own /tmp/x: no revision across hosts
+        v1 = URIRef(f"{tmp_x}/version/1")
+        assert one(g, v1, PROVN.wasGeneratedBy) == URIRef(f"{p}/activity")
+        assert not list(g.objects(v1, PROVN.wasRevisionOf))
+    # both read the one shared file
+    readers = set(g.subjects(PROVN.used, file_iri(IN)))
+    assert readers == {URIRef(f"{p}/activity") for p in procs.values()}
+    assert validate(to_prov(rec), engine="sparql").conforms
