@@ -327,6 +327,37 @@ def _processes(ctx: MapContext) -> pd.DataFrame:
     return p
 
 
+def file_labels(logs: pd.DataFrame, seg_logs: Any, paths: Any) -> pd.Series:
+    """A readable identity of the file behind each (log, path) row (decision 16), for tables
+    and counts outside the export: the path on a shared file system, ``<path> @ <host>`` on a
+    node's own, ``<path> @ <log>`` for a per-process stream. Null paths stay null."""
+    path = pd.Series(np.asarray(as_text_array(paths).to_numpy(zero_copy_only=False), dtype=object))
+    logs_s = pd.Series(
+        np.asarray(as_text_array(seg_logs).to_numpy(zero_copy_only=False), dtype=object)
+    )
+    proc = pd.Index(logs["log"].astype(object)).get_indexer(logs_s)
+    key = pd.Series(proc.astype(str)) + "\x1f" + path.fillna("")
+    codes, uniq = pd.factorize(key, sort=False)
+    first = pd.Series(np.arange(len(key))).groupby(codes).first().to_numpy() if len(key) else []
+    u_proc = proc[first] if len(key) else np.zeros(0, np.int64)
+    ok = u_proc >= 0
+    labels = np.asarray(path.to_numpy()[first] if len(key) else [], dtype=object)
+    if ok.any():
+        sel = np.flatnonzero(ok)
+        ident = file_identity(
+            logs.reset_index(drop=True), u_proc[sel], pa.array(labels[sel].tolist(), LARGE)
+        )
+        host = ident["host"].to_numpy()
+        scope = ident["scope"].to_numpy()
+        log_names = logs["log"].astype(object).to_numpy()[u_proc[sel]]
+        labels[sel] = [
+            p if sc == "shared" else f"{p} @ {h if sc == 'node' else ln}"
+            for p, sc, h, ln in zip(labels[sel], scope, host, log_names, strict=True)
+        ]
+    out = pd.Series(labels[codes] if len(key) else [], dtype=object)
+    return out.where(path.notna().to_numpy(), None)
+
+
 def unmatched_workers(ctx: MapContext, procs: pd.DataFrame) -> pd.DataFrame:
     """Why each worker-role process that is no worker's own stays apart (decision 30).
 
