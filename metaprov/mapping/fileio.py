@@ -5,12 +5,15 @@ Input: ``records.darshan`` (:class:`~metaprov.ingest.darshan.DarshanRecords`) an
 task execution, or to its process, or reported ambiguous/unlinked), plus the worker table of the
 agents step and the nodes of the job step. Output, in row chunks:
 
-- mp:File per path (``<run>/file/<path>``);
+- mp:File per file (decision 16 of docs/model.md): ``<run>/file/<path>`` on a shared file
+  system (by the process's Darshan mount table), ``<run>/node/<host>/file/<path>`` on a node's
+  own, ``<process>/file/<path>`` for a process's streams (``<STDERR>``, ...);
 - mp:Process per Darshan log of the run: a worker's own process keeps the IRI the agents step
   gives it (``<worker>/process``, typed mp:WorkerProcess there), so thread -> worker process ->
   worker holds; other processes (nanny, launcher, ...) are ``<run>/process/<log name>``. Role,
   pid, command line, clock offset, host and its Darshan counters totalled over its files
-  (mp:DarshanCounter ``<process>/counter/<name>``);
+  (mp:DarshanCounter ``<process>/counter/<name>``); a worker-role log no worker is proven to
+  own names its candidate workers and why it stays apart (decision 30);
 - mp:ProcessActivity per process (``<process>/activity``): the activity its I/O outside tasks
   belongs to, associated with the process;
 - mp:IOActivity on each task execution with linked I/O: I/O totals, ``prov:used`` files and
