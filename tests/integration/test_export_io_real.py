@@ -295,3 +295,33 @@ def test_r1_new_links_exist_and_constraints_hold(r1: RunRecords, r1_store: tuple
     )
     report = validate(to_prov(r1), engine="sparql")
     assert report.conforms, report.text()
+
+
+def test_r1_prov_xml_and_json_with_io_validate_against_the_w3c_schemas(r1: RunRecords) -> None:
+    """Per-node and per-process files (``<process>/file/%3CSTDERR%3E``), candidate workers and
+    derivations keep PROV-XML and PROV-JSON valid (the tiny run's check, on real I/O)."""
+    import io
+    import json
+    import os
+
+    import prov
+    from lxml import etree
+
+    from metaprov.write import write
+
+    schemas = Path(os.path.dirname(prov.__file__)) / "tests" / "schemas"
+    if not (schemas / "prov.xsd").is_file():
+        pytest.skip(f"the prov package installed has no W3C schemas at {schemas}")
+    jsonschema = pytest.importorskip("jsonschema")
+    graph = to_prov(r1)
+    out = {}
+    for fmt in ("provxml", "provjson"):
+        buf = io.BytesIO()
+        write(graph, buf, fmt)
+        out[fmt] = buf.getvalue()
+    xsd = etree.XMLSchema(etree.parse(str(schemas / "prov.xsd")))
+    assert xsd.validate(etree.fromstring(out["provxml"])), xsd.error_log
+    assert b"STDERR" in out["provxml"] and b"wasDerivedFrom" in out["provxml"]
+    schema = json.loads((schemas / "prov-json.schema.json").read_text())
+    errors = list(jsonschema.Draft4Validator(schema).iter_errors(json.loads(out["provjson"])))
+    assert not errors, errors[:3]
