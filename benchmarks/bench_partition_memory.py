@@ -34,22 +34,23 @@ import json, resource, sys, tempfile, time
 from pathlib import Path
 from metaprov.export.partition import read_partition, summarize_partition, write_partition
 run, parts, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-out = Path(tempfile.mkdtemp())
 opts = {"base": "https://w3id.org/metaprov/id", "detail": "tasks"}
 t = time.perf_counter()
-if mode == "single":
-    from metaprov.export import export
-    export(run, out / "x.nq", darshan=False)
-elif mode == "read":
-    read_partition(run, 0, parts)
-else:
-    held = []
-    for p in range(1 if mode == "one" else 2):
-        rec = read_partition(run, p, parts)
-        summarize_partition(rec, p, parts)
-        held.append(rec)
-    for p, rec in enumerate(held):
-        write_partition(rec, p, parts, "run", out / f"{p}.nq", **opts)
+with tempfile.TemporaryDirectory(prefix="metaprov-bench-") as tmp:
+    out = Path(tmp)
+    if mode == "single":
+        from metaprov.export import export
+        export(run, out / "x.nq", darshan=False)
+    elif mode == "read":
+        read_partition(run, 0, parts)
+    else:
+        held = []
+        for p in range(1 if mode == "one" else 2):
+            rec = read_partition(run, p, parts)
+            summarize_partition(rec, p, parts)
+            held.append(rec)
+        for p, rec in enumerate(held):
+            write_partition(rec, p, parts, "run", out / f"{p}.nq", **opts)
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"mode": mode, "wall_s": wall, "peak_mb": peak}))

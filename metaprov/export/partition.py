@@ -51,6 +51,12 @@ from metaprov.mapping.block import Block, Column
 from metaprov.mapping.terms import MP, PROV, RunIris, quote_array
 from metaprov.records import RunRecords, conform
 
+#: Rows per mapping block of a partition. A partition's tables hold its own keys and their
+#: dependencies (at P = 4 about 40 % of the rows are its own), and formatting a block costs
+#: several times its text, so smaller blocks than a whole run's keep a worker's peak down
+#: (docs/scaling.md, "What a partition's memory holds").
+PART_CHUNK_ROWS = 5_000
+
 #: The classes whose subjects belong to one task; every other block is run-level.
 TASK_CLASSES = frozenset(
     {
@@ -338,9 +344,17 @@ class PartGraph(ProvGraph):
         io_detail: str = "aggregate",
         seed: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(records, base=base, detail=detail, io_detail=io_detail)
+        super().__init__(
+            records, base=base, detail=detail, io_detail=io_detail, chunk_rows=PART_CHUNK_ROWS
+        )
         self.part, self.parts = part, parts
         self.seed = seed or {}
+
+    def blocks(self, ahead: int = 0) -> Iterator[Block]:
+        """Every block, mapped in the caller's thread (``ahead`` is ignored): a partition runs
+        beside others on a worker, so the cores are busy already, and blocks mapped ahead
+        would only add their memory to the worker's peak."""
+        return self._blocks()
 
     def _blocks(self) -> Iterator[Block]:
         from metaprov.mapping import _STEPS, _ensure_builtin_steps
@@ -497,6 +511,7 @@ def write_partition(
     from metaprov.write import write
 
     t0 = time.perf_counter()
+    release_memory()
     records.run_id = run_id
     graph = PartGraph(records, part, parts, base=base, detail=detail)
     n = write(graph, out, "nquads")
@@ -519,7 +534,26 @@ def summary_task(
 ) -> tuple[RunRecords, dict[str, Any]]:
     """Read partition ``part`` (kept on the worker) and its summary (sent back)."""
     records = read_partition(run, part, parts)
-    return records, summarize_partition(records, part, parts, windows=windows)
+    summary = summarize_partition(records, part, parts, windows=windows)
+    release_memory()
+    return records, summary
+
+
+def release_memory() -> None:
+    """Hand the memory freed by reading back to the system before the next step: Arrow's
+    allocator and the C library's each keep what they freed for themselves, so without this
+    the mapping's numpy and Arrow buffers could not reuse what the reader let go of."""
+    import ctypes
+    import gc
+    import sys
+
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to trim
+            pass
 
 
 def _summary(pair: tuple[RunRecords, dict[str, Any]]) -> dict[str, Any]:

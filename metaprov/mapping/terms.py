@@ -293,7 +293,7 @@ def _view(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: Bytes of text encoded per pass: the per-byte index arrays (8 bytes each) stay ~100 MB.
-QUOTE_CHUNK_BYTES = 4_000_000
+QUOTE_CHUNK_BYTES = 1_000_000
 
 
 def quote_array(values: Any) -> pa.Array:
