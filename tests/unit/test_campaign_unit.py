@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from metaprov.errors import InputError, UsageError
-from metaprov.export.backend import SMALL_RUN_BYTES, choose_backend
+from metaprov.export.backend import SMALL_RUN_BYTES, choose_backend, partition_share
 from metaprov.export.campaign import find_runs, is_campaign, shard_names
 from metaprov.export.partition import partition_of_keys
 from metaprov.synthetic import generate_run
@@ -45,6 +45,14 @@ def test_a_large_run_or_partitions_get_a_cluster_and_the_user_decides_last() -> 
         choose_backend(["r"], backend="scheduler")
     with pytest.raises(UsageError, match="--scheduler names a cluster"):
         choose_backend(["r"], backend="local", scheduler="tcp://x:1")
+
+
+def test_a_partition_is_planned_at_its_measured_share_of_the_run_peak_not_one_over_p() -> None:
+    # 1 GiB of CSV peaks at ~2.5 GiB whole; a partition of 4 at ~0.45 of that (not 1/4), so
+    # 3 GiB usable fits 2 such workers (1/4 would have promised 4)
+    b = choose_backend(["r"], sizes=[GIB], partitions=4, cores=8, memory=4 * GIB)
+    assert (b.name, b.workers) == ("local", 2) and "memory" in b.why and "1.1 GiB" in b.why
+    assert partition_share(1) == 1.0 and partition_share(2) > partition_share(4) > 0.3
 
 
 def test_run_discovery_expands_campaign_directories(tmp_path: Path) -> None:
