@@ -105,10 +105,13 @@ def test_the_key_partition_is_fixed_and_covers_every_key() -> None:
 
 
 def test_partitions_in_process_union_to_the_single_process_export(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from metaprov.export import export
     from metaprov.export.campaign import export_campaign
+
+    # partitions map in blocks smaller than a whole run's: many blocks here, cut anywhere
+    monkeypatch.setattr("metaprov.export.partition.PART_CHUNK_ROWS", 150)
 
     run = generate_run(tmp_path / "run", 600, seed=7, retried_fraction=0.05, erred_fraction=0.02)
     export(run, tmp_path / "single.nq", detail="transitions", darshan=False)
