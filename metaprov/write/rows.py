@@ -96,24 +96,26 @@ def nt_parts(col: Column) -> tuple[str, Callable[[pa.Array], pa.Array], str]:
 def write_nt(block: Block, out: IO[bytes], graph_iri: str | None = None) -> None:
     """Write all N-Triples (or N-Quads, with ``graph_iri``) lines of the block's subjects.
 
-    Dense columns (a value on every row) are spliced straight into the one row expression, so
-    polars copies each output byte once; only sparse and multi-valued columns are built as their
-    own (nullable) pieces first. The first column (``rdf:type``) is always present, so every later
-    line can carry its own leading newline.
+    The lines of each subject are one element-wise join of pieces (pyarrow): constant text,
+    the subject column and the dense value columns spliced in directly; sparse columns as their
+    own nullable piece (a null piece is skipped: no line); multi-valued columns as their lines
+    joined first. The first column (``rdf:type``) is always present, so every later line can
+    carry its own leading newline. The result's data buffer *is* the text (each row ends in a
+    newline), handed to ``out`` as is: no Python per row, each output byte built once and not
+    copied again. (A polars ``concat_str`` + ``write_csv`` took twice the CPU time.)
     """
-    rows = Rows()
-    s = rows.col(block.subjects)
+    s = block.subjects
     end = f" <{graph_iri}> ." if graph_iri else " ."
-    pieces: list[pl.Expr] = []
+    pieces: list[str | pa.Array] = []
     for i, col in enumerate(block.columns):
         nl = "" if i == 0 else "\n"
         before, fn, after = nt_parts(col)
         head = f"> <{col.predicate}> {before}"
         if isinstance(col.values, str):
             value = fn(pa.array([col.values], LARGE))[0].as_py()
-            pieces += [lit(f"{nl}<"), s, lit(f"{head}{value}{after}{end}")]
+            pieces += [f"{nl}<", s, f"{head}{value}{after}{end}"]
         elif col.multi:
-            # One line per value; lines are assembled by pyarrow (lists are short and sparse).
+            # One line per value, joined per subject (lists are short and sparse).
             subj = concat("<", block.subjects, head)
             terms = _map_values(col, fn)
             flat = pc.list_flatten(terms)
@@ -122,16 +124,54 @@ def write_nt(block: Block, out: IO[bytes], graph_iri: str | None = None) -> None
             lists = pa.LargeListArray.from_arrays(
                 _compact_offsets(terms), lines, mask=pc.is_null(terms) if terms.null_count else None
             )
-            pieces.append(pl.concat_str([lit(nl), rows.col(_join_list(lists, "\n"))]))
+            pieces.append(concat(nl, _join_list(lists, "\n")))
         elif col.values.null_count == 0:
-            pieces += [lit(f"{nl}<"), s, lit(head), rows.col(fn(col.values)), lit(f"{after}{end}")]
+            pieces += [f"{nl}<", s, head, fn(col.values), f"{after}{end}"]
         else:
-            pieces.append(
-                pl.concat_str(
-                    [lit(f"{nl}<"), s, lit(head), rows.col(fn(col.values)), lit(f"{after}{end}")]
-                )
-            )
-    rows.emit(out, pl.concat_str(pieces, ignore_nulls=True), "\n")
+            pieces.append(join_pieces([f"{nl}<", s, head, fn(col.values), f"{after}{end}"]))
+    write_text(out, join_pieces([*pieces, "\n"], skip_nulls=True))
+
+
+def join_pieces(pieces: list[str | pa.Array], skip_nulls: bool = False) -> pa.Array:
+    """Element-wise concatenation of string arrays and constant texts (adjacent texts joined
+    first: fewer inputs, less work per row). A null in an array makes the row null, unless
+    ``skip_nulls`` (then that piece is left out)."""
+    args: list[Any] = []
+    text: list[str] = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            text.append(piece)
+            continue
+        if text:
+            args.append(pa.scalar("".join(text), LARGE))
+            text = []
+        args.append(piece if piece.type == LARGE else pc.cast(piece, LARGE))
+    if text:
+        args.append(pa.scalar("".join(text), LARGE))
+    return pc.binary_join_element_wise(
+        *args, pa.scalar("", LARGE), null_handling="skip" if skip_nulls else "emit_null"
+    )
+
+
+#: Largest piece of text handed to the output in one ``write`` (the file writer's queue holds
+#: a few of them).
+WRITE_BYTES = 8 << 20
+
+
+def write_text(out: IO[bytes], rows: pa.Array) -> None:
+    """Write the texts of a large_string array, back to back (nulls are empty), straight from
+    its data buffer as read-only views of at most :data:`WRITE_BYTES`."""
+    import numpy as np
+
+    if len(rows) == 0:
+        return
+    offsets, data = rows.buffers()[1:3]
+    if data is None:
+        return
+    off = np.frombuffer(offsets, dtype=np.int64)[rows.offset : rows.offset + len(rows) + 1]
+    view = memoryview(data.slice(int(off[0]), int(off[-1] - off[0])))
+    for at in range(0, len(view), WRITE_BYTES):
+        out.write(view[at : at + WRITE_BYTES])
 
 
 def _compact_offsets(lists: pa.Array) -> pa.Array:
