@@ -216,10 +216,10 @@ def ttl_parts(
 def write_turtle_rows(
     block: Block, out: IO[bytes], prefixes: dict[str, str], indent: str = ""
 ) -> None:
-    """Write one Turtle statement block per subject (instances as full ``<IRIs>``)."""
-    rows = Rows()
-    s = rows.col(block.subjects)
-    pieces: list[pl.Expr] = [lit(f"{indent}<"), s, lit(">")]
+    """Write one Turtle statement block per subject (instances as full ``<IRIs>``), built like
+    the N-Triples rows (:func:`write_nt`)."""
+    s = block.subjects
+    pieces: list[str | pa.Array] = [f"{indent}<", s, ">"]
     cont = f" ;\n{indent}    "
     for i, col in enumerate(block.columns):
         p = (
@@ -233,9 +233,9 @@ def write_turtle_rows(
             short = prefixed(col.values, prefixes) if col.kind == "iri" else None
             term = short or before + fn(pa.array([col.values], LARGE))[0].as_py() + after
             if i > 0 and p == "a" and block.columns[i - 1].predicate == RDF.type:
-                pieces.append(lit(f", {term}"))  # a mp:Run, prov:Activity
+                pieces.append(f", {term}")  # a mp:Run, prov:Activity
                 continue
-            pieces.append(lit(f"{lead}{p} {term}"))
+            pieces.append(f"{lead}{p} {term}")
         elif col.multi:
 
             def term(
@@ -244,16 +244,14 @@ def write_turtle_rows(
                 return concat(b, f(v), a)
 
             objs = _join_list(_map_values(col, term), ", ")
-            pieces.append(pl.concat_str([lit(f"{lead}{p} "), rows.col(objs)]))
+            pieces.append(concat(f"{lead}{p} ", objs))
         elif col.values.null_count == 0:
             # Dense: spliced into the row expression (one copy per output byte).
-            pieces += [lit(f"{lead}{p} {before}"), rows.col(fn(col.values)), lit(after)]
+            pieces += [f"{lead}{p} {before}", fn(col.values), after]
         else:
-            pieces.append(
-                pl.concat_str([lit(f"{lead}{p} {before}"), rows.col(fn(col.values)), lit(after)])
-            )
-    pieces.append(lit(" .\n"))
-    rows.emit(out, pl.concat_str(pieces, ignore_nulls=True), "\n")
+            pieces.append(join_pieces([f"{lead}{p} {before}", fn(col.values), after]))
+    pieces.append(" .\n\n")
+    write_text(out, join_pieces(pieces, skip_nulls=True))
 
 
 def turtle_prefix_header(prefixes: dict[str, str]) -> str:
