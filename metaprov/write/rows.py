@@ -4,9 +4,10 @@ Input: a :class:`~metaprov.mapping.block.Block`. Output: bytes written straight 
 stream: for each subject, its N-Triples/N-Quads lines, its Turtle statement block, or its compact
 JSON-LD node object.
 
-Values are prepared with pyarrow (escaping only where needed); the rows are assembled and written
-by polars (``concat_str`` + ``write_csv`` with no quoting), which does the per-row string work in
-native code on all cores: no Python per row, each output byte copied about once.
+Values are prepared with pyarrow (escaping only where needed). N-Triples/N-Quads and Turtle/TriG
+rows are one pyarrow element-wise join per block whose text buffer is written as is
+(:func:`join_pieces`, :func:`write_text`); JSON-LD rows are assembled and written by polars
+(``concat_str`` + ``write_csv`` with no quoting). No Python per row, each output byte built once.
 """
 
 from __future__ import annotations
