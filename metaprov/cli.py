@@ -955,7 +955,7 @@ def main(argv: list[str] | None = None) -> None:
 )
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option(
-    "--no-report", is_flag=True, help="No HTML report per run (when metaprov report exists)."
+    "--no-report", is_flag=True, help="No HTML report (report.html) in each run's folder."
 )
 @click.option("--force", is_flag=True, help="Replace an existing output directory or zip.")
 @click.pass_context
