@@ -4,10 +4,10 @@ Input: a :class:`~metaprov.mapping.block.Block`. Output: bytes written straight 
 stream: for each subject, its N-Triples/N-Quads lines, its Turtle statement block, or its compact
 JSON-LD node object.
 
-Values are prepared with pyarrow (escaping only where needed). N-Triples/N-Quads and Turtle/TriG
-rows are one pyarrow element-wise join per block whose text buffer is written as is
-(:func:`join_pieces`, :func:`write_text`); JSON-LD rows are assembled and written by polars
-(``concat_str`` + ``write_csv`` with no quoting). No Python per row, each output byte built once.
+Values are prepared with pyarrow (escaping only where needed); the rows of a block are one
+pyarrow element-wise join whose text buffer is written as is (:func:`join_pieces`,
+:func:`write_text`). No Python per row, each output byte built once. (Polars ``concat_str`` +
+``write_csv`` did the same on all cores, at twice the CPU time.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable
 from typing import IO, Any
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,35 +26,6 @@ LARGE = pa.large_string()
 _PN_LOCAL = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 #: Blocks the file writers let the mapping run ahead (in its own thread) of the formatting.
 BLOCKS_AHEAD = 2
-
-
-class Rows:
-    """A block's columns as a polars frame plus the expression that builds one row per subject."""
-
-    def __init__(self) -> None:
-        self.columns: dict[str, pl.Series] = {}
-
-    def col(self, values: pa.Array) -> pl.Expr:
-        name = f"c{len(self.columns)}"
-        series = pl.from_arrow(values)
-        assert isinstance(series, pl.Series)
-        self.columns[name] = series.cast(pl.String)
-        return pl.col(name)
-
-    def emit(self, out: IO[bytes], row: pl.Expr, terminator: str) -> None:
-        """Write every row (no header, no quoting) followed by ``terminator``."""
-        frame = pl.DataFrame(self.columns)
-        frame.select(row.alias("row")).write_csv(
-            out,
-            include_header=False,
-            quote_style="never",
-            line_terminator=terminator,
-            null_value="",
-        )
-
-
-def lit(text: str) -> pl.Expr:
-    return pl.lit(text, dtype=pl.String)
 
 
 def _map_values(col: Column, fn: Callable[[pa.Array], pa.Array]) -> pa.Array:
@@ -159,9 +129,10 @@ def join_pieces(pieces: list[str | pa.Array], skip_nulls: bool = False) -> pa.Ar
 WRITE_BYTES = 8 << 20
 
 
-def write_text(out: IO[bytes], rows: pa.Array) -> None:
+def write_text(out: IO[bytes], rows: pa.Array, skip: int = 0) -> None:
     """Write the texts of a large_string array, back to back (nulls are empty), straight from
-    its data buffer as read-only views of at most :data:`WRITE_BYTES`."""
+    its data buffer as read-only views of at most :data:`WRITE_BYTES`, leaving out the first
+    ``skip`` bytes."""
     import numpy as np
 
     if len(rows) == 0:
@@ -170,7 +141,7 @@ def write_text(out: IO[bytes], rows: pa.Array) -> None:
     if data is None:
         return
     off = np.frombuffer(offsets, dtype=np.int64)[rows.offset : rows.offset + len(rows) + 1]
-    view = memoryview(data.slice(int(off[0]), int(off[-1] - off[0])))
+    view = memoryview(data.slice(int(off[0]) + skip, int(off[-1] - off[0]) - skip))
     for at in range(0, len(view), WRITE_BYTES):
         out.write(view[at : at + WRITE_BYTES])
 
@@ -322,24 +293,20 @@ class JsonLdTerms:
 
 
 def write_jsonld_rows(block: Block, out: IO[bytes], terms: JsonLdTerms, first: bool) -> None:
-    """Write one compact JSON-LD node object per subject, separated by ``",\\n"``.
+    """Write one compact JSON-LD node object per subject, separated by ``",\\n"``, built like
+    the N-Triples rows (:func:`write_nt`).
 
     Args:
         first: this block opens the ``@graph`` array (its first object gets no leading comma).
     """
-    rows = Rows()
-    s = rows.col(json_escape(block.subjects))
-    pieces: list[pl.Expr] = [lit('{"@id": "'), s, lit('"')]
+    sep = ",\n    "
+    pieces: list[str | pa.Array] = [sep + '{"@id": "', json_escape(block.subjects), '"']
     # the class and the PROV classes it implies: one "@type" (a string, or a list of them)
     types = [c.values for c in block.columns if c.predicate == RDF.type]
     assert all(isinstance(t, str) for t in types)
     compact = [f'"{terms.compact(str(t))}"' for t in types]
     pieces.append(
-        lit(
-            f', "@type": {compact[0]}'
-            if len(compact) == 1
-            else f', "@type": [{", ".join(compact)}]'
-        )
+        f', "@type": {compact[0]}' if len(compact) == 1 else f', "@type": [{", ".join(compact)}]'
     )
     for col in block.columns:
         if col.predicate == RDF.type:
@@ -358,33 +325,18 @@ def write_jsonld_rows(block: Block, out: IO[bytes], terms: JsonLdTerms, first: b
             else:
                 before, after = '{"@value": "', f'", "@type": "{col.datatype}"}}'
         if isinstance(col.values, str):
-            pieces.append(
-                lit(
-                    f', "{key}": {before}'
-                    + json_escape(pa.array([col.values], LARGE))[0].as_py()
-                    + after
-                )
-            )
+            value = json_escape(pa.array([col.values], LARGE))[0].as_py()
+            pieces.append(f', "{key}": {before}{value}{after}')
         elif col.multi:
             objs = _join_list(_map_values(col, json_escape), f"{after}, {before}")
-            pieces.append(
-                pl.concat_str([lit(f', "{key}": [{before}'), rows.col(objs), lit(f"{after}]")])
-            )
+            pieces.append(join_pieces([f', "{key}": [{before}', objs, f"{after}]"]))
         elif col.values.null_count == 0:
-            pieces += [lit(f', "{key}": {before}'), rows.col(json_escape(col.values)), lit(after)]
+            pieces += [f', "{key}": {before}', json_escape(col.values), after]
         else:
-            pieces.append(
-                pl.concat_str(
-                    [lit(f', "{key}": {before}'), rows.col(json_escape(col.values)), lit(after)]
-                )
-            )
-    pieces.append(lit("}"))
-    row = pl.concat_str(pieces, ignore_nulls=True)
+            pieces.append(join_pieces([f', "{key}": {before}', json_escape(col.values), after]))
+    pieces.append("}")
+    rows = join_pieces(pieces, skip_nulls=True)
     if first:
         # The first object of the array: no separator before it.
         out.write(b"\n    ")
-        head = Rows()
-        head.columns = {k: v.head(1) for k, v in rows.columns.items()}
-        head.emit(out, row, "")
-        rows.columns = {k: v.slice(1) for k, v in rows.columns.items()}
-    rows.emit(out, pl.concat_str([lit(",\n    "), row]), "")
+    write_text(out, rows, skip=len(sep) if first else 0)
