@@ -443,8 +443,8 @@ class _BackgroundWriter:
     """A binary file whose ``write`` hands the bytes to a thread, so formatting the next block
     overlaps with writing this one to disk.
 
-    At most ``depth`` chunks (one block's text each, ~30 MB at most) wait in the queue, which
-    bounds the extra memory.
+    At most ``depth`` chunks (pieces of a block's text, at most 8 MB each from the row writers)
+    wait in the queue, which bounds the extra memory.
     """
 
     def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 4, digest: Any = None) -> None:
