@@ -545,12 +545,14 @@ class CrateBuilder:
             controls.append(ctl)
         return controls
 
-    def _files(self, run: RunPart, paths: list[str], how: str) -> list[Any]:
+    def _files(self, run: RunPart, files: list[tuple[str, str]], how: str) -> list[Any]:
+        # (path, the PROV file's IRI relative to the run's): a path on two nodes' own file
+        # systems is two files (docs/model.md, decision 16)
         out = []
-        for p in paths:
+        for p, rel in files:
             out.append(
                 self._ctx(
-                    f"#{run.graph.run_id}/file/{quote(p, safe='')}",
+                    f"#{run.graph.run_id}/{rel}",
                     {
                         "@type": "File",
                         "name": Path(p).name or p,
