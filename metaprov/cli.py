@@ -601,7 +601,7 @@ def export_cmd(
       metaprov export examples/run -f nt -o - | gzip > run.nt.gz
       metaprov export examples/run -o run.nq.gz
       metaprov export campaign/ -o shards/ -f nq --local-workers 4
-      metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786 --no-darshan
+      metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786
     """
     from metaprov.export import export
     from metaprov.export.campaign import is_campaign
