@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,30 @@ class ReportResult:
         return "\n".join([text, *(f"  {n}" for n in notes)])
 
 
+def _warm_up() -> threading.Thread:
+    """Import Bokeh and read its JavaScript in a background thread, while the run is read.
+
+    Reading a run spends most of its time in Arrow's CSV parser, which releases the GIL: the
+    imports (~1 s) run in that time instead of after it. Nothing here makes a Bokeh model, so the
+    page's ids and bytes do not depend on it.
+    """
+
+    def work() -> None:
+        try:
+            from bokeh.embed import components  # noqa: F401
+            from bokeh.resources import INLINE
+
+            import metaprov.report.page  # noqa: F401  (imports Bokeh's models and plotting)
+
+            INLINE.js_raw  # noqa: B018  (reads Bokeh's JavaScript files: into the OS cache)
+        except Exception:  # noqa: BLE001 - the main thread imports again and reports the error
+            pass
+
+    t = threading.Thread(target=work, name="metaprov-report-warm-up", daemon=True)
+    t.start()
+    return t
+
+
 def _views(runs: Sequence[str | Path], darshan: bool, bar: Any) -> list[Any]:
     from metaprov.analysis.summary import summarize
     from metaprov.ingest import read_run
@@ -68,7 +93,7 @@ def _views(runs: Sequence[str | Path], darshan: bool, bar: Any) -> list[Any]:
             link_io(records)
         bar.update(1)
         bar.set_postfix_str(f"summarising {Path(run).name}")
-        views.append(run_view(records, summarize(records)))
+        views.append(run_view(records, summarize(records, io_evidence=False)))
         bar.update(1)
     return views
 
@@ -155,10 +180,12 @@ def write_report(
         raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
     from tqdm.auto import tqdm
 
+    warm = _warm_up()
     with tqdm(
         total=2 * len(runs) + 1, desc="report", unit="step", disable=not progress, leave=False
     ) as bar:
         views = _views(runs, darshan, bar)
+        warm.join()
         bar.set_postfix_str("drawing")
         text, facts = render(views, title)
         bar.update(1)
