@@ -22,7 +22,16 @@ from typing import Any
 
 from metaprov.errors import FormatError, InputError
 
-__all__ = ["ReportResult", "read_facts", "render", "require_bokeh", "write_report"]
+__all__ = [
+    "ReportResult",
+    "is_campaign",
+    "read_facts",
+    "render",
+    "render_store",
+    "require_bokeh",
+    "write_report",
+    "write_store_report",
+]
 
 
 def require_bokeh() -> None:
@@ -48,6 +57,7 @@ class ReportResult:
 
     def summary(self) -> str:
         notes = [n for r in self.facts.get("runs", []) for n in r.get("notes", [])]
+        notes += (self.facts.get("store") or {}).get("notes", [])
         text = (
             f"wrote {self.path}: {self.bytes / 1e6:.1f} MB, {len(self.runs)} run(s), "
             f"{self.seconds:.1f} s"
@@ -175,9 +185,14 @@ def write_report(
     t = time.perf_counter()
     if not runs:
         raise InputError("no run to report on", hint="give at least one run directory")
-    out = Path(output)
-    if out.is_dir():
-        raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
+    out = _output(output)
+    if any(is_campaign(r) for r in runs):
+        if not all(is_campaign(r) for r in runs):
+            raise InputError(
+                "give either run directories or campaign exports, not both",
+                hint="a campaign export (metaprov export ... -o OUTDIR) gives its own comparison page",
+            )
+        return write_store_report(out, campaigns=runs, title=title, progress=progress)
     from tqdm.auto import tqdm
 
     warm = _warm_up()
@@ -189,6 +204,24 @@ def write_report(
         bar.set_postfix_str("drawing")
         text, facts = render(views, title)
         bar.update(1)
+    return ReportResult(
+        path=out,
+        bytes=_write_atomic(out, text),
+        runs=[str(r) for r in runs],
+        seconds=time.perf_counter() - t,
+        facts=facts,
+    )
+
+
+def _output(output: str | Path) -> Path:
+    out = Path(output)
+    if out.is_dir():
+        raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
+    return out
+
+
+def _write_atomic(out: Path, text: str) -> int:
+    """Write ``text`` to ``out`` through a temporary file renamed at the end; returns bytes."""
     data = text.encode("utf-8")
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
@@ -199,10 +232,97 @@ def write_report(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return len(data)
+
+
+def is_campaign(path: str | Path) -> bool:
+    """Whether ``path`` is a campaign export (``metaprov export`` output directory or manifest)."""
+    from metaprov.store import campaign_shards
+
+    p = Path(path)
+    return (p.is_dir() and (p / "manifest.json").is_file()) or (
+        p.is_file() and p.suffix.lower() == ".json" and campaign_shards(p) is not None
+    )
+
+
+def render_store(view: Any, title: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The page's HTML text and its facts, for a :class:`~metaprov.report.stored.StoreView`."""
+    require_bokeh()
+    from metaprov.report.page import Page, deterministic_ids
+    from metaprov.report.stored import add_store
+
+    page = Page(title or f"metaprov report: {len(view.runs)} runs in {view.location}")
+    facts: dict[str, Any] = {"version": 1, "runs": []}
+    with deterministic_ids():
+        facts["store"] = add_store(page, view)
+        facts["sections"] = list(page.ids)
+        page.facts = facts
+        return page.render(), facts
+
+
+def write_store_report(
+    output: str | Path,
+    *,
+    store: str | Path | Any = None,
+    endpoint: str | None = None,
+    campaigns: Sequence[str | Path] = (),
+    runs: Sequence[str] | None = None,
+    title: str | None = None,
+    progress: bool = False,
+) -> ReportResult:
+    """Write the comparison page of the runs a store holds, or of campaign exports.
+
+    The page shows the store's answers to the packaged questions ``runs``, ``prefix-summary``
+    and ``prefix-across-runs``: run spans and task counts side by side, the same prefix across
+    runs, and which run was slowest for each prefix.
+
+    Args:
+        output: the HTML file to write (atomically).
+        store: an embedded store directory, or an open :class:`~metaprov.store.Store`.
+        endpoint: a SPARQL query endpoint instead of ``store``.
+        campaigns: campaign exports (``metaprov export`` output directories or their
+            ``manifest.json``), loaded into a store in memory instead of ``store``.
+        runs: only these runs (ids or run names).
+        title: page title (default: the number of runs and the store).
+        progress: show a progress bar.
+
+    Raises:
+        FormatError: Bokeh (the ``report`` extra) is not installed.
+        StoreError: the store cannot be opened, or holds no run.
+        InputError: a run of ``runs`` is not in the store; a campaign cannot be read.
+
+    Example:
+        >>> write_store_report("campaign.html", store="prov-store")  # doctest: +SKIP
+    """
+    require_bokeh()
+    from metaprov.report.stored import store_view
+    from metaprov.store import EmbeddedStore, Store, load, open_store
+
+    t = time.perf_counter()
+    out = _output(output)
+    warm = _warm_up()
+    if campaigns:
+        st: Any = EmbeddedStore(None)
+        load(list(campaigns), store=st, progress=progress or None)
+        where = ", ".join(str(c) for c in campaigns)
+    elif isinstance(store, Store):
+        st, where = store, None
+    else:
+        st = open_store(store, endpoint, read_only=True)
+        where = None
+    try:
+        view = store_view(st, runs)
+    finally:
+        if st is not store:
+            st.close()
+    if where is not None:
+        view.location = where
+    warm.join()
+    text, facts = render_store(view, title)
     return ReportResult(
         path=out,
-        bytes=len(data),
-        runs=[str(r) for r in runs],
+        bytes=_write_atomic(out, text),
+        runs=list(view.runs["run_id"]),
         seconds=time.perf_counter() - t,
         facts=facts,
     )

@@ -625,3 +625,58 @@ def compare_prefixes(table: pd.DataFrame, runs: list[str], max_prefixes: int = 3
     p.xaxis.major_label_text_font_size = "7pt"
     p.hover.tooltips = [("prefix, run", "@x"), ("run", "@run"), ("compute", "@v{0.000} s")]
     return p
+
+
+def store_runs(runs: pd.DataFrame) -> Any:
+    """Side by side, one bar per run: its span (seconds), and its tasks and task executions."""
+    from bokeh.models import FactorRange
+
+    if not len(runs):
+        return None
+    labels = runs["label"].tolist()
+    y = FactorRange(*labels[::-1])
+    height = 80 + 24 * len(labels)
+    data = {
+        "run": labels,
+        "run_id": runs["run_id"].tolist(),
+        "seconds": runs["seconds"].to_numpy(dtype="float64", na_value=np.nan),
+        "tasks": runs["tasks"].to_numpy(dtype="float64", na_value=np.nan),
+        "executions": runs["executions"].to_numpy(dtype="float64", na_value=np.nan),
+        "workers": runs["workers"].to_numpy(dtype="float64", na_value=np.nan),
+    }
+    src = ColumnDataSource(data)
+    tips = [
+        ("run", "@run (@run_id)"),
+        ("span", "@seconds{0.000} s"),
+        ("tasks / executions", "@tasks{0,0} / @executions{0,0}"),
+        ("workers", "@workers{0,0}"),
+    ]
+    span = figure(
+        y_range=y,
+        height=height,
+        width=520,
+        tools="hover,xwheel_zoom,reset,save",
+        title="span of each run (s)",
+        x_axis_label="seconds",
+        name="store-spans",
+    )
+    span.hbar(
+        y="run", right="seconds", height=0.7, source=src, fill_color=_BASE[0], line_color=None
+    )
+    span.hover.tooltips = tips
+    count = figure(
+        y_range=y,
+        height=height,
+        width=520,
+        tools="hover,xwheel_zoom,reset,save",
+        title="tasks (bar) and task executions (line) of each run",
+        x_axis_label="count",
+        name="store-tasks",
+    )
+    count.hbar(y="run", right="tasks", height=0.7, source=src, fill_color=_BASE[2], line_color=None)
+    count.scatter(x="executions", y="run", source=src, marker="dash", size=18, color="black")
+    count.hover.tooltips = tips
+    for p in (span, count):
+        p.x_range.start = 0
+        p.ygrid.grid_line_color = None
+    return row(span, count, name="store-runs")
