@@ -501,38 +501,11 @@ def _io_files(
 # task graph
 
 
-def _depth(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Longest distance (in edges) from a source node: the graph's layers (Kahn, level by level)."""
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    order = np.argsort(src, kind="stable")
-    d_by_s = dst[order]
-    start = np.searchsorted(src[order], np.arange(n + 1))
-    depth = np.zeros(n, dtype=np.int64)
-    frontier = np.flatnonzero(indeg == 0)
-    level = 0
-    while len(frontier):
-        depth[frontier] = level
-        lo, hi = start[frontier], start[frontier + 1]
-        counts = hi - lo
-        if not counts.sum():
-            break
-        pos = np.repeat(lo - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(counts.sum())
-        v = d_by_s[pos]
-        np.subtract.at(indeg, v, 1)
-        touched = np.unique(v)
-        frontier = touched[indeg[touched] == 0]
-        level += 1
-    return depth
-
-
-def _layout(
-    n: int, src: np.ndarray, dst: np.ndarray, group: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _layout(depth: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Layered layout: x = layer, y = rank within the layer (by group, then input order), centred."""
-    if not n:
+    if not len(depth):
         return np.zeros(0), np.zeros(0)
-    x = _depth(n, src, dst)
-    return x.astype("float64"), _centred_rank(x, group)
+    return depth.astype("float64"), _centred_rank(depth, group)
 
 
 def _centred_rank(layer: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -571,7 +544,9 @@ def _critical(
     weight: np.ndarray,
 ) -> pd.DataFrame:
     """The critical path (as :func:`metaprov.analysis.critical_path.critical_path`), from the DAG."""
-    path = longest_path(np.arange(len(tasks)), weight, src, dst, method="numpy")
+    # the layers of the graph's drawing come out of the same pass
+    depth = np.zeros(len(tasks), dtype=np.int64)
+    path = longest_path(np.arange(len(tasks)), weight, src, dst, depth=depth)
     rows = np.asarray(path, dtype=np.int64)
     sub = t.iloc[rows]
     dur = weight[rows]
@@ -589,6 +564,7 @@ def _critical(
     )[CRITICAL_COLUMNS]
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     out.attrs["rows"] = rows
+    out.attrs["depth"] = depth
     return out
 
 
@@ -600,6 +576,7 @@ def _graph(
     dst: np.ndarray,
     weight: np.ndarray,
     path: np.ndarray,
+    depth: np.ndarray,
     limit: int,
 ) -> dict[str, Any]:
     """Nodes and edges to draw: every task, or one node per prefix above :data:`GRAPH_TASK_LIMIT`."""
@@ -611,7 +588,7 @@ def _graph(
     nbytes = t["nbytes"].to_numpy(dtype="float64", na_value=np.nan)
     out: dict[str, Any] = {"tasks": n, "edges": len(src), "critical": path}
     if n <= limit:
-        x, y = _layout(n, src, dst, codes)
+        x, y = _layout(depth, codes)
         out.update(
             level="task",
             layout="layers",
@@ -639,7 +616,7 @@ def _graph(
     loop = es == ed
     es, ed, en = es[~loop], ed[~loop], counts[~loop]
     first = np.full(m, np.iinfo(np.int64).max)
-    np.minimum.at(first, codes, _depth(n, src, dst))
+    np.minimum.at(first, codes, depth)
     # Each prefix in the layer where its first task is (the prefix graph may have cycles, e.g.
     # getitem -> stack -> getitem, so it has no layers of its own).
     layer = np.unique(first, return_inverse=True)[1].astype(np.int64)
@@ -838,7 +815,17 @@ def run_view(
     io_files, io_pf = _io_files(io, files, tasks) if len(io) else (pd.DataFrame(), pd.DataFrame())
     src, dst, weight = _dag(records, tasks, ex)
     critical = _critical(records, t, tasks, src, dst, weight)
-    graph = _graph(t, tasks, prefixes, src, dst, weight, critical.attrs["rows"], graph_task_limit)
+    graph = _graph(
+        t,
+        tasks,
+        prefixes,
+        src,
+        dst,
+        weight,
+        critical.attrs["rows"],
+        critical.attrs.pop("depth"),
+        graph_task_limit,
+    )
     if graph["level"] == "prefix":
         notes.append(
             f"task graph: {len(tasks):,} tasks are more than {graph_task_limit:,}, so it is drawn "
