@@ -157,6 +157,8 @@ class _Tasks:
     keys: pa.Array
     prefix: np.ndarray  # code per task
     names: np.ndarray  # prefix names, sorted
+    #: task row of each key in the executions, dependencies and I/O links (-1: no such task)
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -169,7 +171,35 @@ def _tasks(records: RunRecords) -> tuple[_Tasks, pd.DataFrame]:
         t = t.drop_duplicates("key").reset_index(drop=True)
         keys = _arrow(t["key"])
     codes, names = _codes(t["prefix"], "(no prefix)")
-    return _Tasks(keys, codes, names), t
+    columns = {
+        "executions": records.executions["key"],
+        "dependency": records.dependencies["dependency"],
+        "dependent": records.dependencies["key"],
+    }
+    if records.darshan is not None and records.io is not None and len(records.darshan.segments):
+        columns["io"] = records.io.segments["key"]
+    return _Tasks(keys, codes, names, _rows_of(keys, columns)), t
+
+
+def _rows_of(keys: pa.Array, columns: dict[str, pd.Series]) -> dict[str, np.ndarray]:
+    """Row in ``keys`` (unique) of every value of each column, -1 where absent or NA.
+
+    One dictionary encoding of the keys followed by all the columns: the keys are hashed once,
+    not once per column (as :func:`_lookup` would). The keys come first and are unique, so a
+    value's dictionary index is its key's row when it is below ``len(keys)``.
+    """
+    lengths = [len(s) for s in columns.values()]
+    if not sum(lengths):
+        return {name: np.zeros(0, dtype=np.int64) for name in columns}
+    arrays = [keys, *(_arrow(s) for s in columns.values())]
+    enc = pc.dictionary_encode(pa.chunked_array(arrays, type=pa.large_string()))
+    idx = np.concatenate(
+        [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    ).astype(np.int64)
+    assert len(idx) == len(keys) + sum(lengths)
+    idx[idx >= len(keys)] = -1
+    bounds = np.cumsum([len(keys), *lengths])
+    return {name: idx[bounds[i] : bounds[i + 1]] for i, name in enumerate(columns)}
 
 
 def _executions(records: RunRecords, tasks: _Tasks, t0: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -177,7 +207,7 @@ def _executions(records: RunRecords, tasks: _Tasks, t0: int) -> tuple[pd.DataFra
     ex = records.executions
     start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     ok = (start != NAT_US) & (end != NAT_US)
-    task = _lookup(ex["key"], tasks.keys)
+    task = tasks.rows["executions"]
     wcode, workers = _codes(ex["worker"], "(unknown worker)")
     prefix = np.where(task >= 0, tasks.prefix[np.maximum(task, 0)] if len(tasks) else -1, -1)
     out = pd.DataFrame(
@@ -439,7 +469,7 @@ def _io(
         ), np.zeros(0, dtype=object)
     seg, links = dr.segments, records.io.segments
     path, files = _codes(seg["path"], "(unknown)")
-    task = _lookup(links["key"], tasks.keys)
+    task = tasks.rows["io"]
     wpos = _lookup(links["worker"], pa.array(workers.tolist(), type=pa.large_string()))
     return (
         pd.DataFrame(
@@ -524,9 +554,7 @@ def _dag(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dependency, dependent, compute seconds per task): the DAG over task rows."""
     n = len(tasks)
-    dep = records.dependencies
-    src = _lookup(dep["dependency"], tasks.keys)
-    dst = _lookup(dep["key"], tasks.keys)
+    src, dst = tasks.rows["dependency"], tasks.rows["dependent"]
     ok = (src >= 0) & (dst >= 0)
     pair = np.unique(src[ok] * max(n, 1) + dst[ok])
     weight = np.zeros(n)
