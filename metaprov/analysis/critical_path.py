@@ -114,6 +114,7 @@ def _longest_path_numpy(
     out_start = np.searchsorted(src_sorted, np.arange(n + 1))
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
     dist = w.copy()  # heaviest path ending at each node (its own weight included)
+    slot = np.empty(n, dtype=np.int64)  # scratch: a freed node's position in its level
     frontier = np.flatnonzero(indeg == 0)
     done = 0
     level = 0
@@ -131,7 +132,12 @@ def _longest_path_numpy(
         v = dst_by_src[pos]
         np.maximum.at(dist, v, dist[u] + w[v])
         np.subtract.at(indeg, v, 1)
-        frontier = np.unique(v[indeg[v] == 0])  # the nodes whose last dependency was just done
+        # The nodes whose last dependency was just done, each once, in ascending order (as
+        # np.unique, without its hash table per level: the last position each is written at).
+        freed = v[indeg[v] == 0]
+        at = np.arange(len(freed))
+        slot[freed] = at
+        frontier = np.sort(freed[slot[freed] == at])
     if done < n:
         stuck = np.flatnonzero(indeg > 0)[:5]
         raise QueryError(
