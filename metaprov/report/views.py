@@ -97,6 +97,22 @@ def _codes(s: pd.Series, na: str = "") -> tuple[np.ndarray, np.ndarray]:
     return (rank[idx] if len(idx) else idx), names[order]
 
 
+def _largest(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest values, largest first, ties in position order.
+
+    The same as ``np.argsort(-values, kind="stable")[:k]`` for finite values, without sorting
+    them all: only the values from the k-th largest up (every tie of it included) are sorted.
+    """
+    v = np.asarray(values, dtype="float64")
+    if k >= len(v):
+        return np.argsort(-v, kind="stable")
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    threshold = np.partition(v, len(v) - k)[len(v) - k]
+    candidates = np.flatnonzero(v >= threshold)
+    return candidates[np.argsort(-v[candidates], kind="stable")[:k]]
+
+
 def _thread(s: pd.Series) -> np.ndarray:
     """Thread ids as uint64 (0: unknown)."""
     return s.to_numpy(dtype=np.uint64, na_value=0)
@@ -741,7 +757,7 @@ def run_view(
         raster, raster_busy = _raster(
             y, ex["left"].to_numpy(), ex["right"].to_numpy(), colors, len(lanes), span, RASTER_BINS
         )
-        keep = np.sort(np.argsort(-ex["duration"].to_numpy(), kind="stable")[:longest_bars])
+        keep = np.sort(_largest(ex["duration"].to_numpy(), longest_bars))
         notes.append(
             f"task stream: {n_ex:,} executions are more than {bar_limit:,}, so each lane is drawn as "
             f"{RASTER_BINS:,} time bins coloured by the prefix that used most of each bin (lighter: "
@@ -817,7 +833,7 @@ def run_view(
     )
     occupancy = pd.DataFrame({"worker": workers, "threads": threads.reindex(workers).to_numpy()})
 
-    top = np.argsort(-ex["duration"].to_numpy(), kind="stable")[:TABLE_ROWS]
+    top = _largest(ex["duration"].to_numpy(), TABLE_ROWS)
     srow = ex.iloc[top]
     slow_src = records.executions.iloc[srow["row"].to_numpy()]
     slowest = pd.DataFrame(
