@@ -651,31 +651,30 @@ def store_runs(runs: pd.DataFrame) -> Any:
         ("tasks / executions", "@tasks{0,0} / @executions{0,0}"),
         ("workers", "@workers{0,0}"),
     ]
-    span = figure(
-        y_range=y,
-        height=height,
-        width=520,
-        tools="hover,xwheel_zoom,reset,save",
-        title="span of each run (s)",
-        x_axis_label="seconds",
-        name="store-spans",
+
+    def bars(field: str, title: str, label: str, name: str, color: str) -> Any:
+        p = figure(
+            y_range=y,
+            height=height,
+            width=520,
+            tools="hover,xwheel_zoom,reset,save",
+            title=title,
+            x_axis_label=label,
+            name=name,
+        )
+        p.hbar(y="run", right=field, height=0.7, source=src, fill_color=color, line_color=None)
+        p.hover.tooltips = tips
+        return p
+
+    span = bars("seconds", "span of each run (s)", "seconds", "store-spans", _BASE[0])
+    count = bars(
+        "tasks",
+        "tasks (bar) and task executions (line) of each run",
+        "count",
+        "store-tasks",
+        _BASE[2],
     )
-    span.hbar(
-        y="run", right="seconds", height=0.7, source=src, fill_color=_BASE[0], line_color=None
-    )
-    span.hover.tooltips = tips
-    count = figure(
-        y_range=y,
-        height=height,
-        width=520,
-        tools="hover,xwheel_zoom,reset,save",
-        title="tasks (bar) and task executions (line) of each run",
-        x_axis_label="count",
-        name="store-tasks",
-    )
-    count.hbar(y="run", right="tasks", height=0.7, source=src, fill_color=_BASE[2], line_color=None)
     count.scatter(x="executions", y="run", source=src, marker="dash", size=18, color="black")
-    count.hover.tooltips = tips
     for p in (span, count):
         p.x_range.start = 0
         p.ygrid.grid_line_color = None
