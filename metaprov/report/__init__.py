@@ -4,7 +4,9 @@ Input: run directories (read with :func:`metaprov.ingest.read_run`, Darshan I/O 
 :func:`metaprov.link.link_io`). Output: one HTML file holding every script and datum (Bokeh's
 JavaScript inline: it opens offline), with a summary, the task stream and worker occupancy,
 durations per prefix, the transfer matrix, I/O per file and prefix, the submitted graphs and the
-task graph with its critical path; for several runs, a comparison first.
+task graph with its critical path; for several runs, a comparison first. A store, a SPARQL
+endpoint or a campaign export gives a comparison page of the runs it holds, made of the store's
+answers to the packaged questions (:func:`write_store_report`, :mod:`metaprov.report.stored`).
 
 Needs the ``report`` extra (Bokeh): ``pip install 'metaprov[report]'``.
 """
@@ -165,7 +167,9 @@ def write_report(
     """Write the HTML report of ``runs`` (one run: its report; several: a comparison) to ``output``.
 
     Args:
-        runs: run directories.
+        runs: run directories; or campaign exports (``metaprov export`` output directories or
+            their ``manifest.json``), which give the comparison page of
+            :func:`write_store_report`.
         output: the HTML file to write (atomically: a temporary file renamed at the end).
         darshan: read and link the runs' Darshan logs.
         progress: show progress bars while reading.
