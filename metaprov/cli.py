@@ -662,7 +662,7 @@ def export_cmd(
       metaprov export examples/run -f nt -o - | gzip > run.nt.gz
       metaprov export examples/run -o run.nq.gz
       metaprov export campaign/ -o shards/ -f nq --local-workers 4
-      metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786 --no-darshan
+      metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786
     """
     from metaprov.export import export
     from metaprov.export.campaign import is_campaign
@@ -1016,7 +1016,7 @@ def main(argv: list[str] | None = None) -> None:
 )
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option(
-    "--no-report", is_flag=True, help="No HTML report per run (when metaprov report exists)."
+    "--no-report", is_flag=True, help="No HTML report (report.html) in each run's folder."
 )
 @click.option("--force", is_flag=True, help="Replace an existing output directory or zip.")
 @click.pass_context

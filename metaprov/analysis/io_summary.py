@@ -29,7 +29,8 @@ def _io_totals(df: pd.DataFrame) -> dict[str, int]:
         "writes": int((~rd).sum()),
         "bytes_read": int(length[rd].sum()),
         "bytes_written": int(length[~rd].sum()),
-        "files": int(df["path"].nunique()),
+        # a path on two nodes' own file systems is two files (docs/model.md, decision 16)
+        "files": int(df["file"].nunique() if "file" in df else df["path"].nunique()),
     }
 
 
@@ -61,6 +62,10 @@ def summarize_io(
     io = records.io
     logs = dr.logs
     seg = dr.segments
+    if len(seg):
+        from metaprov.mapping.fileio import file_labels
+
+        seg = seg.assign(file=file_labels(dr.logs, seg["log"], seg["path"]).to_numpy())
     links = io.segments
     out: dict[str, Any] = {
         "logs": {
@@ -81,7 +86,7 @@ def summarize_io(
         "link": dict(io.accounting),
     }
     if len(seg):
-        joined = seg[["op", "length", "path"]].copy()
+        joined = seg[["op", "length", "path", "file"]].copy()
         joined["status"] = links["status"].to_numpy()
         joined["key"] = links["key"].to_numpy()
         prefix_of = (

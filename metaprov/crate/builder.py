@@ -545,12 +545,14 @@ class CrateBuilder:
             controls.append(ctl)
         return controls
 
-    def _files(self, run: RunPart, paths: list[str], how: str) -> list[Any]:
+    def _files(self, run: RunPart, files: list[tuple[str, str]], how: str) -> list[Any]:
+        # (path, the PROV file's IRI relative to the run's): a path on two nodes' own file
+        # systems is two files (docs/model.md, decision 16)
         out = []
-        for p in paths:
+        for p, rel in files:
             out.append(
                 self._ctx(
-                    f"#{run.graph.run_id}/file/{quote(p, safe='')}",
+                    f"#{run.graph.run_id}/{rel}",
                     {
                         "@type": "File",
                         "name": Path(p).name or p,
@@ -652,25 +654,33 @@ class CrateBuilder:
 
     def _add_report(self, run: RunPart, action: Any) -> None:
         """The run's HTML report as its human-readable view: ``report.html`` in the run's
-        folder, made by ``metaprov.report`` (issue 14) when that package is installed.
+        folder, drawn by :mod:`metaprov.report` from the records the crate has already read
+        and linked (the run is not read a second time).
 
-        Without it (this version of metaprov has no ``metaprov.report``), or when its plotting
-        extra is missing, nothing is added and the preview is the readable view.
+        Without Bokeh (the ``report`` extra) nothing is added, the log says why, and the
+        preview is the readable view.
         """
         if not self.with_report:
             return
-        try:
-            from metaprov.report import report  # type: ignore[import-not-found]
-        except ImportError:
-            return
-        from metaprov.errors import MetaprovError
+        from metaprov.errors import FormatError, MetaprovError
+        from metaprov.report import render, require_bokeh
 
+        try:
+            require_bokeh()
+        except FormatError as exc:
+            log.warning("%s: no HTML report in the crate: %s (%s)", run.path, exc, exc.hint)
+            return
+        from metaprov.analysis.summary import summarize
+        from metaprov.report.views import run_view
+
+        records = run.graph.records
         rel = run.folder + "report.html"
         try:
-            report([run.path], self.staging / rel, darshan=run.graph.records.darshan is not None)
+            text, _facts = render([run_view(records, summarize(records))])
         except MetaprovError as exc:
-            log.info("%s: no HTML report in the crate: %s", run.path, exc)
+            log.warning("%s: no HTML report in the crate: %s", run.path, exc)
             return
+        (self.staging / rel).write_bytes(text.encode("utf-8"))
         size, digest = file_digest(self.staging / rel)
         f = self._file(
             rel,

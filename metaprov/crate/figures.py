@@ -39,15 +39,18 @@ class RunFigures:
             when unknown), ``executions``, ``total``/``mean``/``min``/``max`` (seconds),
             ``workers``, ``threads`` and the I/O columns ``file_reads``, ``bytes_read``, ``reads``,
             ``file_writes``, ``bytes_written``, ``writes`` (NA without Darshan I/O).
-        files_read / files_written: per prefix, up to :data:`MAX_FILES` file paths.
-        n_files_read / n_files_written: per prefix, how many distinct files.
+        files_read / files_written: per prefix, up to :data:`MAX_FILES` files as (path, IRI of
+            the PROV file relative to the run's IRI: ``file/<path>`` on a shared file system,
+            ``node/<host>/file/<path>`` on a node's own, ...; docs/model.md decision 16).
+        n_files_read / n_files_written: per prefix, how many distinct files (a path on two
+            nodes' own file systems is two files).
         run: run totals (plain JSON types).
         edges: prefix dependency edges ``(prefix, depends_on, edges)``.
     """
 
     prefixes: pd.DataFrame
-    files_read: dict[str, list[str]] = field(default_factory=dict)
-    files_written: dict[str, list[str]] = field(default_factory=dict)
+    files_read: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    files_written: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     n_files_read: dict[str, int] = field(default_factory=dict)
     n_files_written: dict[str, int] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
@@ -160,7 +163,10 @@ def _add_files(ctx: Any, figs: RunFigures, index: pd.Index) -> None:
         }
     )
     sel = sel[sel["p"] >= 0].drop_duplicates()
-    files = np.asarray(t.files.to_pylist(), dtype=object)
+    paths = t.files.path.to_pylist()
+    cut = len(ctx.iris.run) + 1
+    files = np.empty(len(paths), dtype=object)
+    files[:] = [(p, iri[cut:]) for p, iri in zip(paths, t.files.iri.to_pylist(), strict=True)]
     names = index.to_numpy()
     for op, named, counts in (
         (0, figs.files_read, figs.n_files_read),
@@ -170,7 +176,7 @@ def _add_files(ctx: Any, figs: RunFigures, index: pd.Index) -> None:
         for p, grp in part.groupby("p", sort=True):
             key = str(names[p])
             counts[key] = int(len(grp))
-            named[key] = [str(x) for x in files[grp["file"].to_numpy()[:MAX_FILES]]]
+            named[key] = list(files[grp["file"].to_numpy()[:MAX_FILES]])
 
 
 def _prefix_edges(ctx: Any, names: pd.Series) -> pd.DataFrame:

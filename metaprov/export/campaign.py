@@ -286,6 +286,7 @@ def export_shard_partitioned(client: Any, job: dict[str, Any]) -> dict[str, Any]
             base=opts["base"],
             detail=opts["detail"],
             darshan=opts["darshan"],
+            io_detail=opts["io_detail"],
         )
 
     return _convert(job, _new_entry(job), work)
@@ -384,8 +385,6 @@ def export_campaign(
     (out / SHARDS).mkdir(parents=True, exist_ok=True)
     if partitions < 1:
         raise UsageError("--partitions must be at least 1")
-    if partitions > 1 and io_detail != "aggregate":
-        raise UsageError("a partitioned export reads no Darshan I/O: --io-detail does not apply")
     options = {
         "base": base,
         "detail": detail,

@@ -23,9 +23,13 @@ with their duration figures, groups, transfers) is written once, from the partit
 summaries plus the run's small files (``worker.csv``, ``client.csv``, ``graph.csv``,
 ``worker_transfer.csv``, the job files).
 
-Darshan I/O is not partitioned: linking a segment to a task needs every task of its thread (and
-a per-process clock offset estimated over all of them), so a partitioned export reads no
-Darshan logs (the run-level part records them as missing inputs).
+Darshan I/O is mapped by the run-level part: linking a segment to a task needs every execution
+window of its thread (and a per-process clock offset estimated over all of them), so each
+partition sends the light window columns of its own executions (key, attempt, worker, thread,
+start, end, clock) and of its tasks (scheduler begins/ends, group, prefix) with its summary; the
+run-level part reads the logs, links every segment against the windows of the whole run, and
+writes every I/O triple once (files, processes, usages, generations and the I/O of each task
+execution: file versions are numbered over the whole run).
 """
 
 from __future__ import annotations
@@ -59,36 +63,16 @@ TASK_CLASSES = frozenset(
     }
 )
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-
 
 def partition_of_segments(segments: pa.Array, n: int) -> np.ndarray:
-    """Partition (0..n-1) of each key, given as its IRI segment (``quote(key, safe='')``).
+    """Partition (0..n-1) of each key, given as its IRI segment (``quote(key, safe='')``):
+    :func:`~metaprov.ingest.dask_csv.fnv64` of the segment modulo n (FNV-1a over the UTF-8
+    bytes, then a 64-bit finaliser), the same on every machine, version and process."""
+    from metaprov.ingest.dask_csv import fnv64
 
-    FNV-1a over the UTF-8 bytes, then a 64-bit finaliser: fixed, so every machine, version and
-    process agrees (Python's and polars' hashes are seeded or version-dependent).
-    """
-    arr = pc.cast(segments, pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    m = len(arr)
-    if m == 0:
+    if len(segments) == 0:
         return np.zeros(0, np.int64)
-    bufs = arr.buffers()
-    off = np.frombuffer(bufs[1], np.int64, m + 1, arr.offset)
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    start, lens = off[:-1], np.diff(off)
-    h = np.full(m, _FNV_OFFSET)
-    with np.errstate(over="ignore"):
-        # one vector step per byte position (keys are tens of bytes long)
-        for j in range(int(lens.max())):
-            sel = np.flatnonzero(lens > j)
-            h[sel] = (h[sel] ^ data[start[sel] + j].astype(np.uint64)) * _FNV_PRIME
-        h ^= h >> np.uint64(33)
-        h *= np.uint64(0xFF51AFD7ED558CCD)
-        h ^= h >> np.uint64(33)
-    return (h % np.uint64(n)).astype(np.int64)
+    return (fnv64(segments) % np.uint64(n)).astype(np.int64)
 
 
 def partition_of_keys(keys: Any, n: int) -> np.ndarray:
@@ -112,29 +96,35 @@ class Owner:
 
 def read_partition(run: str | Path, part: int, parts: int, *, darshan: bool = False) -> RunRecords:
     """The records a partition needs: the rows of its keys and of their direct dependencies,
-    the whole transfer file and the run's small files (``part=-1``: the run-level part, no key;
-    ``darshan`` only says whether the run-level part lists absent Darshan logs as missing).
-
-    Raises:
-        UsageError: ``darshan`` and the run has Darshan logs (their I/O cannot be partitioned).
-    """
-    from metaprov.ingest import darshan_files, read_run
+    the whole transfer file and the run's small files (``part=-1``: the run-level part, no key,
+    and the only part that reads the Darshan logs when ``darshan``)."""
+    from metaprov.ingest import read_run
     from metaprov.ingest.dask_csv import KeySelection
 
-    if darshan and darshan_files(Path(run)):
-        raise UsageError(
-            f"{run} has Darshan logs: a partitioned export cannot link their I/O to tasks "
-            "(a segment's task is found among all tasks of its thread)",
-            hint="export it without partitions, or with --no-darshan",
-        )
     sel = KeySelection(Owner(part, parts), keeps_keyless=part == 0, transitions=part >= 0)
-    return read_run(run, darshan=darshan, keys=sel)
+    return read_run(run, darshan=darshan and part < 0, keys=sel)
+
+
+#: The columns of the executions and tasks that linking Darshan I/O reads (metaprov.link).
+WINDOW_COLUMNS = ["key", "attempt", "worker", "thread", "start", "end", "time_source", "window"]
+TASK_WINDOW_COLUMNS = [
+    "key",
+    "worker",
+    "n_executions",
+    "sched_begins",
+    "sched_ends",
+    "group",
+    "prefix",
+]
 
 
 # --- what each partition reports ----------------------------------------------------------------
-def summarize_partition(records: RunRecords, part: int, parts: int) -> dict[str, Any]:
+def summarize_partition(
+    records: RunRecords, part: int, parts: int, *, windows: bool = False
+) -> dict[str, Any]:
     """The small facts the run-level part and the run id need from one partition (own keys only):
-    key count, time span, scheduler addresses, workers, threads, groups, prefix durations."""
+    key count, time span, scheduler addresses, workers, threads, groups, prefix durations; with
+    ``windows``, the window columns of its executions and tasks (to link Darshan I/O)."""
     tasks = records.tasks
     keys = pa.array(tasks["key"].astype(object), pa.large_string())
     own_task = Owner(part, parts)(keys)
@@ -157,8 +147,14 @@ def summarize_partition(records: RunRecords, part: int, parts: int) -> dict[str,
     exo = ex[own_ex]
     th = exo[exo["thread"].notna() & exo["worker"].notna()]
     threads = th.groupby(["worker", "thread"]).size().rename("n_tasks").reset_index()
+    out_windows = out_task_windows = None
+    if windows:
+        out_windows = exo[[c for c in WINDOW_COLUMNS if c in exo.columns]].reset_index(drop=True)
+        out_task_windows = own_tasks[TASK_WINDOW_COLUMNS].reset_index(drop=True)
     return {
         "part": part,
+        "windows": out_windows,
+        "task_windows": out_task_windows,
         "keys": int(own_task.sum()),
         "first": first,
         "last": last,
@@ -236,7 +232,13 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         threads = threads.groupby(["worker", "thread"], sort=True)["n_tasks"].sum().reset_index()
     groups = pd.concat([s["groups"] for s in summaries], ignore_index=True).drop_duplicates()
     stats = pd.concat([s["prefix_stats"] for s in summaries], ignore_index=True)
+    windows = task_windows = None
+    if all(s.get("windows") is not None for s in summaries):
+        windows = _by_key(pd.concat([s["windows"] for s in summaries], ignore_index=True))
+        task_windows = _by_key(pd.concat([s["task_windows"] for s in summaries], ignore_index=True))
     return {
+        "windows": windows,
+        "task_windows": task_windows,
         "keys": sum(s["keys"] for s in summaries),
         "first": min(firsts) if firsts else None,
         "last": max(lasts) if lasts else None,
@@ -247,6 +249,16 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "groups": groups.reset_index(drop=True),
         "prefix_stats": stats,
     }
+
+
+def _by_key(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the order of a whole run's tables: by key (binary order), then attempt."""
+    kb = df["key"].astype(object).map(lambda k: str(k).encode("utf-8"))
+    cols = {"kb": kb.to_numpy()}
+    if "attempt" in df:
+        cols["attempt"] = df["attempt"].fillna(-1).to_numpy(dtype=np.int64)
+    order = pd.DataFrame(cols).sort_values(list(cols), kind="stable").index.to_numpy()
+    return df.take(order).reset_index(drop=True)
 
 
 def run_id_from(run_facts: dict[str, Any]) -> str:
@@ -323,9 +335,10 @@ class PartGraph(ProvGraph):
         *,
         base: str,
         detail: str,
+        io_detail: str = "aggregate",
         seed: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(records, base=base, detail=detail)
+        super().__init__(records, base=base, detail=detail, io_detail=io_detail)
         self.part, self.parts = part, parts
         self.seed = seed or {}
 
@@ -403,7 +416,29 @@ def run_level_records(
         "transitions",
         pd.DataFrame({"time": pd.Series(times, dtype="datetime64[us, UTC]")}),
     )
+    if rec.darshan is not None:
+        _link_io(rec, facts)
     return rec
+
+
+def _link_io(rec: RunRecords, facts: dict[str, Any]) -> None:
+    """Link the run's Darshan segments against the execution windows of every partition (the
+    whole run's), exactly as a single-process export does; then keep, as task rows, only the
+    tasks the I/O mapping names (their key, group and prefix: no task triple is written here)."""
+    from metaprov.link import link_io
+
+    if facts.get("windows") is None:
+        raise UsageError("the partitions sent no execution windows to link the Darshan I/O")
+    groups = rec.tasks
+    rec.executions = conform("executions", facts["windows"])
+    tw = facts["task_windows"]
+    rec.tasks = conform("tasks", tw)
+    link_io(rec)
+    seg = rec.io.segments
+    linked = pd.Index(seg.loc[seg["status"].astype(object).eq("linked"), "key"].astype(object))
+    named = tw.loc[tw["key"].astype(object).isin(linked), ["key", "group", "prefix"]]
+    rec.tasks = conform("tasks", pd.concat([groups, named], ignore_index=True))
+    rec.executions = conform("executions", pd.DataFrame())
 
 
 def write_run_level(
@@ -415,8 +450,10 @@ def write_run_level(
     base: str,
     detail: str,
     darshan: bool = False,
+    io_detail: str = "aggregate",
 ) -> dict[str, Any]:
-    """Write the run-level part; returns its figures."""
+    """Write the run-level part (with the run's Darshan I/O when ``darshan``); returns its
+    figures."""
     from metaprov.write import write
 
     t0 = time.perf_counter()
@@ -430,7 +467,9 @@ def write_run_level(
         )
         return _prefix_stats(ctx.iris, prefixes, partials)
 
-    graph = PartGraph(rec, -1, 1, base=base, detail=detail, seed={"prefix_stats": stats})
+    graph = PartGraph(
+        rec, -1, 1, base=base, detail=detail, io_detail=io_detail, seed={"prefix_stats": stats}
+    )
     n = write(graph, out, "nquads")
     return {
         "part": "run",
@@ -470,13 +509,17 @@ def write_partition(
 
 
 # --- one partitioned run, end to end ---------------------------------------------------------------
-TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv")
+#: The files whose rows each partition reads and accounts for its own keys (the others: the
+#: run-level part, whole).
+TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv", "worker_execution.csv")
 
 
-def summary_task(run: str, part: int, parts: int) -> tuple[RunRecords, dict[str, Any]]:
+def summary_task(
+    run: str, part: int, parts: int, windows: bool = False
+) -> tuple[RunRecords, dict[str, Any]]:
     """Read partition ``part`` (kept on the worker) and its summary (sent back)."""
     records = read_partition(run, part, parts)
-    return records, summarize_partition(records, part, parts)
+    return records, summarize_partition(records, part, parts, windows=windows)
 
 
 def _summary(pair: tuple[RunRecords, dict[str, Any]]) -> dict[str, Any]:
@@ -553,6 +596,7 @@ def export_partitioned(
     base: str,
     detail: str,
     darshan: bool = False,
+    io_detail: str = "aggregate",
 ) -> dict[str, Any]:
     """Convert one run in ``parts`` partitions into the N-Quads file ``shard``.
 
@@ -568,8 +612,8 @@ def export_partitioned(
     from metaprov.ingest import darshan_files
 
     run = str(run)
-    if darshan and darshan_files(Path(run)):
-        read_partition(run, -1, 1, darshan=True)  # raises the error saying why
+    windows = darshan and bool(darshan_files(Path(run)))
+    run_level = {"base": base, "detail": detail, "darshan": darshan, "io_detail": io_detail}
     tmp = shard.with_name(f".{shard.name}.parts")
     tmp.mkdir(parents=True, exist_ok=True)
     outs = [tmp / f"part-{p:04d}.nq" for p in range(parts)]
@@ -578,12 +622,12 @@ def export_partitioned(
         if client is None:
             summaries = []
             for p in range(parts):
-                summaries.append(summarize_partition(read_partition(run, p, parts), p, parts))
+                rec = read_partition(run, p, parts)
+                summaries.append(summarize_partition(rec, p, parts, windows=windows))
+                del rec
             facts = combine(summaries)
             run_id = run_id_from(facts)
-            run_info = write_run_level(
-                run, facts, run_id, run_out, base=base, detail=detail, darshan=darshan
-            )
+            run_info = write_run_level(run, facts, run_id, run_out, **run_level)
             infos = [
                 write_partition(
                     read_partition(run, p, parts),
@@ -597,20 +641,15 @@ def export_partitioned(
                 for p in range(parts)
             ]
         else:
-            pairs = [client.submit(summary_task, run, p, parts, pure=False) for p in range(parts)]
+            pairs = [
+                client.submit(summary_task, run, p, parts, windows, pure=False)
+                for p in range(parts)
+            ]
             summaries = client.gather([client.submit(_summary, f, pure=False) for f in pairs])
             facts = combine(summaries)
             run_id = run_id_from(facts)
             run_fut = client.submit(
-                write_run_level,
-                run,
-                facts,
-                run_id,
-                run_out,
-                base=base,
-                detail=detail,
-                darshan=darshan,
-                pure=False,
+                write_run_level, run, facts, run_id, run_out, **run_level, pure=False
             )
             where = client.who_has(pairs)
             maps = []

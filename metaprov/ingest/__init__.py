@@ -145,7 +145,7 @@ def read_run(
         leave=False,
     ) as bar:
         read_dask_csvs(run, records, progress=bar, keys=keys)
-        apply_worker_executions(run, records)
+        apply_worker_executions(run, records, keys.selection() if keys is not None else None)
         read_task_facts(run, records)
         read_job(run, records)
         bar.update(1)

@@ -11,6 +11,7 @@ the accounting with their line number.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ def _read_csv(
     dictionary: tuple[str, ...] = (),
     large_rows: bool = False,
     acct: Accounting,
+    select: RowSelection | None = None,
 ) -> CsvTable | None:
     """Read ``path`` as text columns.
 
@@ -90,6 +92,8 @@ def _read_csv(
         large_rows: rows may be larger than a parse block (graph.csv: one row per submitted
             graph), so the file is parsed as one block (rather than failing, then retrying).
         acct: accounting that receives rows read / not used.
+        select: keep only some rows, chosen while the file is read in blocks (see
+            :class:`RowSelection`): the whole file's text is never in memory at once.
 
     Returns:
         The table, or ``None`` for a zero-byte file (recorded in the accounting).
@@ -126,6 +130,13 @@ def _read_csv(
     for c in extra:
         acct.warn(name, "unknown extra column ignored", line=1, column=c)
 
+    if select is not None and not large_rows:
+        try:
+            return _read_selected(path, header, known, dictionary, acct, select)
+        except pa.ArrowInvalid:
+            # bytes that are not UTF-8, a row larger than a block: the whole-file path below
+            return _select_after(path, select, acct, required, optional, extended, dictionary)
+
     bad_rows: list[tuple[int, str]] = []
     # Fast path: all cores. The parser then cannot tell the line number of a row it skips, so
     # when its invalid-row handler fired, the file is read again on one thread to name them.
@@ -145,6 +156,123 @@ def _read_csv(
         opts = _options(header, known, dictionary, bad_rows, threads=False, block=block)
         return _read_with_bad_bytes(path, opts, acct, bad_rows)
     return _drop_blank(_finish(name, table, bad_rows, acct), acct)
+
+
+@dataclass
+class RowSelection:
+    """Which rows of a file one reader keeps (one partition of a run's keys).
+
+    Attributes:
+        masks: per row of a block (an Arrow table of the file's text columns), whether to keep
+            it and whether this reader counts it as read (its own rows: the counts of all the
+            readers of a file add up to the file's).
+        reports_rest: this reader also counts and reports the rows of no one (malformed and
+            blank lines), so each is reported once whichever reader sees it.
+    """
+
+    masks: Callable[[pa.Table], tuple[np.ndarray, np.ndarray]]
+    reports_rest: bool = False
+
+
+class _Ignore:
+    """Accounting that drops every call (the rows of other readers)."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def _lines_of(done: int, n: int, skipped: np.ndarray) -> np.ndarray:
+    """File lines of the parsed rows ``done .. done+n-1`` (row 0 is line 2), given the sorted
+    lines the parser skipped so far (skipped lines beyond these rows do not matter)."""
+    i = np.arange(done, done + n, dtype=np.int64)
+    before = skipped - np.arange(len(skipped), dtype=np.int64) - 2
+    return i + 2 + np.searchsorted(before, i, side="right")
+
+
+def _read_selected(
+    path: Path,
+    header: list[str],
+    known: set[str],
+    dictionary: tuple[str, ...],
+    acct: Accounting,
+    select: RowSelection,
+) -> CsvTable:
+    """Read ``path`` block by block, keeping the rows ``select`` keeps (peak memory: the rows
+    kept plus a few blocks, not the file).
+
+    Dictionary columns keep every value of the file in their dictionaries (a worker address is
+    a worker of the run, whichever reader's rows name it)."""
+    name = path.name
+    for threads in (True, False):
+        bad_rows: list[tuple[int, str]] = []
+        opts = _options(header, known, dictionary, bad_rows, threads=threads)
+        opts["read_options"] = pacsv.ReadOptions(use_threads=threads, block_size=_BLOCK)
+        kept: list[pa.Table] = []
+        lines: list[np.ndarray] = []
+        blank: list[np.ndarray] = []
+        done = counted = 0
+        with pacsv.open_csv(path, **opts) as reader:
+            for batch in reader:
+                t = pa.Table.from_batches([batch])
+                n = t.num_rows
+                skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
+                ln = _lines_of(done, n, skipped) if not threads else np.arange(2, n + 2) + done
+                done += n
+                allnull = np.ones(n, dtype=bool)
+                for col in t.columns:
+                    allnull &= col.is_null().to_numpy(zero_copy_only=False)
+                keep, mine = select.masks(t)
+                keep = np.asarray(keep, dtype=bool) & ~allnull
+                counted += int(np.count_nonzero(np.asarray(mine, dtype=bool) & ~allnull))
+                blank.append(ln[allnull])
+                kept.append(t.filter(pa.array(keep)))  # (zero rows keep the dictionaries)
+                lines.append(ln[keep])
+        if bad_rows and threads:
+            continue  # a threaded parse cannot tell the skipped rows' lines: read again
+        break
+    if select.reports_rest:
+        acct.read(name, counted + len(bad_rows) + sum(len(b) for b in blank))
+        _drop_malformed(name, bad_rows, acct)
+        blanks = np.concatenate(blank) if blank else np.zeros(0, np.int64)
+        if len(blanks):
+            acct.drop(name, "blank line", blanks)
+    else:
+        acct.read(name, counted)
+    table = pa.concat_tables(kept) if kept else _empty(header, known, dictionary)
+    return CsvTable(name, table, np.concatenate(lines) if lines else np.zeros(0, np.int64))
+
+
+def _empty(header: list[str], known: set[str], dictionary: tuple[str, ...]) -> pa.Table:
+    cols = [c for c in header if c in known]
+    return pa.table({c: pa.array([], _DICT if c in dictionary else pa.string()) for c in cols})
+
+
+def _select_after(
+    path: Path,
+    select: RowSelection,
+    acct: Accounting,
+    required: list[str],
+    optional: list[str],
+    extended: tuple[str, ...],
+    dictionary: tuple[str, ...],
+) -> CsvTable | None:
+    """The whole-file read, then the selection (a file the block reader cannot parse)."""
+    ct = _read_csv(
+        path,
+        required=required,
+        optional=optional,
+        extended=extended,
+        dictionary=dictionary,
+        acct=acct if select.reports_rest else _Ignore(),
+    )
+    if ct is None:
+        return None
+    keep, mine = select.masks(ct.table)
+    if select.reports_rest:
+        acct.read(path.name, -int(len(ct) - np.count_nonzero(mine)))
+    else:
+        acct.read(path.name, int(np.count_nonzero(mine)))
+    return ct.take(np.asarray(keep, dtype=bool))
 
 
 def _parse(path: Path, opts: dict, bad_rows: list[tuple[int, str]]) -> pa.Table:
@@ -173,6 +301,12 @@ def _finish(
     total = n_out + len(skipped)
     lines = np.setdiff1d(np.arange(2, total + 2, dtype=np.int64), skipped, assume_unique=True)
     acct.read(name, total)
+    _drop_malformed(name, bad_rows, acct)
+    return CsvTable(name, table, lines[:n_out])
+
+
+def _drop_malformed(name: str, bad_rows: list[tuple[int, str]], acct: Accounting) -> None:
+    """Account for the rows the parser skipped (line, what was wrong)."""
     if bad_rows:
         acct.drop(
             name,
@@ -180,7 +314,6 @@ def _finish(
             [r for r, _ in bad_rows],
             detail=[d for _, d in bad_rows],
         )
-    return CsvTable(name, table, lines[:n_out])
 
 
 def _drop_blank(ct: CsvTable, acct: Accounting) -> CsvTable:

@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.ingest.csvread import CsvTable, _types_mapper, read_csv
+from metaprov.ingest.csvread import CsvTable, RowSelection, _types_mapper, read_csv
 from metaprov.ingest.literals import parse_column
 from metaprov.records import SCHEMAS, Accounting, RunRecords, conform
 from metaprov.timeutil import MAX_EPOCH_S
@@ -512,7 +512,9 @@ class _Deferred(Accounting):
             getattr(acct, name)(*args, **kwargs)
 
 
-def _read(run: Path, name: str, acct: Accounting) -> CsvTable | None:
+def _read(
+    run: Path, name: str, acct: Accounting, select: RowSelection | None = None
+) -> CsvTable | None:
     path = run / name
     if not path.exists():
         acct.missing(name)
@@ -521,6 +523,8 @@ def _read(run: Path, name: str, acct: Accounting) -> CsvTable | None:
         acct.missing(name)
         acct.warn(name, "not a regular file")
         return None
+    if select is not None:
+        return read_csv(path, acct=acct, select=select, **SPECS[name])
     return read_csv(path, acct=acct, **SPECS[name])
 
 
@@ -1405,6 +1409,36 @@ def key_split(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
 # ----------------------------------------------------------------------------- one partition
 
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def fnv64(texts: pa.Array) -> np.ndarray:
+    """FNV-1a (64 bit) of the UTF-8 bytes of each text, then a 64-bit finaliser (nulls as ""):
+    fixed, so every machine, version and process agrees (Python's and polars' hashes are seeded
+    or version-dependent)."""
+    arr = pc.fill_null(pc.cast(texts, pa.large_string()), "")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    m = len(arr)
+    if m == 0:
+        return np.zeros(0, np.uint64)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], np.int64, m + 1, arr.offset)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    start, lens = off[:-1], np.diff(off)
+    h = np.full(m, _FNV_OFFSET)
+    with np.errstate(over="ignore"):
+        # one vector step per byte position (keys are tens of bytes long)
+        for j in range(int(lens.max())):
+            sel = np.flatnonzero(lens > j)
+            h[sel] = (h[sel] ^ data[start[sel] + j].astype(np.uint64)) * _FNV_PRIME
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+    return h
+
+
 @dataclass
 class KeySelection:
     """Which records to read when a run is read in partitions of its keys (a huge run mapped on
@@ -1446,7 +1480,9 @@ class KeySelection:
             g.edge_key[keep_edge],
             g.edge_dep[keep_edge],
         )
-        member = self._wanted(g.cats)[g.key]
+        wanted = self._wanted(g.cats)
+        self._remember(g.cats, own, wanted)
+        member = wanted[g.key]
         g.graph, g.key, g.wanted = g.graph[member], g.key[member], g.wanted[member]
         # only the texts still referenced (the others would become keys without records)
         used = np.unique(np.concatenate([g.key, g.edge_key, g.edge_dep]))
@@ -1455,24 +1491,67 @@ class KeySelection:
         g.cats = g.cats.take(pa.array(used))
         g.key, g.edge_key, g.edge_dep = remap[g.key], remap[g.edge_key], remap[g.edge_dep]
 
-    def rows(self, ct: CsvTable, acct: Any) -> CsvTable:
-        """The rows of a transition file this partition reads; the key column re-encoded so its
-        dictionary holds only the keys kept (other columns keep theirs: a worker address seen
-        in any row is a worker of the run, whichever partition reads the row). Only the rows of
-        owned keys count as read here, so the partitions' accounts add up to the file's."""
-        col = ct.arrow("key").cast(pa.large_string()).combine_chunks()
-        enc = pc.dictionary_encode(col)
-        owned = np.asarray(self.owns(enc.dictionary.cast(pa.large_string())), dtype=bool)
-        wanted = owned | pc.is_in(enc.dictionary, value_set=self.needed).to_numpy(
-            zero_copy_only=False
-        )
+    def masks(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of a block of a transition file: keep it (a key owned or needed; without a
+        key: this partition reports those), and count it as read here (owned keys only, so the
+        partitions' accounts add up to the file's)."""
+        col = table.column("key")
+        enc = col.combine_chunks() if pa.types.is_dictionary(col.type) else None
+        if enc is None:
+            enc = pc.dictionary_encode(col.cast(pa.large_string()).combine_chunks())
+        cats = enc.dictionary.cast(pa.large_string())
+        owned, wanted = self._decide(cats)
         codes = enc.indices.to_numpy(zero_copy_only=False)
         valid = enc.indices.is_valid().to_numpy(zero_copy_only=False)
-        safe = np.where(valid, codes, 0)
-        keep = np.where(valid, wanted[safe], self.keeps_keyless)
-        mine = np.where(valid, owned[safe], self.keeps_keyless)
-        acct.read(ct.name, -int(len(keep) - np.count_nonzero(mine)))
-        ct = ct.take(keep)
+        safe = np.where(valid, codes, 0).astype(np.int64)
+        keep = np.where(valid, wanted[safe] if len(cats) else False, self.keeps_keyless)
+        mine = np.where(valid, owned[safe] if len(cats) else False, self.keeps_keyless)
+        return keep, mine
+
+    def _remember(self, keys: pa.Array, own: np.ndarray, wanted: np.ndarray) -> None:
+        """Keep the decision for every key of the graph, found again by a 64-bit hash of its
+        text (then compared as text): a transition file names each key in many blocks, and
+        deciding from scratch (quoting and hashing the key) per block costs more than parsing."""
+        h = fnv64(keys)
+        order = np.argsort(h, kind="stable")
+        self._keys = keys.cast(pa.large_string())
+        self._hash, self._order = h[order], order
+        self._own, self._want = own, wanted
+
+    def _decide(self, cats: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(owned, wanted) per distinct key text of a block."""
+        n = len(cats)
+        owned = np.zeros(n, dtype=bool)
+        wanted = np.zeros(n, dtype=bool)
+        rest = np.ones(n, dtype=bool)
+        hs = getattr(self, "_hash", None)
+        if hs is not None and len(hs) and n:
+            h = fnv64(cats)
+            pos = np.minimum(np.searchsorted(hs, h), len(hs) - 1)
+            hit = np.flatnonzero(hs[pos] == h)
+            row = self._order[pos[hit]]
+            same = pc.equal(self._keys.take(pa.array(row)), cats.take(pa.array(hit)))
+            same = same.to_numpy(zero_copy_only=False).astype(bool)
+            hit, row = hit[same], row[same]
+            owned[hit], wanted[hit], rest[hit] = self._own[row], self._want[row], False
+        if rest.any():  # keys the graph does not name (or a hash shared by two keys)
+            idx = np.flatnonzero(rest)
+            sub = cats.take(pa.array(idx))
+            o = np.asarray(self.owns(sub), dtype=bool)
+            owned[idx] = o
+            wanted[idx] = o | pc.is_in(sub, value_set=self.needed).to_numpy(zero_copy_only=False)
+        return owned, wanted
+
+    def selection(self) -> RowSelection:
+        """The rows of a transition file this partition reads, chosen block by block as the
+        file is read (see :func:`metaprov.ingest.csvread.read_csv`)."""
+        return RowSelection(self.masks, reports_rest=self.keeps_keyless)
+
+    @staticmethod
+    def reencode(ct: CsvTable) -> CsvTable:
+        """The key column re-encoded so its dictionary holds only the keys kept (other columns
+        keep theirs: a worker address seen in any row is a worker of the run, whichever
+        partition reads the row)."""
         key = pc.dictionary_encode(ct.arrow("key").cast(pa.string()))
         table = ct.table.set_column(ct.table.column_names.index("key"), "key", key)
         return CsvTable(ct.name, table, ct.lines)
@@ -1514,9 +1593,9 @@ def read_dask_csvs(
     acct = records.accounting
     later: list[_Deferred] = []  # findings about the files' content, reported after the reads
 
-    def step(name: str, fn: Any) -> Any:
+    def step(name: str, fn: Any, select: RowSelection | None = None) -> Any:
         # read one file and turn it into codes at once: its table is freed before the next read
-        ct = _read(run, name, acct)
+        ct = _read(run, name, acct, select)
         if progress is not None:
             progress.update(1)
         later.append(_Deferred())
@@ -1539,7 +1618,11 @@ def read_dask_csvs(
             return step(name, lambda ct, d: read_transitions(ct, observer, d, clock))
         if not keys.transitions:
             return None
-        return step(name, lambda ct, d: read_transitions(keys.rows(ct, d), observer, d, clock))
+        return step(
+            name,
+            lambda ct, d: read_transitions(keys.reencode(ct), observer, d, clock),
+            keys.selection(),
+        )
 
     sched = transitions("scheduler_transition.csv", "scheduler")
     work = transitions("worker_transition.csv", "worker")

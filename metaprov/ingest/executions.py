@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.ingest.csvread import read_csv
+from metaprov.ingest.csvread import RowSelection, read_csv
 from metaprov.records import RunRecords, conform
 from metaprov.timeutil import epoch_to_utc
 
@@ -38,8 +38,9 @@ def _uint64(arr: pa.ChunkedArray) -> pd.Series:
 
 
 def match_attempts(name: str, rows: pd.DataFrame, records: RunRecords) -> pd.DataFrame | None:
-    """Match rows of a worker file (``key``, ``worker``, ``us`` start, ``line``) to execution
-    attempts; unmatched rows are counted in the accounting of ``name``.
+    """Match rows of a worker file (``key``, ``worker``, ``us`` start, ``line``; optional
+    ``counted``: whether this reader accounts for the row) to execution attempts; unmatched rows
+    are counted in the accounting of ``name``.
 
     Returns:
         ``rows`` sorted by start with ``pos``: the row of ``records.executions`` (NaN: none),
@@ -47,11 +48,16 @@ def match_attempts(name: str, rows: pd.DataFrame, records: RunRecords) -> pd.Dat
     """
     acct = records.accounting
     ex = records.executions
+    counted = (
+        rows["counted"].to_numpy(dtype=bool)
+        if "counted" in rows
+        else np.ones(len(rows), dtype=bool)
+    )
     if not len(ex):
         acct.drop(
             name,
             "no worker-side execution to attach to (worker_transition.csv missing)",
-            rows["line"].to_numpy(),
+            rows["line"].to_numpy()[counted],
         )
         return None
     exr = pd.DataFrame(
@@ -68,17 +74,23 @@ def match_attempts(name: str, rows: pd.DataFrame, records: RunRecords) -> pd.Dat
         rows, exr, on="us", by=["key", "worker"], direction="nearest", tolerance=_TOLERANCE_US
     )
     hit = m["pos"].notna().to_numpy()
-    if (~hit).any():
+    miss = ~hit & (m["counted"].to_numpy(dtype=bool) if "counted" in m else True)
+    if miss.any():
         acct.drop(
             name,
             "matches no worker-side execution (key, worker, start within 1 ms)",
-            m.loc[~hit, "line"].to_numpy(),
+            m.loc[miss, "line"].to_numpy(),
         )
     return m
 
 
-def apply_worker_executions(run: Path, records: RunRecords) -> None:
-    """Set each execution attempt's thread from ``worker_execution.csv`` when the file exists."""
+def apply_worker_executions(
+    run: Path, records: RunRecords, select: RowSelection | None = None
+) -> None:
+    """Set each execution attempt's thread from ``worker_execution.csv`` when the file exists.
+
+    ``select``: a partition's rows only (its keys and its dependencies'), each row accounted
+    by the partition owning its key (see :class:`metaprov.ingest.csvread.RowSelection`)."""
     path = run / NAME
     if not path.is_file():
         return
@@ -89,9 +101,15 @@ def apply_worker_executions(run: Path, records: RunRecords) -> None:
         optional=[],
         extended=("stop", "outcome", "run_id", "time"),
         acct=acct,
+        select=select,
     )
     if ct is None or not len(ct):
         return
+    counted = (
+        np.asarray(select.masks(ct.table)[1], dtype=bool)
+        if select is not None
+        else np.ones(len(ct), dtype=bool)
+    )
     start = epoch_to_utc(pd.to_numeric(ct.get("start"), errors="coerce"))
     rows = pd.DataFrame(
         {
@@ -100,11 +118,12 @@ def apply_worker_executions(run: Path, records: RunRecords) -> None:
             "thread": _uint64(ct.arrow("thread")),
             "us": start.to_numpy(dtype="datetime64[us]").view("int64"),
             "line": ct.lines,
+            "counted": counted,
         }
     )
     bad = rows["thread"].isna().to_numpy() | start.isna().to_numpy()
     if bad.any():
-        acct.drop(NAME, "no thread id or start time", ct.lines[bad])
+        acct.drop(NAME, "no thread id or start time", ct.lines[bad & counted])
         rows = rows[~bad]
     m = match_attempts(NAME, rows, records)
     if m is None:

@@ -5,12 +5,15 @@ Input: ``records.darshan`` (:class:`~metaprov.ingest.darshan.DarshanRecords`) an
 task execution, or to its process, or reported ambiguous/unlinked), plus the worker table of the
 agents step and the nodes of the job step. Output, in row chunks:
 
-- mp:File per path (``<run>/file/<path>``);
+- mp:File per file (decision 16 of docs/model.md): ``<run>/file/<path>`` on a shared file
+  system (by the process's Darshan mount table), ``<run>/node/<host>/file/<path>`` on a node's
+  own, ``<process>/file/<path>`` for a process's streams (``<STDERR>``, ...);
 - mp:Process per Darshan log of the run: a worker's own process keeps the IRI the agents step
   gives it (``<worker>/process``, typed mp:WorkerProcess there), so thread -> worker process ->
   worker holds; other processes (nanny, launcher, ...) are ``<run>/process/<log name>``. Role,
   pid, command line, clock offset, host and its Darshan counters totalled over its files
-  (mp:DarshanCounter ``<process>/counter/<name>``);
+  (mp:DarshanCounter ``<process>/counter/<name>``); a worker-role log no worker is proven to
+  own names its candidate workers and why it stays apart (decision 30);
 - mp:ProcessActivity per process (``<process>/activity``): the activity its I/O outside tasks
   belongs to, associated with the process;
 - mp:IOActivity on each task execution with linked I/O: I/O totals, ``prov:used`` files and
@@ -31,6 +34,7 @@ has no Darshan logs.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,12 +59,171 @@ from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, base_types
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
 
+log = logging.getLogger("metaprov")
 LARGE = pa.large_string()
 #: Link statuses (metaprov.link.STATUSES) in the order their codes are assigned here.
 STATUS = ("linked", "process", "ambiguous", "unlinked")
 OPS = ("read", "write")
 #: (predicate, values for every row or a constant, kind, datatype): one column of a block.
 Col = tuple[str, Any, Kind, str | None]
+
+#: File-system types (as Darshan's mount table names them) that one path names the same file on
+#: every node: parallel and network file systems (decision 16).
+SHARED_FS = frozenset(
+    """lustre gpfs nfs nfs4 dvs beegfs cephfs ceph cifs smb3 pvfs2 orangefs panfs wekafs
+    glusterfs fuse.glusterfs""".split()
+)
+#: Names Darshan gives a process's own streams (``<STDIN>``, ``<STDOUT>``, ``<STDERR>``, ...).
+_PSEUDO = re.compile(r"^<[^/<>]*>$")
+#: Scope of a file's identity: one file for the run, per node, per process (decision 16).
+SCOPES = ("shared", "node", "process")
+
+
+def _mounts(text: Any) -> list[tuple[str, str]]:
+    """(mount point, fs type) of a Darshan mount table (``type<TAB>point`` lines), shortest
+    point first, so a longer (more specific) point assigned later wins."""
+    out = []
+    for line in str(text or "").split("\n"):
+        fs, _, point = line.partition("\t")
+        if fs and point.startswith("/"):
+            out.append((point.rstrip("/") or "/", fs))
+    return sorted(set(out), key=lambda m: (len(m[0]), m))
+
+
+def _fs_types(paths: pa.Array, table: list[tuple[str, str]]) -> np.ndarray:
+    """The fs type of each path's longest matching mount point ("" when none matches)."""
+    fs = np.full(len(paths), "", dtype=object)
+    for point, kind in table:
+        if point == "/":
+            hit = pc.starts_with(paths, "/")
+        else:
+            hit = pc.or_(pc.equal(paths, point), pc.starts_with(paths, point + "/"))
+        fs[np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), dtype=bool)] = kind
+    return fs
+
+
+def file_identity(
+    logs: pd.DataFrame, proc: np.ndarray, paths: pa.Array, hosts: pd.Series | None = None
+) -> pd.DataFrame:
+    """Scope, fs type and host of each (process, path) pair (decision 16).
+
+    Args:
+        logs: one row per traced process (``darshan_logs`` columns ``mounts`` and ``hostname``).
+        proc: row of ``logs`` for each pair.
+        paths: the path of each pair.
+        hosts: the node host of each row of ``logs`` (default: its Darshan host name).
+
+    Returns:
+        one row per pair: ``scope`` (``shared``: on a parallel/network file system by the
+        process's mount table, one file for every node; ``node``: elsewhere, one file per host;
+        ``process``: a per-process stream such as ``<STDERR>``, or a node file of a process
+        whose host is unknown), ``fs`` (the mount's type, None when no mount matches) and
+        ``host``.
+    """
+    n = len(paths)
+    fs = np.full(n, "", dtype=object)
+    mounts = logs["mounts"].astype(object) if "mounts" in logs else pd.Series([None] * len(logs))
+    table_of = mounts.fillna("").to_numpy()[proc] if n else np.zeros(0, object)
+    for text in pd.unique(table_of):
+        sel = np.flatnonzero(table_of == text)
+        fs[sel] = _fs_types(paths.take(pa.array(sel)), _mounts(text))
+    host_col = logs["hostname"] if hosts is None else hosts
+    host = host_col.astype(object).to_numpy()[proc] if n else np.zeros(0, object)
+    has_host = pd.notna(host)
+    pseudo = np.asarray(
+        pc.fill_null(pc.match_substring_regex(paths, _PSEUDO.pattern), False).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=bool,
+    )
+    shared = np.isin(fs, list(SHARED_FS))
+    scope = np.where(pseudo | (~shared & ~has_host), "process", np.where(shared, "shared", "node"))
+    return pd.DataFrame(
+        {
+            "scope": scope,
+            "fs": pd.Series(fs, dtype=object).replace("", None).to_numpy(),
+            "host": np.where(scope == "node", host, None),
+        }
+    )
+
+
+@dataclass
+class FileTable:
+    """The files of a run's I/O, one row per identity (decision 16), sorted by IRI.
+
+    Attributes:
+        iri, path: IRI and path of each file.
+        scope, fs, host, owner: per file, ``shared``/``node``/``process``, the fs type of its
+            mount (None: unknown), its node host (node scope) and its process IRI (process
+            scope).
+        pairs: ``<process row>\\x1f<path>`` of every (process, path) pair seen; ``pair_file``
+            the file of each.
+    """
+
+    iri: pa.Array
+    path: pa.Array
+    scope: np.ndarray
+    fs: np.ndarray
+    host: np.ndarray
+    owner: pa.Array
+    pairs: pd.Index
+    pair_file: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.iri)
+
+    def codes(self, proc: Any, paths: pa.Array) -> np.ndarray:
+        """The file (row) of each (process row, path); -1 for a pair never seen."""
+        keys = _pair_keys(np.asarray(proc, dtype=np.int64), paths)
+        pos = _codes(keys, self.pairs)
+        return np.where(pos >= 0, self.pair_file[np.maximum(pos, 0)], -1)
+
+
+def _pair_keys(proc: np.ndarray, paths: pa.Array) -> pa.Array:
+    return concat(pa.array(proc.astype(str), LARGE), "\x1f", as_text_array(paths))
+
+
+def _file_table(
+    ctx: MapContext, procs: pd.DataFrame, proc_iri: pa.Array, proc: np.ndarray, paths: pa.Array
+) -> FileTable:
+    """Identify the files behind the (process row, path) pairs of a run (decision 16)."""
+    iris = ctx.iris
+    keys = _pair_keys(proc, paths)
+    enc = pc.dictionary_encode(keys)
+    first = np.unique(enc.indices.to_numpy(zero_copy_only=False), return_index=True)[1]
+    p_proc, p_path = proc[first], paths.take(pa.array(first))
+    # np.unique returns the first row of each dictionary entry in dictionary order
+    pairs = pd.Index(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    node_host, _ = _node_of(ctx, procs["hostname"].astype(object))
+    ident = file_identity(procs, p_proc, p_path, hosts=node_host)
+    scope = ident["scope"].to_numpy()
+    host = ident["host"].to_numpy()
+    owner = proc_iri.take(pa.array(p_proc))
+    shared_iri = iris.files(p_path)
+    node_iri = iris.node_files(iris.nodes(pd.Series(host).fillna("")), p_path)
+    own_iri = iris.process_files(owner, p_path)
+    iri = pc.if_else(
+        pa.array(scope == "shared"),
+        shared_iri,
+        pc.if_else(pa.array(scope == "node"), node_iri, own_iri),
+    )
+    uniq, first_of, pair_file = np.unique(
+        np.asarray(iri.to_numpy(zero_copy_only=False), dtype=object),
+        return_index=True,
+        return_inverse=True,
+    )
+    take = pa.array(first_of)
+    is_proc = scope[first_of] == "process"
+    return FileTable(
+        iri=pa.array(uniq, LARGE),
+        path=p_path.take(take),
+        scope=scope[first_of],
+        fs=ident["fs"].to_numpy()[first_of],
+        host=host[first_of],
+        owner=pc.if_else(pa.array(is_proc), owner.take(take), pa.scalar(None, LARGE)),
+        pairs=pairs,
+        pair_file=pair_file.reshape(-1),
+    )
 
 
 @dataclass
@@ -73,7 +236,7 @@ class IOTables:
             own process) and pid_out (the pid unless the agents step wrote it already).
         proc_iri, proc_act: IRIs of the processes and of their activities.
         proc_code: position of each process activity in ``acts``.
-        files: distinct file paths, sorted; ``file_iri`` their IRIs; ``file_index`` finds them.
+        files: the files of the run (:class:`FileTable`, sorted by IRI; codes index it).
         acts: IRI of every activity with I/O: task executions (by key, then attempt), then
             process activities (by log name).
         act_task: whether each activity is a task execution.
@@ -89,9 +252,7 @@ class IOTables:
     proc_iri: pa.Array
     proc_act: pa.Array
     proc_code: np.ndarray
-    files: pa.Array
-    file_iri: pa.Array
-    file_index: pd.Index
+    files: FileTable
     acts: pa.Array
     act_task: np.ndarray
     act_row: np.ndarray
@@ -167,6 +328,114 @@ def _processes(ctx: MapContext) -> pd.DataFrame:
     same = (recorded == p["pid"].astype("Int64")).fillna(False).to_numpy(dtype=bool)
     p["pid_out"] = p["pid"].astype("Int64").mask(same)
     return p
+
+
+def file_labels(logs: pd.DataFrame, seg_logs: Any, paths: Any) -> pd.Series:
+    """A readable identity of the file behind each (log, path) row (decision 16), for tables
+    and counts outside the export: the path on a shared file system, ``<path> @ <host>`` on a
+    node's own, ``<path> @ <log>`` for a per-process stream. Null paths stay null."""
+    path = pd.Series(np.asarray(as_text_array(paths).to_numpy(zero_copy_only=False), dtype=object))
+    logs_s = pd.Series(
+        np.asarray(as_text_array(seg_logs).to_numpy(zero_copy_only=False), dtype=object)
+    )
+    proc = pd.Index(logs["log"].astype(object)).get_indexer(logs_s)
+    key = pd.Series(proc.astype(str)) + "\x1f" + path.fillna("")
+    codes, uniq = pd.factorize(key, sort=False)
+    first = pd.Series(np.arange(len(key))).groupby(codes).first().to_numpy() if len(key) else []
+    u_proc = proc[first] if len(key) else np.zeros(0, np.int64)
+    ok = u_proc >= 0
+    labels = np.asarray(path.to_numpy()[first] if len(key) else [], dtype=object)
+    if ok.any():
+        sel = np.flatnonzero(ok)
+        ident = file_identity(
+            logs.reset_index(drop=True), u_proc[sel], pa.array(labels[sel].tolist(), LARGE)
+        )
+        host = ident["host"].to_numpy()
+        scope = ident["scope"].to_numpy()
+        log_names = logs["log"].astype(object).to_numpy()[u_proc[sel]]
+        labels[sel] = [
+            p if sc == "shared" else f"{p} @ {h if sc == 'node' else ln}"
+            for p, sc, h, ln in zip(labels[sel], scope, host, log_names, strict=True)
+        ]
+    out = pd.Series(labels[codes] if len(key) else [], dtype=object)
+    return out.where(path.notna().to_numpy(), None)
+
+
+def unmatched_workers(ctx: MapContext, procs: pd.DataFrame) -> pd.DataFrame:
+    """Why each worker-role process that is no worker's own stays apart (decision 30).
+
+    A Darshan log is a worker's own process when the data prove it (``metaprov.link_io``: the
+    worker's task threads appear in its DXT segments, or the capture recorded the worker's pid);
+    the two nodes are then one (``<worker>/process``). Otherwise the log stays a process of its
+    own, with the workers it may be (``candidates``: workers without a traced process, on its
+    node when the proven pairs show which worker host its Darshan host name is) and the reason
+    (``reason``); never merged by elimination.
+
+    Returns:
+        one row per row of ``procs``: ``candidates`` (list of worker addresses, empty for
+        matched or non-worker processes) and ``reason`` (None for those).
+    """
+    from metaprov.mapping.agents import worker_hosts, worker_table
+
+    n = len(procs)
+    out = pd.DataFrame({"candidates": [[] for _ in range(n)], "reason": [None] * n})
+    todo = procs["role"].astype(object).eq("worker").to_numpy() & ~procs["mapped"].to_numpy(
+        dtype=bool
+    )
+    if not todo.any():
+        return out
+    w = worker_table(ctx)
+    w_host = dict(zip(w["address"].astype(str), worker_hosts(ctx).astype(object), strict=True))
+    matched = set(procs.loc[procs["mapped"], "worker"].astype(str))
+    free = [a for a in w["address"].astype(str) if a not in matched]
+    # Darshan host name -> worker hosts, as the proven pairs show them
+    seen: dict[str, set[str]] = {}
+    for h, a in zip(procs["hostname"], procs["worker"], strict=True):
+        if pd.notna(h) and pd.notna(a):
+            seen.setdefault(str(h), set()).add(str(w_host.get(str(a))))
+    ex = ctx.records.executions
+    threads = set(ex.loc[ex["thread"].notna(), "worker"].dropna().astype(str))
+    any_threads = bool(len(threads))
+    for i in np.flatnonzero(todo):
+        h = procs["hostname"].iloc[i]
+        if pd.notna(h) and str(h) in seen:
+            cands = [a for a in free if str(w_host.get(a)) in seen[str(h)]]
+            where = f"on its node ({h})"
+        elif pd.notna(h) and any(str(w_host.get(a)) == str(h) for a in free):
+            cands = [a for a in free if str(w_host.get(a)) == str(h)]
+            where = f"on its node ({h})"
+        else:
+            cands = free
+            where = "in the run (which worker host its Darshan host name is, no record shows)"
+        if not any_threads:
+            why = "the run records no thread id of any task execution, so no thread ties a log to a worker"
+        else:
+            why = "none of them ran a task with a recorded thread id that appears in this log"
+        if not cands:
+            reason = (
+                f"no worker is left without a traced process {where}: a worker process the "
+                "Dask records do not name"
+            )
+        elif len(cands) == 1:
+            reason = (
+                f"one worker without a traced process {where} ({cands[0]}), but {why} and no pid "
+                "is recorded: not merged by elimination (a worker's process may be untraced)"
+            )
+        else:
+            reason = (
+                f"{len(cands)} workers without a traced process {where}; {why}, and no pid "
+                "is recorded: which one it is cannot be told"
+            )
+        out.at[i, "candidates"] = cands
+        out.at[i, "reason"] = reason
+    for reason, n_logs in out["reason"].dropna().value_counts(sort=False).sort_index().items():
+        log.info(
+            "Darshan: %d worker process log(s) not merged with a worker: %s (mp:unmatchedReason; "
+            "docs/model.md, decision 30)",
+            n_logs,
+            reason,
+        )
+    return out
 
 
 def _node_of(ctx: MapContext, hosts: pd.Series) -> tuple[pd.Series, list[str]]:
@@ -246,18 +515,19 @@ def io_tables(ctx: MapContext) -> IOTables:
     acts = pa.concat_arrays([task_acts, proc_act])
     act_task = np.arange(len(acts)) < n_task
 
-    # --- files: traced calls (and, with segment detail, counter records) ---
+    # --- files: traced calls (and, with segment detail, counter records), each identified by
+    # run + path, run + host + path or process + path (decision 16) ---
     seg_path = _paths(seg)
-    paths = set(pc.unique(seg_path).to_pylist())
+    pair_proc, pair_path = [proc], [seg_path]
     if ctx.io_detail == "segments":
         # the per-file counter records name files that were only opened, stat'ed or mapped
         counters = dr.counters
-        c_in = log_index.get_indexer(counters["log"].astype(object)) >= 0
-        paths |= set(pc.unique(_paths(counters.loc[c_in])).to_pylist())
-    file_index = pd.Index(sorted(paths), dtype=object)
-    files = pa.array(file_index.to_numpy(), LARGE)
-    file_iri = iris.files(files)
-    path = _codes(seg_path, file_index) if len(seg) else np.zeros(0, np.int64)
+        c_proc = log_index.get_indexer(counters["log"].astype(object))
+        c_in = c_proc >= 0
+        pair_proc.append(c_proc[c_in])
+        pair_path.append(_paths(counters.loc[c_in]))
+    ft = _file_table(ctx, procs, proc_iri, np.concatenate(pair_proc), pa.concat_arrays(pair_path))
+    path = ft.codes(proc, seg_path) if len(seg) else np.zeros(0, np.int64)
 
     op = (seg["op"].astype(object) == "write").to_numpy(dtype=np.int64)
     length = seg["length"].fillna(0).to_numpy(dtype=np.int64)
@@ -304,9 +574,10 @@ def io_tables(ctx: MapContext) -> IOTables:
     )
     labels = label_table.take(pa.array(agg["op"].to_numpy() * len(STATUS) + agg["st"].to_numpy()))
     a_path = pa.array(agg["path"].to_numpy())
-    version_iri = iris.file_versions(file_iri.take(a_path), agg["version"])
+    version_iri = iris.file_versions(ft.iri.take(a_path), agg["version"])
+    # an activity is one process on one host: its path names one file
     usage_iri = iris.io_qualifiers(
-        acts.take(pa.array(agg["act"].to_numpy())), labels, files.take(a_path)
+        acts.take(pa.array(agg["act"].to_numpy())), labels, ft.path.take(a_path)
     )
     agg_iri = pc.if_else(pa.array(is_w), iris.generations(version_iri), usage_iri)
 
@@ -340,9 +611,7 @@ def io_tables(ctx: MapContext) -> IOTables:
         proc_iri=proc_iri,
         proc_act=proc_act,
         proc_code=n_task + np.arange(len(procs)),
-        files=files,
-        file_iri=file_iri,
-        file_index=file_index,
+        files=ft,
         acts=acts,
         act_task=act_task,
         act_row=pair // width,
@@ -377,11 +646,25 @@ def _chunked(
 
 
 def _file_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
+    f = t.files
+    host = pd.Series(f.host, dtype=object)
     cols: list[Col] = [
-        (MP.path, lit_str(t.files), "str", None),
+        (MP.path, lit_str(f.path), "str", None),
         (MP.run, ctx.iris.run, "iri", None),
+        (MP.fileScope, lit_str(pd.Series(f.scope, dtype=object)), "str", None),
+        (MP.fileSystem, lit_str(pd.Series(f.fs, dtype=object)), "str", None),
+        # a node-local file lies on its node; a per-process file belongs to its process
+        (PROV.atLocation, _node_iris(ctx, host), "iri", None),
+        (MP.process, f.owner, "iri", None),
     ]
-    yield from _chunked(t.file_iri, MP.File, cols, ctx.chunk_rows)
+    yield from _chunked(f.iri, MP.File, cols, ctx.chunk_rows)
+
+
+def _node_iris(ctx: MapContext, hosts: pd.Series) -> pa.Array:
+    """Node IRI per host; null where the host is null."""
+    known = hosts.notna().to_numpy()
+    iri = ctx.iris.nodes(hosts.fillna(""))
+    return pc.if_else(pa.array(known), iri, pa.scalar(None, LARGE))
 
 
 #: How a counter adds up over the files of a process: its first start and last end timestamps,
@@ -461,7 +744,10 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     iris = ctx.iris
     p = t.procs
     mapped = p["mapped"].to_numpy(dtype=bool)
-    node_host, new_hosts = _node_of(ctx, p["hostname"].astype(object).where(~mapped))
+    # every Darshan host is a node (its node-local files lie there); a worker's own process has
+    # its node from the agents step
+    node_host, new_hosts = _node_of(ctx, p["hostname"].astype(object))
+    node_host = node_host.where(~mapped)
     totals, total_iri = _process_counters(ctx, t)
     counters = group_lists(totals["proc"].to_numpy(), total_iri, len(p)) if len(totals) else None
     records = None
@@ -481,6 +767,14 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         (MP.counter, counters, "iri", None),
         (MP.darshanRecord, records, "iri", None),
     ]
+    um = unmatched_workers(ctx, p)
+    if um["reason"].notna().any():
+        rows = np.repeat(np.arange(len(p)), um["candidates"].map(len).to_numpy())
+        flat = [a for c in um["candidates"] for a in c]
+        cols.append(
+            (MP.candidateWorker, group_lists(rows, iris.workers(flat), len(p)), "iri", None)
+        )
+        cols.append((MP.unmatchedReason, lit_str(um["reason"]), "str", None))
     for blk in _chunked(t.proc_iri, MP.Process, cols, ctx.chunk_rows):
         blk.restates = True  # a worker's own process is typed prov:SoftwareAgent already
         yield blk
@@ -522,7 +816,7 @@ def _totals(t: IOTables, n: int, rows: np.ndarray) -> list[Col]:
     reads = ok & (a["op"].to_numpy() == 0)
     # prov:used once per (activity, file), even when reads of one file have several statuses
     rp = pd.DataFrame({"row": row[reads], "path": a["path"].to_numpy()[reads]}).drop_duplicates()
-    used = group_lists(rp["row"].to_numpy(), t.file_iri.take(pa.array(rp["path"].to_numpy())), n)
+    used = group_lists(rp["row"].to_numpy(), t.files.iri.take(pa.array(rp["path"].to_numpy())), n)
     qual = group_lists(row[reads], t.agg_iri.filter(pa.array(reads)), n)
     cols.append((PROV.used, used, "iri", None))
     cols.append((PROV.qualifiedUsage, qual, "iri", None))
@@ -581,7 +875,7 @@ def _usage_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     mask = pa.array(sel)
     # the usage's instant: its first read (decision 23)
     cols = [
-        (PROV.entity, t.file_iri.take(pa.array(a["path"].to_numpy())), "iri", None),
+        (PROV.entity, t.files.iri.take(pa.array(a["path"].to_numpy())), "iri", None),
         (PROV.atTime, lit_time(a["first"]), "typed", XSD.dateTime),
         *_figures(a, 0),
     ]
@@ -596,7 +890,7 @@ def _generation_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     mask = pa.array(sel)
     versions = t.version_iri.filter(mask)
     gens = t.agg_iri.filter(mask)
-    file_of = t.file_iri.take(pa.array(a["path"].to_numpy()))
+    file_of = t.files.iri.take(pa.array(a["path"].to_numpy()))
     act_of = t.acts.take(pa.array(a["act"].to_numpy()))
     # the previous version of the same file (none for version 1)
     v = a["version"].to_numpy()
@@ -635,7 +929,9 @@ def _counter_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
     first = c.drop_duplicates("rec").reset_index(drop=True)
     counter_iri = ctx.iris.darshan_counters(rec_of_row, c["counter"].astype(object))
     counters = group_lists(c["rec"].to_numpy(), counter_iri, len(first))
-    file_of = t.file_iri.take(pa.array(t.file_index.get_indexer(first["path"])))
+    file_of = t.files.iri.take(
+        pa.array(t.files.codes(first["proc"].to_numpy(), as_text_array(first["path"])))
+    )
     rcols: list[Col] = [
         (MP.module, lit_str(first["module"].astype(object)), "str", None),
         (MP.rank, lit_int(first["rank"]), "typed", XSD.integer),

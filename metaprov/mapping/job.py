@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from metaprov.mapping import MapContext
 
 LARGE = pa.large_string()
-_JOB_SKIP = {"id", "server", "user", "nodes", "name", "worker_log"}
+_JOB_SKIP = {"id", "server", "user", "nodes", "name", "worker_log", "start", "end"}
 
 
 def job_iri(ctx: MapContext) -> str:
@@ -132,6 +132,12 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
     jb.add(MP.jobProperty, _one_list(sorted(props)), "str")
     if u_iri:
         jb.add(PROV.wasAssociatedWith, pa.array([u_iri], LARGE))
+    # the batch job's own times, only when a job file states them (decision 29): the run's span
+    # is not the job's (the job began before the scheduler and ended after the last event)
+    for pred, key in ((PROV.startedAtTime, "start"), (PROV.endedAtTime, "end")):
+        when = _job_time(job.get(key))
+        if when is not None:
+            jb.add(pred, pa.array([format_utc(when)], LARGE), "typed", XSD.dateTime)
     roles = node_roles(ctx)
     job_hosts = sorted(
         {str(h) for hosts in (job.get("nodes") or {}).values() for h in hosts or [] if h}
@@ -187,6 +193,24 @@ _PLAN_CLASSES = {
 
 def _is_plan(cls: str) -> bool:
     return cls in _PLAN_CLASSES
+
+
+def _job_time(value: object) -> pd.Timestamp | None:
+    """A job time from ``records.job`` (a UTC timestamp, ISO text with an offset, or epoch
+    seconds), None when absent or unreadable."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, (int, float)):
+            t = pd.Timestamp(float(value), unit="s", tz="UTC")
+        else:
+            t = pd.Timestamp(value)
+            if t.tzinfo is None:
+                return None  # a time without an offset is not a UTC instant: not guessed
+            t = t.tz_convert("UTC")
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return None if pd.isna(t) else t
 
 
 def _one_list(values: list[str]) -> pa.Array:

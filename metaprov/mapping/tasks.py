@@ -99,8 +99,6 @@ def _execution_blocks(
         return
     used_offsets, used_targets = used_dependencies(idx, edges)
     # which version of each dependency's result the execution used (decision 21)
-    versions = chunk_versions(ctx, idx, ex)
-    starts_us, ends_us = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     prefix_of = dict_map(idx.tasks["prefix"], iris.prefixes)
     use = used_replicas(ctx, idx, edges, ex)
     waits = input_transfers(ctx, use)
@@ -118,6 +116,8 @@ def _execution_blocks(
         blk = Block(e_iri)
         blk.add(RDF.type, MP.TaskExecution)
         blk.add(MP.task, idx.task_iri.take(pa.array(rows)))
+        # the run it was part of, as a link (decision 27): one triple per execution
+        blk.add(MP.partOfRun, iris.run)
         blk.add(MP.attempt, lit_int(part["attempt"]), "typed", XSD.integer)
         blk.add(PROV.startedAtTime, lit_time(part["start"]), "typed", XSD.dateTime)
         blk.add(PROV.endedAtTime, lit_time(part["end"]), "typed", XSD.dateTime)
@@ -131,14 +131,9 @@ def _execution_blocks(
         # one index range instead of two lookups per execution (slowest-tasks with a prefix)
         plan = prefix_of.take(pa.array(rows))
         blk.add(MP.prefix, plan)
-        off, pos = ragged_gather(used_offsets, rows)
-        if len(pos):
-            deps = used_targets[pos]
-            per = np.diff(off)
-            picks = versions.pick(
-                deps, np.repeat(starts_us[a:b], per), np.repeat(ends_us[a:b], per), ex
-            )
-            blk.add(PROV.used, list_column(off, versions.chunk_iris(ctx, idx, ex, deps, picks)))
+        off, used = _used_chunks(ctx, idx, ex, (used_offsets, used_targets), np.arange(a, b))
+        if used is not None:
+            blk.add(PROV.used, list_column(off, used))
         r0, r1 = int(use.offsets[a]), int(use.offsets[b])
         if r1 > r0:
             reps = replica_iris(ctx, use.replicas[r0:r1])
@@ -156,6 +151,28 @@ def _execution_blocks(
         yield ab
 
 
+def _used_chunks(
+    ctx: MapContext,
+    idx: TaskIndex,
+    ex: pd.DataFrame,
+    used: tuple[np.ndarray, np.ndarray],
+    sel: np.ndarray,
+) -> tuple[np.ndarray, pa.Array | None]:
+    """CSR (offsets, chunk IRIs) of what the executions at positions ``sel`` of ``ex`` used: the
+    chunk (version, decision 21) of each dependency with a result; None when there is none."""
+    used_offsets, used_targets = used
+    off, pos = ragged_gather(used_offsets, ex["row"].to_numpy(dtype=np.int64)[sel])
+    if not len(pos):
+        return off, None
+    versions = chunk_versions(ctx, idx, ex)
+    deps = used_targets[pos]
+    per = np.diff(off)
+    starts = np.repeat(utc_to_us(ex["start"].iloc[sel]), per)
+    ends = np.repeat(utc_to_us(ex["end"].iloc[sel]), per)
+    picks = versions.pick(deps, starts, ends, ex)
+    return off, versions.chunk_iris(ctx, idx, ex, deps, picks)
+
+
 def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator[Block]:
     """``<task>/chunk`` per key with a result; on keys with versions (decision 21) also one
     ``<task>/chunk/<attempt>`` per successful execution, specializing it."""
@@ -167,6 +184,7 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
     attempts = pa.Array.from_pandas(ex["attempt"].astype("Int64")) if len(ex) else None
     workers = as_text_array(ex["worker"]) if len(ex) else None
     task_worker = idx.tasks["worker"]
+    used = used_dependencies(idx, dependency_edges(ctx, idx))
     step = ctx.chunk_rows
     for a in range(0, len(rows_all), step):
         rows = rows_all[a : a + step]
@@ -183,6 +201,14 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
             gen_iri = iris.executions(t_iri.filter(pa.array(single)), attempts.take(g))
             blk.add(PROV.wasGeneratedBy, _spread(single, gen_iri))
             where = pc.coalesce(_spread(single, workers.take(g)), where)
+            # derived from what its execution used (decision 28)
+            off, src = _used_chunks(ctx, idx, ex, used, v.gen[v.gen_off[rows[single]]])
+            if src is not None:
+                counts = np.zeros(len(rows), np.int64)
+                counts[single] = np.diff(off)
+                full = np.zeros(len(rows) + 1, np.int64)
+                np.cumsum(counts, out=full[1:])
+                blk.add(PROV.wasDerivedFrom, list_column(full, src))
         where = pc.if_else(pa.array(v.split[rows]), pa.scalar(None, LARGE), where)
         blk.add(PROV.atLocation, worker_nodes(ctx, where))
         add_fact_columns(ctx, blk, "chunk", rows)
@@ -204,6 +230,9 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
         blk.add(PROV.specializationOf, concat(t_iri, "/chunk"))
         blk.add(PROV.wasGeneratedBy, iris.executions(t_iri, att))
         blk.add(PROV.atLocation, worker_nodes(ctx, workers.take(g)))
+        off, src = _used_chunks(ctx, idx, ex, used, g_all[a : a + step])
+        if src is not None:
+            blk.add(PROV.wasDerivedFrom, list_column(off, src))
         yield blk
 
 

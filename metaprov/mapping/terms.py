@@ -74,7 +74,7 @@ MP_TERMS: frozenset[str] = frozenset(
     File FileVersion IOUsage IOGeneration
     run partOfJob node task taskGroup taskPrefix inGraph dependsOn source destination
     observedBy execution file usedReplica inputTransferCount inputTransferSeconds inputTransferBytes
-    prefix
+    prefix partOfRun process fileScope fileSystem candidateWorker unmatchedReason
     runId runName missingInput software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
@@ -488,8 +488,17 @@ class RunIris:
         return self._seg("input", names)
 
     def files(self, paths: Any) -> pa.Array:
-        """``<run>/file/<path>``: files touched by I/O."""
+        """``<run>/file/<path>``: a file on a shared file system, touched by I/O (decision 16)."""
         return self._seg("file", paths)
+
+    def node_files(self, node_iris: pa.Array, paths: Any) -> pa.Array:
+        """``<run>/node/<host>/file/<path>``: a file on a node's own file system."""
+        return concat(node_iris, "/file/", quote_array(paths))
+
+    def process_files(self, process_iris: pa.Array, paths: Any) -> pa.Array:
+        """``<process>/file/<path>``: a per-process file (``<STDERR>``, ...), or a node-local
+        file of a process whose host Darshan did not record."""
+        return concat(process_iris, "/file/", quote_array(paths))
 
     def file_versions(self, file_iris: pa.Array, versions: Any) -> pa.Array:
         """``<file>/version/<n>``."""

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from metaprov.analysis.critical_path import COLUMNS as CRITICAL_COLUMNS
 from metaprov.analysis.critical_path import longest_path
+from metaprov.mapping.fileio import file_labels
 from metaprov.records import RunRecords
 from metaprov.timeutil import NAT_US, utc_to_us
 
@@ -484,7 +485,8 @@ def _io(
             {c: pd.Series(dtype="float64" if c in ("left", "right") else np.int64) for c in cols}
         ), np.zeros(0, dtype=object)
     seg, links = dr.segments, records.io.segments
-    path, files = _codes(seg["path"], "(unknown)")
+    # one row per file: a path on two nodes' own file systems is two (docs/model.md, decision 16)
+    path, files = _codes(file_labels(dr.logs, seg["log"], seg["path"]), "(unknown)")
     task = tasks.rows["io"]
     wpos = _lookup(links["worker"], pa.array(workers.tolist(), type=pa.large_string()))
     return (

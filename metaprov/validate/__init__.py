@@ -145,6 +145,12 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "a task execution's input transfers are one positive count, non-negative seconds and bytes",
     ),
     (
+        "TaskExecutionShape",
+        "SELECT DISTINCT ?f WHERE { { ?f a mp:TaskExecution MINUS { ?f mp:partOfRun ?r . ?r a mp:Run } } "
+        "UNION { ?f a mp:TaskExecution ; mp:partOfRun ?r, ?q . FILTER(?r != ?q) } }",
+        "a task execution is part of exactly one described run",
+    ),
+    (
         "AssociationShape",
         "SELECT DISTINCT ?f WHERE { ?x prov:qualifiedAssociation ?f . MINUS { ?f prov:agent ?a } }",
         "a qualified association names exactly one agent",
@@ -202,6 +208,24 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         (f"{c}Shape", f"SELECT ?f WHERE {{ ?f a mp:{c} . MINUS {{ ?f {p} ?x }} }}", m)
         for c, p, m in (line.split(None, 2) for line in _IO_REQUIRED.strip().splitlines())
     ],
+    (
+        "FileShape",
+        "SELECT DISTINCT ?f WHERE { { ?f a mp:File MINUS { ?f mp:fileScope ?s } } UNION "
+        '{ ?f a mp:File ; mp:fileScope ?s FILTER(?s NOT IN ("shared", "node", "process")) } UNION '
+        "{ ?f a mp:File ; mp:fileScope ?s, ?t FILTER(?s != ?t) } }",
+        "a file has one scope: shared, node or process",
+    ),
+    (
+        "FileShape",
+        "SELECT DISTINCT ?f WHERE { { ?f a mp:File ; mp:process ?p MINUS { ?p a mp:Process } } "
+        "UNION { ?f a mp:File ; mp:process ?p, ?q FILTER(?p != ?q) } }",
+        "a per-process file belongs to at most one described process",
+    ),
+    (
+        "ProcessShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Process ; mp:candidateWorker ?w . MINUS { ?w a mp:Worker } }",
+        "a candidate worker of a traced process is a described mp:Worker",
+    ),
     (
         "ProcessShape",
         "SELECT ?f WHERE { ?f a mp:Process . MINUS { ?f mp:darshanLog ?x } "

@@ -86,6 +86,13 @@ def checks() -> list[tuple[str, str, str]]:
             "the revision is generated before the entity it revises",
         ),
         (
+            "prov:derivation-generation-generation-ordering",
+            "SELECT DISTINCT ?f WHERE { ?f prov:wasDerivedFrom ?p ; prov:wasGeneratedBy ?a . "
+            "?p prov:wasGeneratedBy ?b . ?b prov:startedAtTime ?bs . ?a prov:endedAtTime ?ae . "
+            "FILTER(?bs > ?ae) }",
+            "the entity is derived from an entity generated after it",
+        ),
+        (
             "prov:usage-within-activity",
             "SELECT DISTINCT ?f WHERE { ?a prov:qualifiedUsage ?f . ?f prov:atTime ?t . "
             "{ ?a prov:startedAtTime ?s FILTER(?t < ?s) } UNION "

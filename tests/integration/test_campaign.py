@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_RUNS, REPO, XPDAMODA
+from conftest import DARSHAN_DASK_RUNS, REAL_RUNS, REPO, XPDAMODA
 
 from metaprov.errors import CampaignError
 from metaprov.export import export
@@ -109,6 +109,30 @@ def test_partitioned_run_equals_the_single_process_export(tmp_path: Path, schedu
     from metaprov.ingest import read_run
 
     assert entry["accounting"]["files"] == accounting_of(read_run(run))["files"]
+
+
+@pytest.mark.realdata
+def test_partitioned_darshan_runs_equal_their_unpartitioned_exports(
+    tmp_path: Path, scheduler: str
+) -> None:
+    """The six real LocalCluster runs under Darshan, each in 3 partitions on the cluster: the
+    I/O linked against every partition's windows gives exactly the unpartitioned shards."""
+    if not DARSHAN_DASK_RUNS.is_dir():
+        pytest.skip(f"{DARSHAN_DASK_RUNS} absent")
+    whole = export_campaign([DARSHAN_DASK_RUNS], tmp_path / "whole", backend="in-process")
+    parted = export_campaign(
+        [DARSHAN_DASK_RUNS], tmp_path / "parted", scheduler=scheduler, partitions=3
+    )
+    want, got = entries(whole.manifest), entries(parted.manifest)
+    assert sorted(got) == sorted(want) and len(got) == 6
+    for name, e in got.items():
+        w = want[name]
+        assert e["status"] == "ok" and e["partitions"] == 3, e.get("error")
+        single = quads(tmp_path / "whole" / w["shard"])
+        assert quads(tmp_path / "parted" / e["shard"]) == single, name
+        assert e["triples"] == w["triples"] == len(single)  # each I/O triple written once
+        assert e["accounting"] == w["accounting"], name  # logs, segments and link notes
+        assert any("Darshan link:" in n for n in e["accounting"]["notes"])
 
 
 def test_a_corrupt_run_fails_alone_and_a_rerun_skips_finished_shards(

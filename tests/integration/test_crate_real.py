@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PMDA_RUNS, SHARED
+from conftest import IMAGEPROC_RUNS, PMDA_RUNS, SHARED
 
 pytest.importorskip("rocrate", reason="the crate extra (rocrate) is not installed")
 pytest.importorskip("rocrate_validator", reason="roc-validator (test extra) is not installed")
@@ -44,6 +44,19 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def every_other_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One crate of every other real run in ../shared/data/xpdamoda (the rest of PMDA and the
+    partial ImageProcessing run): Turtle only and no report, which keeps it cheap; what the
+    profile checks (actions, steps, engine, files, PROV entities) is all there."""
+    runs = PMDA_RUNS[1:] + IMAGEPROC_RUNS
+    if not runs:
+        pytest.skip(f"real run data not found under {SHARED}/data")
+    out = tmp_path_factory.mktemp("crate") / "rest"
+    crate(runs, out, formats=("turtle",), report=False, license="CC-BY-4.0")
+    return out
+
+
 def validate(path: Path, cache: Path) -> list[str]:
     from rocrate_validator import services
     from rocrate_validator.models import Severity
@@ -61,6 +74,15 @@ def validate(path: Path, cache: Path) -> list[str]:
 
 def test_real_runs_pass_required(campaign: Path, validator_cache: Path) -> None:
     assert validate(campaign, validator_cache) == []
+
+
+def test_every_other_real_run_passes_required(every_other_run: Path, validator_cache: Path) -> None:
+    meta = json.loads((every_other_run / "ro-crate-metadata.json").read_text(encoding="utf-8"))
+    runs = [
+        e for e in meta["@graph"] if "CreateAction" in str(e.get("@type")) and e.get("instrument")
+    ]
+    assert runs, "no CreateAction in the crate"
+    assert validate(every_other_run, validator_cache) == []
 
 
 def test_metadata_is_json_ld(campaign: Path) -> None:

@@ -420,3 +420,39 @@ def test_cli_drop_through_the_endpoint(server: str, no_credentials: None) -> Non
         assert dropped["graph"] not in st.graphs()
     res = runner.invoke(cli, ["drop", "c9a65b8b915a081d", "--endpoint", server + "/query"])
     assert res.exit_code == StoreError.exit_code and "no run 'c9a65b8b915a081d'" in res.output
+
+
+def test_cli_load_campaign_shards_through_the_endpoint(
+    server: str, no_credentials: None, tmp_path: Path
+) -> None:
+    """`load OUTDIR --endpoint URL`: each shard of a campaign (one run partitioned) replaces its
+    run's graph on the server; the campaign questions answer over them."""
+    from metaprov.synthetic import generate_run
+
+    generate_run(tmp_path / "runs" / "C1", 120, seed=11)
+    generate_run(tmp_path / "runs" / "C2", 90, seed=12, retried_fraction=0.05)
+    out = tmp_path / "out"
+    runner = CliRunner()
+    for args in (["--backend", "in-process"], ["--partitions", "2", "--backend", "in-process"]):
+        res = runner.invoke(
+            cli, ["export", str(tmp_path / "runs"), "-o", str(out / args[1]), "-f", "nq", *args]
+        )
+        assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "2" / "manifest.json").read_text())
+    graphs = {e["graph_iri"]: e["triples"] for e in manifest["runs"]}
+    endpoint = server + "/query"
+    for outdir in (out / "in-process", out / "2" / "manifest.json"):  # the second replaces
+        res = runner.invoke(cli, ["load", str(outdir), "--endpoint", endpoint, "--json"])
+        assert res.exit_code == 0, res.output
+        assert sorted(r["graph"] for r in json.loads(res.stdout)) == sorted(graphs)
+        with EndpointStore(endpoint) as st:
+            assert {g: st.count(g) for g in graphs} == graphs
+    ids = [g.split("/")[-2] for g in graphs]
+    res = runner.invoke(cli, ["query", "runs", "--endpoint", endpoint, "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert {r["run_id"] for r in json.loads(res.stdout)} >= set(ids)
+    res = runner.invoke(cli, ["query", "prefix-across-runs", "--endpoint", endpoint, "-f", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    # each run's prefixes compared with the other's (and any other run on the server)
+    assert {r["run_id"] for r in rows if r["runs"] >= 2} >= set(ids)

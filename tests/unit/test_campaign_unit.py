@@ -117,3 +117,79 @@ def test_partitions_in_process_union_to_the_single_process_export(
     parts = (tmp_path / "out" / entry["shard"]).read_bytes().splitlines()
     assert set(parts) == single and len(parts) == len(single)
     assert not list((tmp_path / "out" / "shards").glob(".*"))  # no part files left behind
+
+
+def test_a_partition_reads_its_rows_block_by_block_with_every_line_accounted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition keeps only its rows while a transition file is read in blocks; malformed,
+    blank and keyless rows are reported once (by partition 0), with their true line numbers."""
+    from metaprov.export import export
+    from metaprov.export.campaign import export_campaign
+    from metaprov.export.partition import Owner, accounting_of
+    from metaprov.ingest import csvread, read_run
+    from metaprov.ingest.dask_csv import SPECS, KeySelection
+    from metaprov.records import Accounting
+
+    run = generate_run(tmp_path / "run", 400, seed=3, retried_fraction=0.05)
+    path = run / "worker_transition.csv"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(50, b"7,\"('x', 1)\",released\n")  # too few fields
+    lines.insert(120, b"\n")  # blank
+    lines.insert(300, b"8,,released,waiting,tcp://127.0.0.1:1,1713553297.5\n")  # no key
+    lines.append(b"9,\"('x', 2)\",rele")  # truncated last row
+    path.write_bytes(b"".join(lines))
+    monkeypatch.setattr(csvread, "_BLOCK", 4096)  # many blocks
+
+    def same_rows_as_the_whole_read() -> None:
+        whole = csvread.read_csv(path, acct=Accounting(), **SPECS[path.name])
+        got_lines = []
+        for p in range(3):
+            sel = KeySelection(Owner(p, 3), keeps_keyless=p == 0)
+            acct = Accounting()
+            part = csvread.read_csv(path, acct=acct, select=sel.selection(), **SPECS[path.name])
+            keep, _ = sel.masks(whole.table)
+            # the rows and file lines of the whole read, filtered
+            assert part.lines.tolist() == whole.lines[keep].tolist()
+            assert part.table["key"].to_pylist() == whole.take(keep).arrow("key").to_pylist()
+            reasons = acct.files[path.name].not_used
+            assert bool(reasons) == (p == 0), reasons
+            got_lines += part.lines.tolist()
+        assert sorted(got_lines) == whole.lines.tolist()
+
+    same_rows_as_the_whole_read()
+
+    export(run, tmp_path / "single.nq", detail="transitions")
+    result = export_campaign(
+        [run], tmp_path / "out", backend="in-process", partitions=3, detail="transitions"
+    )
+    (entry,) = result.manifest["runs"]
+    single = set((tmp_path / "single.nq").read_bytes().splitlines())
+    assert set((tmp_path / "out" / entry["shard"]).read_bytes().splitlines()) == single
+    files = accounting_of(read_run(run))["files"]
+    assert entry["accounting"]["files"] == files
+    assert files[path.name]["not_used"]["blank line"] == 1
+
+    # a line that is not UTF-8: the block reader gives way to the whole-file reader
+    path.write_bytes(b"".join([*lines[:200], b"5,\"('\xff', 1)\",a,b,c,1.0\n", *lines[200:]]))
+    same_rows_as_the_whole_read()
+
+
+def test_partitions_of_a_run_with_darshan_io_union_to_the_single_process_export(
+    tmp_path: Path,
+) -> None:
+    """Darshan segments are linked against every partition's execution windows and written
+    once, by the run-level part (with every traced call: io_detail segments)."""
+    from metaprov.export import export
+    from metaprov.export.campaign import export_campaign
+
+    run = generate_run(tmp_path / "run", 500, seed=9, io_fraction=0.3, retried_fraction=0.04)
+    export(run, tmp_path / "single.nq", io_detail="segments")
+    result = export_campaign(
+        [run], tmp_path / "out", backend="in-process", partitions=3, io_detail="segments"
+    )
+    (entry,) = result.manifest["runs"]
+    single = set((tmp_path / "single.nq").read_bytes().splitlines())
+    parts = (tmp_path / "out" / entry["shard"]).read_bytes().splitlines()
+    assert any(b"#IOSegment>" in q for q in single)
+    assert set(parts) == single and len(parts) == len(single)

@@ -96,6 +96,11 @@ def test_each_successful_execution_has_its_version_and_consumers_use_the_one_of_
     assert _chunk(KEY_A, 0) in _objects(store, f"{RUN}/transfer/0", used)
     replica = f"{RUN}/transfer/0/replica/{quote(KEY_A)}"
     assert _objects(store, replica, spec) == {_chunk(KEY_A, 0)}
+    # a result derives from the versions its execution used (decision 28)
+    derived = "http://www.w3.org/ns/prov#wasDerivedFrom"
+    assert _objects(store, _chunk("late"), derived) == {_chunk(KEY_A, 1)}
+    assert _chunk(KEY_A, 0) in _objects(store, _chunk(KEY_B), derived)
+    assert not _objects(store, _chunk(KEY_A, 1), derived)  # a has no dependencies
     # no generation after a use, no replica before what it copies
     late = P + (
         "SELECT * WHERE { ?u prov:used ?c . ?c prov:wasGeneratedBy ?g . "
@@ -118,4 +123,22 @@ def test_a_consumer_no_execution_can_have_served_uses_the_chunk_of_unrecorded_or
     assert not _objects(store, _chunk(KEY_A), "http://www.w3.org/ns/prov#wasGeneratedBy")
     assert _objects(store, _chunk(KEY_A, 0), "http://www.w3.org/ns/prov#wasGeneratedBy") == {
         _ex(KEY_A)
+    }
+
+
+def test_every_execution_is_part_of_its_run_and_results_derive_from_what_it_used() -> None:
+    rec = tiny_records()
+    store = _store(rec)
+    part = "https://w3id.org/metaprov/ns#partOfRun"
+    n_ex = len(rec.executions)
+    q = f"SELECT (COUNT(*) AS ?n) WHERE {{ ?e <{part}> <{RUN}> }}"
+    assert int(next(iter(store.query(q)))["n"].value) == n_ex
+    # each derivation repeats a usage of the chunk's generator, one per used dependency chunk
+    q = P + (
+        "SELECT ?c ?d WHERE { ?c prov:wasDerivedFrom ?d . "
+        "MINUS { ?c prov:wasGeneratedBy ?e . ?e prov:used ?d } }"
+    )
+    assert not list(store.query(q))
+    assert _objects(store, _chunk(KEY_B), "http://www.w3.org/ns/prov#wasDerivedFrom") == {
+        _chunk(KEY_A)
     }

@@ -80,6 +80,12 @@ def test_broken_copies_fail_with_their_rule(engine: str, nt: Path) -> None:
         "prov:generation-generation-ordering": {
             "lines": [f"{chunk} <{PROV}wasGeneratedBy> {other} ."]
         },
+        # a's chunk (generated first) said to derive from b's chunk (generated after it)
+        "prov:derivation-generation-generation-ordering": {
+            "lines": [
+                f"{chunk} <{PROV}wasDerivedFrom> {_iri(nt, re.escape('/task/%28%27b-1f%27%2C%200%29/chunk'))} ."
+            ]
+        },
     }
     for rule, change in cases.items():
         report = validate(_broken(nt, **change), engine=engine)

@@ -227,27 +227,21 @@ def test_bad_options(tmp_path: Path, kwargs: dict, message: str) -> None:
     assert not list(tmp_path.iterdir())
 
 
-def test_report_hook_adds_the_html_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """metaprov.report (issue 14) is not part of this version: a stand-in with its call
-    signature checks that the crate puts its page in the run's folder and links it."""
-    import sys
-    import types
+def test_the_crate_holds_the_run_report(tmp_path: Path) -> None:
+    """The run's HTML report (issue 14) is in its folder, drawn from the records the crate
+    read (the same facts as ``metaprov report`` of the run), listed with its checksum and
+    linked from the preview; ``report=False`` leaves it out."""
+    pytest.importorskip("bokeh", reason="the report extra (bokeh) is not installed")
+    from metaprov.report import read_facts, write_report
 
-    calls = []
-
-    def report(runs: list, output: Path, **kwargs: object) -> None:
-        calls.append((runs, kwargs))
-        Path(output).write_text("<html>report</html>", encoding="utf-8")
-
-    monkeypatch.setitem(sys.modules, "metaprov.report", types.SimpleNamespace(report=report))
     out = tmp_path / "c"
     result = crate([EXAMPLE], out, formats=("turtle",))
     rel = result.runs[0]["folder"] + "report.html"
-    assert (out / rel).read_text(encoding="utf-8") == "<html>report</html>"
+    direct = write_report([EXAMPLE], tmp_path / "direct.html")
+    assert read_facts(out / rel) == direct.facts
     g = graph_of(out)
     assert g[rel]["encodingFormat"] == "text/html" and g[rel]["sha256"] == sha256(out / rel)
     assert rel in (out / "ro-crate-preview.html").read_text(encoding="utf-8")
-    assert calls and calls[0][0] == [str(EXAMPLE)]
     crate([EXAMPLE], tmp_path / "d", formats=("turtle",), report=False)
     assert not (tmp_path / "d" / result.runs[0]["folder"] / "report.html").exists()
 

@@ -35,6 +35,8 @@ WORKER_CMD = "python3 -c from multiprocessing.spawn import spawn_main --multipro
 NANNY_CMD = "python3 /x/bin/dask worker tcp://10.0.0.9:8786"
 IN, OUT, LIB = "/data/in.h5", "/data/out.bin", "/usr/lib/python3/os.py"
 MAIN_THREAD = 777  # a thread of worker 1 that ran no task
+#: Darshan's mount table of every log: /data on a parallel file system, the rest node-local
+MOUNTS = (("ext4", "/"), ("lustre", "/data"))
 
 
 def q(text: str) -> str:
@@ -45,8 +47,11 @@ def execution(key: str, attempt: int = 0) -> URIRef:
     return URIRef(f"{RUN}/task/{q(key)}/execution/{attempt}")
 
 
-def file_iri(path: str) -> URIRef:
-    return URIRef(f"{RUN}/file/{q(path)}")
+def file_iri(path: str, host: str | None = None) -> URIRef:
+    """A shared file (``/data`` is a Lustre mount in these logs), else a file of ``host``."""
+    if host is None:
+        return URIRef(f"{RUN}/file/{q(path)}")
+    return URIRef(f"{RUN}/node/{q(host)}/file/{q(path)}")
 
 
 def worker_process(addr: str) -> URIRef:
@@ -98,6 +103,7 @@ def _write_logs(tmp: Path) -> None:
             hostname=host,
             layout=layout,
             jobid=pid,
+            mounts=MOUNTS,
         )
 
     log(101, W1_CALLS, WORKER_CMD, "node-a")
@@ -167,7 +173,21 @@ def test_link_premise(tmp_logs: Path) -> None:
 def test_files_are_entities_with_their_path(g: rdflib.Graph) -> None:
     paths = {str(one(g, f, MPN.path)) for f in g.subjects(RDF.type, MPN.File)}
     assert paths == {IN, OUT, LIB, "/etc/dask.yaml", "/etc/hostname"}
-    assert set(g.subjects(RDF.type, MPN.File)) == {file_iri(p) for p in paths}
+    # /data is Lustre in the logs' mount table: one file for every node; the others are files
+    # of the node whose process touched them (decision 16)
+    assert set(g.subjects(RDF.type, MPN.File)) == {
+        file_iri(IN),
+        file_iri(OUT),
+        file_iri(LIB, "node-a"),
+        file_iri("/etc/dask.yaml", "node-d.cluster.org"),
+        file_iri("/etc/hostname", "node-e"),
+    }
+    assert one(g, file_iri(IN), MPN.fileScope) == "shared"
+    assert one(g, file_iri(IN), MPN.fileSystem) == "lustre"
+    assert not list(g.objects(file_iri(IN), PROVN.atLocation))
+    lib = file_iri(LIB, "node-a")
+    assert one(g, lib, MPN.fileScope) == "node" and one(g, lib, MPN.fileSystem) == "ext4"
+    assert one(g, lib, PROVN.atLocation) == URIRef(f"{RUN}/node/node-a")
 
 
 def test_task_reads_are_qualified_usages_with_figures(g: rdflib.Graph) -> None:
@@ -255,7 +275,7 @@ def test_process_level_io_is_the_process_activity_with_link_status(g: rdflib.Gra
     assert one(g, usages[(IN, "unlinked")], MPN.bytesRead) == 1
     assert str(usages[(IN, "ambiguous")]).endswith("/read-ambiguous/" + q(IN))
     # one prov:used per file, whatever the statuses
-    assert set(g.objects(act, PROVN.used)) == {file_iri(LIB), file_iri(IN)}
+    assert set(g.objects(act, PROVN.used)) == {file_iri(LIB, "node-a"), file_iri(IN)}
     assert one(g, act, MPN.readCount) == 3 and one(g, act, MPN.writeCount) == 1
     assert one(g, act, PROVN.startedAtTime) == pd.Timestamp(T0, unit="s", tz="UTC")
 
@@ -489,3 +509,50 @@ def test_prefix_io_summary_sums_the_usages_and_generations_of_its_executions(
             int(g.value(plan, MP.bytesWritten)),
             int(g.value(plan, MP.writeCount)),
         ) == writes
+
+
+def test_a_node_local_path_on_two_hosts_is_two_files_and_streams_are_per_process(
+    tmp_path: Path,
+) -> None:
+    # two nannies on two hosts: each writes /tmp/x (node-local), its <STDERR>, and reads a file
+    # on the Lustre mount /data (one file for both)
+    calls = [
+        ("/tmp/x", "write", 0, 10, 0.1, 0.11, None),
+        ("<STDERR>", "write", 0, 5, 0.2, 0.21, None),
+        (IN, "read", 0, 7, 0.3, 0.31, None),
+    ]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    names = {}
+    for pid, host in ((201, "node-a"), (202, "node-b")):
+        names[host] = log_file_name("alice", "python3", pid, pid, T0)
+        write_darshan_log(
+            logs / names[host],
+            _calls(calls),
+            start=T0,
+            cmdline=NANNY_CMD,
+            hostname=host,
+            layout=32,
+            jobid=pid,
+            mounts=MOUNTS,
+        )
+    rec = tiny_records()
+    rec.darshan = read_darshan_logs(logs, rec.accounting)
+    g = graph_of(rec)
+    files = {f: str(one(g, f, MPN.path)) for f in g.subjects(RDF.type, MPN.File)}
+    procs = {h: URIRef(f"{RUN}/process/{q(n)}") for h, n in names.items()}
+    assert sorted(files.values()) == sorted(["/tmp/x", "/tmp/x", "<STDERR>", "<STDERR>", IN])
+    assert {file_iri("/tmp/x", "node-a"), file_iri("/tmp/x", "node-b"), file_iri(IN)} <= set(files)
+    for host, p in procs.items():
+        stderr = URIRef(f"{p}/file/{q('<STDERR>')}")
+        assert one(g, stderr, MPN.fileScope) == "process" and one(g, stderr, MPN.process) == p
+        tmp_x = file_iri("/tmp/x", host)
+        assert one(g, tmp_x, PROVN.atLocation) == URIRef(f"{RUN}/node/{host}")
+        # each process's version 1 of its own /tmp/x: no revision across hosts
+        v1 = URIRef(f"{tmp_x}/version/1")
+        assert one(g, v1, PROVN.wasGeneratedBy) == URIRef(f"{p}/activity")
+        assert not list(g.objects(v1, PROVN.wasRevisionOf))
+    # both read the one shared file
+    readers = set(g.subjects(PROVN.used, file_iri(IN)))
+    assert readers == {URIRef(f"{p}/activity") for p in procs.values()}
+    assert validate(to_prov(rec), engine="sparql").conforms

@@ -107,6 +107,8 @@ def test_prov_xml_and_json_validate_against_the_w3c_schemas(out: dict[str, bytes
     schema = json.loads((schemas / "prov-json.schema.json").read_text())
     errors = list(jsonschema.Draft4Validator(schema).iter_errors(json.loads(out["provjson"])))
     assert not errors, errors[:3]
+    # the derivations between results and what their executions used are PROV-DM records too
+    assert b"wasDerivedFrom(" in out["provn"] and b"<prov:wasDerivedFrom>" in out["provxml"]
 
 
 def test_the_three_formats_and_the_rdf_hold_the_same_records(out: dict[str, bytes]) -> None:
