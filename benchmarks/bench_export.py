@@ -19,12 +19,17 @@ the 1-minute load average. Measurements per N:
 Example::
 
     python benchmarks/bench_export.py --n 10000 100000 1000000 --formats nt ttl nq jsonld
+    # this checkout beside an older commit, alternating, twice each:
+    git worktree add --detach ../base 9b44b83
+    python benchmarks/bench_export.py --n 1000000 --formats nt --export-only \
+        --baseline ../base --repeat 2
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import itertools
 import json
 import os
 import subprocess
@@ -120,8 +125,12 @@ def _rdflib_term(nt: str) -> Any:
     return rdflib.Literal(lex)
 
 
-def _spawn(kind: str, run: Path, out: Path, fmt: str, timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, str(run), str(out), fmt]
+def _spawn(
+    kind: str, run: Path, out: Path, fmt: str, timeout: float, script: Path | None = None
+) -> dict[str, Any]:
+    """Run one measurement in a fresh process; ``script``: another checkout's copy of this file."""
+    script = script or Path(__file__).resolve()
+    cmd = [sys.executable, str(script), "--child", kind, str(run), str(out), fmt]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -130,6 +139,16 @@ def _spawn(kind: str, run: Path, out: Path, fmt: str, timeout: float) -> dict[st
         if line.startswith(TAG):
             return {"status": "ok", **json.loads(line[len(TAG) :])}
     return {"status": "failed", "reason": (proc.stderr or proc.stdout)[-2000:]}
+
+
+def _commit(checkout: Path) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() or "unknown"
 
 
 def ensure_run(n: int) -> Path:
@@ -157,6 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also measure this checkout of metaprov (e.g. a `git worktree` of an older commit), "
+        "alternating with this one, each measurement in a fresh process",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="repetitions of every measurement")
+    ap.add_argument("--export-only", action="store_true", help="only the export-<fmt> measurements")
+    ap.add_argument(
         "--child", nargs=4, metavar=("KIND", "RUN", "OUT", "FMT"), help=argparse.SUPPRESS
     )
     args = ap.parse_args(argv)
@@ -171,18 +199,28 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for n in args.n:
         run = ensure_run(n)
-        plan = [("export", f) for f in args.formats] + [("format-nt", "nt")]
-        if n <= args.naive_max:
+        plan = [("export", f) for f in args.formats]
+        if not args.export_only:
+            plan.append(("format-nt", "nt"))
+        if n <= args.naive_max and not args.export_only:
             plan.append(("rdflib-naive", "nt"))
-        for kind, fmt in plan:
-            res = _spawn(kind, run, work / f"out.{fmt}", fmt, args.timeout)
-            res.update(n=n, measure=f"{kind}-{fmt}" if kind == "export" else kind)
+        checkouts: list[tuple[str, Path | None]] = [("", None)]
+        if args.baseline is not None:
+            base = args.baseline.resolve() / "benchmarks" / "bench_export.py"
+            checkouts = [("baseline ", base), ("", None)]
+        for (kind, fmt), _, (label, script) in itertools.product(
+            plan, range(args.repeat), checkouts
+        ):
+            res = _spawn(kind, run, work / f"out.{fmt}", fmt, args.timeout, script)
+            res.update(n=n, measure=label + (f"{kind}-{fmt}" if kind == "export" else kind))
+            res["commit"] = _commit(script.parents[1] if script else REPO)
             rows.append(res)
             if res["status"] == "ok":
                 print(
                     f"N={n:>9,} {res['measure']:<14} wall {res['wall']:7.1f} s (cpu {res['cpu']:7.1f}) "
                     f"map+write {res['map_write_wall']:6.1f} s (cpu {res['map_write_cpu']:6.1f}) "
-                    f"{res['triples']:>11,} triples  peak {res['peak_rss_mb']:6.0f} MB  load {res['loadavg']:.1f}",
+                    f"{res['triples']:>11,} triples  peak {res['peak_rss_mb']:6.0f} MB  load {res['loadavg']:.1f}"
+                    f"  ({res['commit']})",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -194,17 +232,19 @@ def main(argv: list[str] | None = None) -> int:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     (RESULTS / f"export-{stamp}.json").write_text(json.dumps(rows, indent=2))
     print(
-        "| N | measure | wall s | CPU s | read s | map+write s | triples | M triples/s (map+write) | MB out | peak RSS MB | load |"
+        "| N | commit | measure | wall s | CPU s | read s | map+write s | triples | M triples/s (map+write) | MB out | peak RSS MB | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["status"] != "ok":
-            print(f"| {r['n']:,} | {r['measure']} | {r['status']} | | | | | | | | |")
+            print(
+                f"| {r['n']:,} | {r['commit']} | {r['measure']} | {r['status']} | | | | | | | | |"
+            )
             continue
         rate = r["triples"] / r["map_write_wall"] / 1e6 if r["map_write_wall"] else 0.0
         mb = f"{r['bytes'] / 1e6:,.0f}" if "bytes" in r else ""
         print(
-            f"| {r['n']:,} | {r['measure']} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['read_wall']:.1f} | "
+            f"| {r['n']:,} | {r['commit']} | {r['measure']} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['read_wall']:.1f} | "
             f"{r['map_write_wall']:.1f} | {r['triples']:,} | {rate:.2f} | {mb} | {r['peak_rss_mb']:.0f} | {r['loadavg']:.1f} |"
         )
     return 0

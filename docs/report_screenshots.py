@@ -3,7 +3,9 @@
 Builds the report of ``examples/run`` with :func:`metaprov.report.report`, opens it in headless
 Chromium (offline) through :class:`metaprov.report.browser.Browser`, the same path the tests use,
 and writes one PNG per section to ``docs/img/report/``. The example has no Darshan logs, so the I/O
-section is also shot from a small synthetic run with I/O (``metaprov.synthetic``, 2,000 tasks).
+section is also shot from a small synthetic run with I/O (``metaprov.synthetic``, 2,000 tasks),
+and the comparison page of a store from two synthetic runs of one workflow loaded into an
+embedded store (``metaprov.store.load``, then :func:`metaprov.report.write_store_report`).
 
 Example::
 
@@ -21,8 +23,9 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
 
-from metaprov.report import write_report  # noqa: E402
+from metaprov.report import write_report, write_store_report  # noqa: E402
 from metaprov.report.browser import Browser  # noqa: E402
+from metaprov.store import load  # noqa: E402
 from metaprov.synthetic import generate_run  # noqa: E402
 
 
@@ -59,6 +62,19 @@ def main() -> int:
             for p in browser.screenshot_sections(more):
                 if p.stem in ("io", "stream"):
                     shots.append(Path(shutil.move(p, out / f"{p.stem}-synthetic.png")))
+        os.chdir(tmp)  # the page names the store as given: store
+        runs = []
+        for seed in (1, 2):
+            runs.append(f"run-{seed}")
+            generate_run(Path(tmp) / runs[-1], 300, seed=seed)
+        load(runs, store="store")
+        res = write_store_report(Path(tmp) / "store.html", store="store")
+        os.chdir(DOCS.parent)
+        browser.open(res.path)
+        if browser.errors():
+            print(f"console errors: {browser.errors()}", file=sys.stderr)
+            return 1
+        shots += browser.screenshot_sections(out)
         for p in shots:
             _shrink(p)
             print(f"{p.relative_to(DOCS.parent)}: {p.stat().st_size / 1e3:.0f} kB")

@@ -186,7 +186,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
 # --- report (issue 14) ---
 @cli.command("report")
 @quiet_option
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
@@ -196,32 +196,93 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
 )
 @click.option("--title", default=None, help="Page title [default: the run, or 'N runs compared'].")
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Compare the runs of this embedded store (instead of RUNS).",
+)
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    default=None,
+    help="Compare the runs of this SPARQL query endpoint (instead of RUNS).",
+)
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    metavar="ID",
+    help="With --store/--endpoint or a campaign: only this run (id or name); repeatable.",
+)
 @click.pass_context
 def report_cmd(
-    ctx: click.Context, runs: tuple[Path, ...], output: Path, title: str | None, no_darshan: bool
+    ctx: click.Context,
+    runs: tuple[Path, ...],
+    output: Path,
+    title: str | None,
+    no_darshan: bool,
+    store: Path | None,
+    endpoint: str | None,
+    run_ids: tuple[str, ...],
 ) -> None:
     """Write a self-contained HTML report of RUNS: one run, or several runs compared.
 
     Summary, task stream (one lane per worker thread, transfers and Darshan I/O on
     the same time axis) with worker occupancy, durations per prefix, the transfer
     matrix, I/O per file and prefix, the task graphs with the critical path.
-    Everything is inside the file (it opens offline). Needs the report extra:
-    pip install 'metaprov[report]'.
+    With --store or --endpoint, or a campaign export (the OUTDIR or manifest.json
+    of 'metaprov export') as RUNS: a comparison page of the runs it holds (spans,
+    task counts, the same prefix across runs). Everything is inside the file (it
+    opens offline). Needs the report extra: pip install 'metaprov[report]'.
 
     \b
     Example:
       metaprov report examples/run -o report.html
       metaprov report runs/R1 runs/R2 runs/R3 -o compare.html
+      metaprov report --store prov-store -o campaign.html
+      metaprov report campaign-out/manifest.json -o campaign.html
     """
-    from metaprov.report import write_report
+    from metaprov.errors import UsageError
+    from metaprov.report import is_campaign, write_report, write_store_report
 
-    result = write_report(
-        list(runs),
-        output,
-        darshan=not no_darshan,
-        title=title,
-        progress=progress_enabled(ctx),
-    )
+    if store is not None or endpoint is not None:
+        if runs:
+            raise UsageError(
+                "give either RUNS or --store/--endpoint, not both",
+                hint="load the runs into the store first (metaprov load RUN --store DIR)",
+            )
+        result = write_store_report(
+            output,
+            store=store,
+            endpoint=endpoint,
+            runs=list(run_ids) or None,
+            title=title,
+            progress=progress_enabled(ctx),
+        )
+    elif not runs:
+        raise UsageError(
+            "no run to report on",
+            hint="give run directories, a campaign export, or --store DIR / --endpoint URL",
+        )
+    elif run_ids and all(is_campaign(r) for r in runs):
+        result = write_store_report(
+            output,
+            campaigns=list(runs),
+            runs=list(run_ids),
+            title=title,
+            progress=progress_enabled(ctx),
+        )
+    elif run_ids:
+        raise UsageError("--run selects runs of a store or campaign", hint="give RUNS instead")
+    else:
+        result = write_report(
+            list(runs),
+            output,
+            darshan=not no_darshan,
+            title=title,
+            progress=progress_enabled(ctx),
+        )
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
         click.echo(result.summary(), err=True)

@@ -44,6 +44,7 @@ def longest_path(
     edges_to: np.ndarray,
     *,
     method: str = "auto",
+    depth: np.ndarray | None = None,
 ) -> list[int]:
     """Heaviest path through a DAG whose nodes carry weights.
 
@@ -53,6 +54,9 @@ def longest_path(
         edges_from: source node of each edge (the dependency).
         edges_to: target node of each edge (the task that needs it).
         method: ``networkx``, ``numpy`` or ``auto`` (networkx up to :data:`NETWORKX_LIMIT` nodes).
+        depth: an int64 array of one entry per node, filled with each node's topological level
+            (the most edges from a node without dependencies): the layers of a layered drawing,
+            found in the same pass. Implies the ``numpy`` method.
 
     Returns:
         The node numbers on the heaviest path, first to last (empty when there are no nodes).
@@ -66,8 +70,8 @@ def longest_path(
     w = np.nan_to_num(np.asarray(weights, dtype="float64"), nan=0.0)
     src = np.asarray(edges_from, dtype=np.int64)
     dst = np.asarray(edges_to, dtype=np.int64)
-    if method == "numpy" or (method == "auto" and n > NETWORKX_LIMIT):
-        return _longest_path_numpy(keys, w, src, dst)
+    if depth is not None or method == "numpy" or (method == "auto" and n > NETWORKX_LIMIT):
+        return _longest_path_numpy(keys, w, src, dst, depth)
     return _longest_path_networkx(keys, w, src, dst)
 
 
@@ -97,7 +101,11 @@ def _longest_path_networkx(
 
 
 def _longest_path_numpy(
-    keys: np.ndarray, w: np.ndarray, src: np.ndarray, dst: np.ndarray
+    keys: np.ndarray,
+    w: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    depth: np.ndarray | None = None,
 ) -> list[int]:
     """Kahn's algorithm one topological level at a time, relaxing all of a level's edges at once."""
     n = len(keys)
@@ -106,10 +114,15 @@ def _longest_path_numpy(
     out_start = np.searchsorted(src_sorted, np.arange(n + 1))
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
     dist = w.copy()  # heaviest path ending at each node (its own weight included)
+    slot = np.empty(n, dtype=np.int64)  # scratch: a freed node's position in its level
     frontier = np.flatnonzero(indeg == 0)
     done = 0
+    level = 0
     while len(frontier):
         done += len(frontier)
+        if depth is not None:
+            depth[frontier] = level
+            level += 1
         lo, hi = out_start[frontier], out_start[frontier + 1]
         counts = hi - lo
         if not counts.sum():
@@ -119,8 +132,12 @@ def _longest_path_numpy(
         v = dst_by_src[pos]
         np.maximum.at(dist, v, dist[u] + w[v])
         np.subtract.at(indeg, v, 1)
-        touched = np.unique(v)
-        frontier = touched[indeg[touched] == 0]
+        # The nodes whose last dependency was just done, each once, in ascending order (as
+        # np.unique, without its hash table per level: the last position each is written at).
+        freed = v[indeg[v] == 0]
+        at = np.arange(len(freed))
+        slot[freed] = at
+        frontier = np.sort(freed[slot[freed] == at])
     if done < n:
         stuck = np.flatnonzero(indeg > 0)[:5]
         raise QueryError(

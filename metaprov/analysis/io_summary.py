@@ -39,7 +39,7 @@ def _opt_float(v: Any) -> float | None:
 
 
 def summarize_io(
-    records: RunRecords, *, max_problems: int = 20, max_links: int = 10_000
+    records: RunRecords, *, max_problems: int = 20, max_links: int = 10_000, evidence: bool = True
 ) -> dict[str, Any]:
     """Darshan I/O of a run as plain JSON types (links the I/O first if needed).
 
@@ -49,6 +49,8 @@ def summarize_io(
         ``links`` (per execution, file, operation, rule and clock: the segments linked and the
         fitted offset of the deciding clock; the first ``max_links``) and ``ambiguous`` (each
         ambiguous segment with its reason and candidate tasks; the first ``max_links``).
+        ``evidence=False`` leaves ``links`` and ``ambiguous`` out (the HTML report does not
+        show them).
     """
     dr = records.darshan
     if dr is None:
@@ -135,7 +137,8 @@ def summarize_io(
     # workers first, then by pid: the order a reader scans
     by_process.sort(key=lambda d: (d["worker"] is None, d["role"], d["pid"] or -1))
     out["by_process"] = by_process
-    out.update(_link_evidence(seg, links, max_links))
+    if evidence:
+        out.update(_link_evidence(seg, links, max_links))
     return out
 
 

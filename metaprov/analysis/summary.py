@@ -24,8 +24,12 @@ def _counts(s: pd.Series) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def summarize(records: RunRecords) -> dict[str, Any]:
-    """Everything ``metaprov inspect`` shows, as plain JSON types."""
+def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any]:
+    """Everything ``metaprov inspect`` shows, as plain JSON types.
+
+    ``io_evidence=False``: the Darshan part without the per-link evidence (``links``,
+    ``ambiguous``), which the HTML report does not show.
+    """
     t = records.tasks
     first, last = records.span
     executed = t[~t["never_ran"].astype(bool)]
@@ -92,7 +96,7 @@ def summarize(records: RunRecords) -> dict[str, Any]:
         except ImportError:  # pragma: no cover - the I/O part ships with the Darshan reader
             pass
         else:
-            summary["io"] = summarize_io(records)
+            summary["io"] = summarize_io(records, evidence=io_evidence)
     return summary
 
 

@@ -245,10 +245,67 @@ def lit_double(values: Any) -> pa.Array:
 
 
 def lit_time(values: pd.Series) -> pa.Array:
-    """UTC times as ``xsd:dateTime`` lexical forms (``...ffffffZ``); NaT becomes null."""
-    text = xsd_datetime(values)
-    arr = pa.array(text, type=LARGE)
-    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, LARGE), arr)
+    """UTC times as ``xsd:dateTime`` lexical forms (``...ffffffZ``); NaT becomes null.
+
+    The same text as :func:`~metaprov.timeutil.xsd_datetime`, built as fixed-width digits in
+    one byte matrix (no Python string per value; 2-3x faster). Years outside 0001-9999 (never
+    in a real run) take the general path.
+    """
+    us = np.asarray(values.to_numpy(dtype="datetime64[us]")).view(np.int64)
+    valid = us != np.iinfo(np.int64).min
+    if len(us) and not ((us[valid] >= _US_YEAR_1).all() and (us[valid] < _US_YEAR_10000).all()):
+        text = xsd_datetime(values)
+        arr = pa.array(text, type=LARGE)
+        return pc.if_else(pc.equal(arr, ""), pa.scalar(None, LARGE), arr)
+    t = us[valid]
+    days = t // _US_DAY
+    rem = t - days * _US_DAY
+    # civil date from days since 1970-01-01 (H. Hinnant's algorithm, proleptic Gregorian)
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = np.where(mp < 10, mp + 3, mp - 9)
+    year = yoe + era * 400 + (month <= 2)
+    sec, frac = rem // 1_000_000, rem % 1_000_000
+    out = np.empty((len(t), _TIME_WIDTH), np.uint8)
+    out[:] = np.frombuffer(b"0000-00-00T00:00:00.000000Z", np.uint8)
+    for col, pair in (
+        (0, year // 100),
+        (2, year % 100),
+        (5, month),
+        (8, day),
+        (11, sec // 3600),
+        (14, sec // 60 % 60),
+        (17, sec % 60),
+        (20, frac // 10_000),
+        (22, frac // 100 % 100),
+        (24, frac % 100),
+    ):
+        out[:, col : col + 2] = _DIGIT_PAIRS[pair]
+    offsets = np.zeros(len(us) + 1, np.int64)
+    np.cumsum(np.where(valid, _TIME_WIDTH, 0), out=offsets[1:])
+    n_null = len(us) - len(t)
+    mask = pa.array(valid).buffers()[1] if n_null else None
+    return pa.Array.from_buffers(
+        LARGE,
+        len(us),
+        [mask, pa.py_buffer(offsets), pa.py_buffer(out.reshape(-1))],
+        null_count=n_null,
+    )
+
+
+_US_DAY = 86_400_000_000
+_US_YEAR_1 = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+_US_YEAR_10000 = 253_402_300_800_000_000  # 10000-01-01T00:00:00Z
+_TIME_WIDTH = len("0000-00-00T00:00:00.000000Z")
+#: the two ASCII digits of 0..99
+_DIGIT_PAIRS = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode(), np.uint8).reshape(
+    100, 2
+)
 
 
 def lit_epoch(values: pd.Series) -> pa.Array:

@@ -331,23 +331,23 @@ def quote_array(values: Any) -> pa.Array:
 
 
 def _quote_slice(arr: pa.Array) -> pa.Array:
+    # Each unsafe byte becomes three (``%XX``): the bytes are repeated by their width, then the
+    # unsafe ones (few: a tuple key's brackets, quotes, comma, space) overwritten; positions come
+    # from the unsafe bytes' indexes alone (no running sum over every byte).
     n = len(arr)
     offsets, data = _view(arr)
-    safe = _SAFE[data]
-    width = np.where(safe, 1, 3).astype(np.int64)
-    ends = np.cumsum(width)
-    pos = ends - width
-    del width
-    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
-    out[pos[safe]] = data[safe]
-    unsafe = ~safe
-    if unsafe.any():
-        p = pos[unsafe]
-        b = data[unsafe]
-        out[p] = ord("%")
-        out[p + 1] = _HEX[b >> 4]
-        out[p + 2] = _HEX[b & 15]
-    new_offsets = np.concatenate(([0], ends))[offsets] if len(ends) else np.zeros(n + 1, np.int64)
+    unsafe = ~_SAFE[data]
+    u = np.flatnonzero(unsafe)
+    if not len(u):
+        return arr
+    out = np.repeat(data, unsafe.astype(np.uint8) * 2 + 1)
+    del unsafe
+    p = u + 2 * np.arange(len(u))
+    b = data[u]
+    out[p] = ord("%")
+    out[p + 1] = _HEX[b >> 4]
+    out[p + 2] = _HEX[b & 15]
+    new_offsets = offsets + 2 * np.searchsorted(u, offsets, side="left")
     validity = None
     if arr.null_count:
         # A fresh bitmap at offset 0 (the input may be a slice).

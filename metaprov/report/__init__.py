@@ -4,7 +4,9 @@ Input: run directories (read with :func:`metaprov.ingest.read_run`, Darshan I/O 
 :func:`metaprov.link.link_io`). Output: one HTML file holding every script and datum (Bokeh's
 JavaScript inline: it opens offline), with a summary, the task stream and worker occupancy,
 durations per prefix, the transfer matrix, I/O per file and prefix, the submitted graphs and the
-task graph with its critical path; for several runs, a comparison first.
+task graph with its critical path; for several runs, a comparison first. A store, a SPARQL
+endpoint or a campaign export gives a comparison page of the runs it holds, made of the store's
+answers to the packaged questions (:func:`write_store_report`, :mod:`metaprov.report.stored`).
 
 Needs the ``report`` extra (Bokeh): ``pip install 'metaprov[report]'``.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +24,16 @@ from typing import Any
 
 from metaprov.errors import FormatError, InputError
 
-__all__ = ["ReportResult", "read_facts", "render", "require_bokeh", "write_report"]
+__all__ = [
+    "ReportResult",
+    "is_campaign",
+    "read_facts",
+    "render",
+    "render_store",
+    "require_bokeh",
+    "write_report",
+    "write_store_report",
+]
 
 
 def require_bokeh() -> None:
@@ -47,11 +59,36 @@ class ReportResult:
 
     def summary(self) -> str:
         notes = [n for r in self.facts.get("runs", []) for n in r.get("notes", [])]
+        notes += (self.facts.get("store") or {}).get("notes", [])
         text = (
             f"wrote {self.path}: {self.bytes / 1e6:.1f} MB, {len(self.runs)} run(s), "
             f"{self.seconds:.1f} s"
         )
         return "\n".join([text, *(f"  {n}" for n in notes)])
+
+
+def _warm_up() -> threading.Thread:
+    """Import Bokeh and read its JavaScript in a background thread, while the run is read.
+
+    Reading a run spends most of its time in Arrow's CSV parser, which releases the GIL: the
+    imports (~1 s) run in that time instead of after it. Nothing here makes a Bokeh model, so the
+    page's ids and bytes do not depend on it.
+    """
+
+    def work() -> None:
+        try:
+            from bokeh.embed import components  # noqa: F401
+            from bokeh.resources import INLINE
+
+            import metaprov.report.page  # noqa: F401  (imports Bokeh's models and plotting)
+
+            INLINE.js_raw  # noqa: B018  (reads Bokeh's JavaScript files: into the OS cache)
+        except Exception:  # noqa: BLE001 - the main thread imports again and reports the error
+            pass
+
+    t = threading.Thread(target=work, name="metaprov-report-warm-up", daemon=True)
+    t.start()
+    return t
 
 
 def _views(runs: Sequence[str | Path], darshan: bool, bar: Any) -> list[Any]:
@@ -68,7 +105,7 @@ def _views(runs: Sequence[str | Path], darshan: bool, bar: Any) -> list[Any]:
             link_io(records)
         bar.update(1)
         bar.set_postfix_str(f"summarising {Path(run).name}")
-        views.append(run_view(records, summarize(records)))
+        views.append(run_view(records, summarize(records, io_evidence=False)))
         bar.update(1)
     return views
 
@@ -130,7 +167,9 @@ def write_report(
     """Write the HTML report of ``runs`` (one run: its report; several: a comparison) to ``output``.
 
     Args:
-        runs: run directories.
+        runs: run directories; or campaign exports (``metaprov export`` output directories or
+            their ``manifest.json``), which give the comparison page of
+            :func:`write_store_report`.
         output: the HTML file to write (atomically: a temporary file renamed at the end).
         darshan: read and link the runs' Darshan logs.
         progress: show progress bars while reading.
@@ -150,18 +189,43 @@ def write_report(
     t = time.perf_counter()
     if not runs:
         raise InputError("no run to report on", hint="give at least one run directory")
-    out = Path(output)
-    if out.is_dir():
-        raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
+    out = _output(output)
+    if any(is_campaign(r) for r in runs):
+        if not all(is_campaign(r) for r in runs):
+            raise InputError(
+                "give either run directories or campaign exports, not both",
+                hint="a campaign export (metaprov export ... -o OUTDIR) gives its own comparison page",
+            )
+        return write_store_report(out, campaigns=runs, title=title, progress=progress)
     from tqdm.auto import tqdm
 
+    warm = _warm_up()
     with tqdm(
         total=2 * len(runs) + 1, desc="report", unit="step", disable=not progress, leave=False
     ) as bar:
         views = _views(runs, darshan, bar)
+        warm.join()
         bar.set_postfix_str("drawing")
         text, facts = render(views, title)
         bar.update(1)
+    return ReportResult(
+        path=out,
+        bytes=_write_atomic(out, text),
+        runs=[str(r) for r in runs],
+        seconds=time.perf_counter() - t,
+        facts=facts,
+    )
+
+
+def _output(output: str | Path) -> Path:
+    out = Path(output)
+    if out.is_dir():
+        raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
+    return out
+
+
+def _write_atomic(out: Path, text: str) -> int:
+    """Write ``text`` to ``out`` through a temporary file renamed at the end; returns bytes."""
     data = text.encode("utf-8")
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
@@ -172,10 +236,97 @@ def write_report(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return len(data)
+
+
+def is_campaign(path: str | Path) -> bool:
+    """Whether ``path`` is a campaign export (``metaprov export`` output directory or manifest)."""
+    from metaprov.store import campaign_shards
+
+    p = Path(path)
+    return (p.is_dir() and (p / "manifest.json").is_file()) or (
+        p.is_file() and p.suffix.lower() == ".json" and campaign_shards(p) is not None
+    )
+
+
+def render_store(view: Any, title: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The page's HTML text and its facts, for a :class:`~metaprov.report.stored.StoreView`."""
+    require_bokeh()
+    from metaprov.report.page import Page, deterministic_ids
+    from metaprov.report.stored import add_store
+
+    page = Page(title or f"metaprov report: {len(view.runs)} runs in {view.location}")
+    facts: dict[str, Any] = {"version": 1, "runs": []}
+    with deterministic_ids():
+        facts["store"] = add_store(page, view)
+        facts["sections"] = list(page.ids)
+        page.facts = facts
+        return page.render(), facts
+
+
+def write_store_report(
+    output: str | Path,
+    *,
+    store: str | Path | Any = None,
+    endpoint: str | None = None,
+    campaigns: Sequence[str | Path] = (),
+    runs: Sequence[str] | None = None,
+    title: str | None = None,
+    progress: bool = False,
+) -> ReportResult:
+    """Write the comparison page of the runs a store holds, or of campaign exports.
+
+    The page shows the store's answers to the packaged questions ``runs``, ``prefix-summary``
+    and ``prefix-across-runs``: run spans and task counts side by side, the same prefix across
+    runs, and which run was slowest for each prefix.
+
+    Args:
+        output: the HTML file to write (atomically).
+        store: an embedded store directory, or an open :class:`~metaprov.store.Store`.
+        endpoint: a SPARQL query endpoint instead of ``store``.
+        campaigns: campaign exports (``metaprov export`` output directories or their
+            ``manifest.json``), loaded into a store in memory instead of ``store``.
+        runs: only these runs (ids or run names).
+        title: page title (default: the number of runs and the store).
+        progress: show a progress bar.
+
+    Raises:
+        FormatError: Bokeh (the ``report`` extra) is not installed.
+        StoreError: the store cannot be opened, or holds no run.
+        InputError: a run of ``runs`` is not in the store; a campaign cannot be read.
+
+    Example:
+        >>> write_store_report("campaign.html", store="prov-store")  # doctest: +SKIP
+    """
+    require_bokeh()
+    from metaprov.report.stored import store_view
+    from metaprov.store import EmbeddedStore, Store, load, open_store
+
+    t = time.perf_counter()
+    out = _output(output)
+    warm = _warm_up()
+    if campaigns:
+        st: Any = EmbeddedStore(None)
+        load(list(campaigns), store=st, progress=progress or None)
+        where = ", ".join(str(c) for c in campaigns)
+    elif isinstance(store, Store):
+        st, where = store, None
+    else:
+        st = open_store(store, endpoint, read_only=True)
+        where = None
+    try:
+        view = store_view(st, runs)
+    finally:
+        if st is not store:
+            st.close()
+    if where is not None:
+        view.location = where
+    warm.join()
+    text, facts = render_store(view, title)
     return ReportResult(
         path=out,
-        bytes=len(data),
-        runs=[str(r) for r in runs],
+        bytes=_write_atomic(out, text),
+        runs=list(view.runs["run_id"]),
         seconds=time.perf_counter() - t,
         facts=facts,
     )

@@ -625,3 +625,57 @@ def compare_prefixes(table: pd.DataFrame, runs: list[str], max_prefixes: int = 3
     p.xaxis.major_label_text_font_size = "7pt"
     p.hover.tooltips = [("prefix, run", "@x"), ("run", "@run"), ("compute", "@v{0.000} s")]
     return p
+
+
+def store_runs(runs: pd.DataFrame) -> Any:
+    """Side by side, one bar per run: its span (seconds), and its tasks and task executions."""
+    from bokeh.models import FactorRange
+
+    if not len(runs):
+        return None
+    labels = runs["label"].tolist()
+    y = FactorRange(*labels[::-1])
+    height = 80 + 24 * len(labels)
+    data = {
+        "run": labels,
+        "run_id": runs["run_id"].tolist(),
+        "seconds": runs["seconds"].to_numpy(dtype="float64", na_value=np.nan),
+        "tasks": runs["tasks"].to_numpy(dtype="float64", na_value=np.nan),
+        "executions": runs["executions"].to_numpy(dtype="float64", na_value=np.nan),
+        "workers": runs["workers"].to_numpy(dtype="float64", na_value=np.nan),
+    }
+    src = ColumnDataSource(data)
+    tips = [
+        ("run", "@run (@run_id)"),
+        ("span", "@seconds{0.000} s"),
+        ("tasks / executions", "@tasks{0,0} / @executions{0,0}"),
+        ("workers", "@workers{0,0}"),
+    ]
+
+    def bars(field: str, title: str, label: str, name: str, color: str) -> Any:
+        p = figure(
+            y_range=y,
+            height=height,
+            width=520,
+            tools="hover,xwheel_zoom,reset,save",
+            title=title,
+            x_axis_label=label,
+            name=name,
+        )
+        p.hbar(y="run", right=field, height=0.7, source=src, fill_color=color, line_color=None)
+        p.hover.tooltips = tips
+        return p
+
+    span = bars("seconds", "span of each run (s)", "seconds", "store-spans", _BASE[0])
+    count = bars(
+        "tasks",
+        "tasks (bar) and task executions (line) of each run",
+        "count",
+        "store-tasks",
+        _BASE[2],
+    )
+    count.scatter(x="executions", y="run", source=src, marker="dash", size=18, color="black")
+    for p in (span, count):
+        p.x_range.start = 0
+        p.ygrid.grid_line_color = None
+    return row(span, count, name="store-runs")

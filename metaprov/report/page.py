@@ -155,6 +155,21 @@ def legend(view: RunView, colors: list[str], limit: int = 60) -> str:
     return f'<div class="legend">{items}{more}{extra}</div>'
 
 
+def _lean(roots: list[Any]) -> None:
+    """Let BokehJS derive the glyphs of unselected and muted renderers (fewer models to serialise).
+
+    ``bokeh.plotting`` gives every renderer its own non-selection and muted glyph, two models
+    each that Python then serialises; the page neither mutes renderers nor selects on them except
+    in the task graph, where BokehJS's derived glyph ("auto") looks the same.
+    """
+    from bokeh.models import GlyphRenderer
+
+    for root in roots:
+        for r in root.select({"type": GlyphRenderer}):
+            r.nonselection_glyph = "auto"
+            r.muted_glyph = "auto"
+
+
 class Page:
     """Collects sections (HTML with placeholders for Bokeh roots) and renders the document."""
 
@@ -193,6 +208,7 @@ class Page:
 
         if self.parts:
             self.parts.append("</section>")
+        _lean(list(self.models.values()))
         script, divs = components(self.models) if self.models else ("", {})
         bundle = bundle_for_objs_and_resources(list(self.models.values()), INLINE)
         resources = "".join(bundle)

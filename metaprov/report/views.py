@@ -98,6 +98,22 @@ def _codes(s: pd.Series, na: str = "") -> tuple[np.ndarray, np.ndarray]:
     return (rank[idx] if len(idx) else idx), names[order]
 
 
+def _largest(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest values, largest first, ties in position order.
+
+    The same as ``np.argsort(-values, kind="stable")[:k]`` for finite values, without sorting
+    them all: only the values from the k-th largest up (every tie of it included) are sorted.
+    """
+    v = np.asarray(values, dtype="float64")
+    if k >= len(v):
+        return np.argsort(-v, kind="stable")
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    threshold = np.partition(v, len(v) - k)[len(v) - k]
+    candidates = np.flatnonzero(v >= threshold)
+    return candidates[np.argsort(-v[candidates], kind="stable")[:k]]
+
+
 def _thread(s: pd.Series) -> np.ndarray:
     """Thread ids as uint64 (0: unknown)."""
     return s.to_numpy(dtype=np.uint64, na_value=0)
@@ -158,6 +174,8 @@ class _Tasks:
     keys: pa.Array
     prefix: np.ndarray  # code per task
     names: np.ndarray  # prefix names, sorted
+    #: task row of each key in the executions, dependencies and I/O links (-1: no such task)
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -170,7 +188,35 @@ def _tasks(records: RunRecords) -> tuple[_Tasks, pd.DataFrame]:
         t = t.drop_duplicates("key").reset_index(drop=True)
         keys = _arrow(t["key"])
     codes, names = _codes(t["prefix"], "(no prefix)")
-    return _Tasks(keys, codes, names), t
+    columns = {
+        "executions": records.executions["key"],
+        "dependency": records.dependencies["dependency"],
+        "dependent": records.dependencies["key"],
+    }
+    if records.darshan is not None and records.io is not None and len(records.darshan.segments):
+        columns["io"] = records.io.segments["key"]
+    return _Tasks(keys, codes, names, _rows_of(keys, columns)), t
+
+
+def _rows_of(keys: pa.Array, columns: dict[str, pd.Series]) -> dict[str, np.ndarray]:
+    """Row in ``keys`` (unique) of every value of each column, -1 where absent or NA.
+
+    One dictionary encoding of the keys followed by all the columns: the keys are hashed once,
+    not once per column (as :func:`_lookup` would). The keys come first and are unique, so a
+    value's dictionary index is its key's row when it is below ``len(keys)``.
+    """
+    lengths = [len(s) for s in columns.values()]
+    if not sum(lengths):
+        return {name: np.zeros(0, dtype=np.int64) for name in columns}
+    arrays = [keys, *(_arrow(s) for s in columns.values())]
+    enc = pc.dictionary_encode(pa.chunked_array(arrays, type=pa.large_string()))
+    idx = np.concatenate(
+        [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks]
+    ).astype(np.int64)
+    assert len(idx) == len(keys) + sum(lengths)
+    idx[idx >= len(keys)] = -1
+    bounds = np.cumsum([len(keys), *lengths])
+    return {name: idx[bounds[i] : bounds[i + 1]] for i, name in enumerate(columns)}
 
 
 def _executions(records: RunRecords, tasks: _Tasks, t0: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -178,7 +224,7 @@ def _executions(records: RunRecords, tasks: _Tasks, t0: int) -> tuple[pd.DataFra
     ex = records.executions
     start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     ok = (start != NAT_US) & (end != NAT_US)
-    task = _lookup(ex["key"], tasks.keys)
+    task = tasks.rows["executions"]
     wcode, workers = _codes(ex["worker"], "(unknown worker)")
     prefix = np.where(task >= 0, tasks.prefix[np.maximum(task, 0)] if len(tasks) else -1, -1)
     out = pd.DataFrame(
@@ -441,7 +487,7 @@ def _io(
     seg, links = dr.segments, records.io.segments
     # one row per file: a path on two nodes' own file systems is two (docs/model.md, decision 16)
     path, files = _codes(file_labels(dr.logs, seg["log"], seg["path"]), "(unknown)")
-    task = _lookup(links["key"], tasks.keys)
+    task = tasks.rows["io"]
     wpos = _lookup(links["worker"], pa.array(workers.tolist(), type=pa.large_string()))
     return (
         pd.DataFrame(
@@ -503,38 +549,11 @@ def _io_files(
 # task graph
 
 
-def _depth(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Longest distance (in edges) from a source node: the graph's layers (Kahn, level by level)."""
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    order = np.argsort(src, kind="stable")
-    d_by_s = dst[order]
-    start = np.searchsorted(src[order], np.arange(n + 1))
-    depth = np.zeros(n, dtype=np.int64)
-    frontier = np.flatnonzero(indeg == 0)
-    level = 0
-    while len(frontier):
-        depth[frontier] = level
-        lo, hi = start[frontier], start[frontier + 1]
-        counts = hi - lo
-        if not counts.sum():
-            break
-        pos = np.repeat(lo - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(counts.sum())
-        v = d_by_s[pos]
-        np.subtract.at(indeg, v, 1)
-        touched = np.unique(v)
-        frontier = touched[indeg[touched] == 0]
-        level += 1
-    return depth
-
-
-def _layout(
-    n: int, src: np.ndarray, dst: np.ndarray, group: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _layout(depth: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Layered layout: x = layer, y = rank within the layer (by group, then input order), centred."""
-    if not n:
+    if not len(depth):
         return np.zeros(0), np.zeros(0)
-    x = _depth(n, src, dst)
-    return x.astype("float64"), _centred_rank(x, group)
+    return depth.astype("float64"), _centred_rank(depth, group)
 
 
 def _centred_rank(layer: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -553,9 +572,7 @@ def _dag(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dependency, dependent, compute seconds per task): the DAG over task rows."""
     n = len(tasks)
-    dep = records.dependencies
-    src = _lookup(dep["dependency"], tasks.keys)
-    dst = _lookup(dep["key"], tasks.keys)
+    src, dst = tasks.rows["dependency"], tasks.rows["dependent"]
     ok = (src >= 0) & (dst >= 0)
     pair = np.unique(src[ok] * max(n, 1) + dst[ok])
     weight = np.zeros(n)
@@ -573,7 +590,9 @@ def _critical(
     weight: np.ndarray,
 ) -> pd.DataFrame:
     """The critical path (as :func:`metaprov.analysis.critical_path.critical_path`), from the DAG."""
-    path = longest_path(np.arange(len(tasks)), weight, src, dst, method="numpy")
+    # the layers of the graph's drawing come out of the same pass
+    depth = np.zeros(len(tasks), dtype=np.int64)
+    path = longest_path(np.arange(len(tasks)), weight, src, dst, depth=depth)
     rows = np.asarray(path, dtype=np.int64)
     sub = t.iloc[rows]
     dur = weight[rows]
@@ -591,6 +610,7 @@ def _critical(
     )[CRITICAL_COLUMNS]
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     out.attrs["rows"] = rows
+    out.attrs["depth"] = depth
     return out
 
 
@@ -602,6 +622,7 @@ def _graph(
     dst: np.ndarray,
     weight: np.ndarray,
     path: np.ndarray,
+    depth: np.ndarray,
     limit: int,
 ) -> dict[str, Any]:
     """Nodes and edges to draw: every task, or one node per prefix above :data:`GRAPH_TASK_LIMIT`."""
@@ -613,7 +634,7 @@ def _graph(
     nbytes = t["nbytes"].to_numpy(dtype="float64", na_value=np.nan)
     out: dict[str, Any] = {"tasks": n, "edges": len(src), "critical": path}
     if n <= limit:
-        x, y = _layout(n, src, dst, codes)
+        x, y = _layout(depth, codes)
         out.update(
             level="task",
             layout="layers",
@@ -641,7 +662,7 @@ def _graph(
     loop = es == ed
     es, ed, en = es[~loop], ed[~loop], counts[~loop]
     first = np.full(m, np.iinfo(np.int64).max)
-    np.minimum.at(first, codes, _depth(n, src, dst))
+    np.minimum.at(first, codes, depth)
     # Each prefix in the layer where its first task is (the prefix graph may have cycles, e.g.
     # getitem -> stack -> getitem, so it has no layers of its own).
     layer = np.unique(first, return_inverse=True)[1].astype(np.int64)
@@ -738,7 +759,7 @@ def run_view(
         raster, raster_busy = _raster(
             y, ex["left"].to_numpy(), ex["right"].to_numpy(), colors, len(lanes), span, RASTER_BINS
         )
-        keep = np.sort(np.argsort(-ex["duration"].to_numpy(), kind="stable")[:longest_bars])
+        keep = np.sort(_largest(ex["duration"].to_numpy(), longest_bars))
         notes.append(
             f"task stream: {n_ex:,} executions are more than {bar_limit:,}, so each lane is drawn as "
             f"{RASTER_BINS:,} time bins coloured by the prefix that used most of each bin (lighter: "
@@ -814,7 +835,7 @@ def run_view(
     )
     occupancy = pd.DataFrame({"worker": workers, "threads": threads.reindex(workers).to_numpy()})
 
-    top = np.argsort(-ex["duration"].to_numpy(), kind="stable")[:TABLE_ROWS]
+    top = _largest(ex["duration"].to_numpy(), TABLE_ROWS)
     srow = ex.iloc[top]
     slow_src = records.executions.iloc[srow["row"].to_numpy()]
     slowest = pd.DataFrame(
@@ -840,7 +861,17 @@ def run_view(
     io_files, io_pf = _io_files(io, files, tasks) if len(io) else (pd.DataFrame(), pd.DataFrame())
     src, dst, weight = _dag(records, tasks, ex)
     critical = _critical(records, t, tasks, src, dst, weight)
-    graph = _graph(t, tasks, prefixes, src, dst, weight, critical.attrs["rows"], graph_task_limit)
+    graph = _graph(
+        t,
+        tasks,
+        prefixes,
+        src,
+        dst,
+        weight,
+        critical.attrs["rows"],
+        critical.attrs.pop("depth"),
+        graph_task_limit,
+    )
     if graph["level"] == "prefix":
         notes.append(
             f"task graph: {len(tasks):,} tasks are more than {graph_task_limit:,}, so it is drawn "

@@ -443,8 +443,8 @@ class _BackgroundWriter:
     """A binary file whose ``write`` hands the bytes to a thread, so formatting the next block
     overlaps with writing this one to disk.
 
-    At most ``depth`` chunks (one block's text each, ~30 MB at most) wait in the queue, which
-    bounds the extra memory.
+    At most ``depth`` chunks (pieces of a block's text, at most 8 MB each from the row writers)
+    wait in the queue, which bounds the extra memory.
     """
 
     def __init__(self, raw: IO[bytes] | _AlignedFile, depth: int = 4, digest: Any = None) -> None:
@@ -453,7 +453,7 @@ class _BackgroundWriter:
 
         self.raw = raw
         self.digest = digest
-        self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+        self.queue: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="metaprov-writer", daemon=True)
         self.thread.start()
@@ -474,7 +474,9 @@ class _BackgroundWriter:
     def write(self, data: bytes | bytearray | memoryview) -> int:
         if self.error is not None:
             raise self.error
-        chunk = data if isinstance(data, bytes) else bytes(data)
+        # a read-only view is queued as is: its owner does not change the bytes after writing
+        # them (the N-Triples rows hand out views of their text buffer); anything else is copied
+        chunk = data if isinstance(data, bytes) or _readonly(data) else bytes(data)
         self.queue.put(chunk)
         return len(chunk)
 
@@ -493,6 +495,10 @@ class _BackgroundWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _readonly(data: Any) -> bool:
+    return isinstance(data, memoryview) and data.readonly
 
 
 #: Bytes gathered before each write to the file (a multiple of every usual block size).

@@ -224,6 +224,29 @@ def test_every_question_answers_as_on_the_embedded_store(loaded: tuple) -> None:
 
 
 @pytest.mark.realdata
+def test_report_of_the_server_equals_the_embedded_stores(
+    server: str, loaded: tuple, no_credentials: None, tmp_path: Path
+) -> None:
+    pytest.importorskip("bokeh", reason="the report needs the 'report' extra (Bokeh)")
+    from metaprov.report import write_store_report
+
+    _, local, _ = loaded
+    got = write_store_report(tmp_path / "remote.html", endpoint=server + "/query").facts["store"]
+    want = write_store_report(tmp_path / "local.html", store=local).facts["store"]
+    assert len(got["runs"]) == len(REAL_RUNS)
+    assert got["notes"] == want["notes"]
+    for part in ("runs", "prefixes", "slowest"):  # averages: the servers may sum in any order
+        assert len(got[part]) == len(want[part]), part
+        for g, w in zip(got[part], want[part], strict=True):
+            assert g.keys() == w.keys()
+            for k, v in w.items():
+                assert g[k] == (pytest.approx(v, rel=1e-9) if isinstance(v, float) else v), (
+                    part,
+                    k,
+                )
+
+
+@pytest.mark.realdata
 @pytest.mark.parametrize(
     "evil", ['"} UNION {?s ?p ?o}', "') } UNION { ?s ?p ?o } #", 'x" . ?s ?p ?o . #']
 )

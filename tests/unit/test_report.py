@@ -155,3 +155,12 @@ def test_missing_bokeh_names_the_extra(monkeypatch, tmp_path):
     with pytest.raises(FormatError, match=r"metaprov\[report\]"):
         write_report([EXAMPLE], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_largest_is_the_stable_sort_without_sorting_everything():
+    from metaprov.report.views import _largest
+
+    rng = np.random.default_rng(1)
+    for v in (rng.integers(0, 50, 5000).astype(float), rng.random(5000)):  # ties, no ties
+        for k in (0, 1, 50, 4999, 5000, 6000):
+            assert list(_largest(v, k)) == list(np.argsort(-v, kind="stable")[:k]), k
