@@ -260,7 +260,13 @@ def _build(
     script: Path | None,
     result: CrateResult,
 ) -> tuple[Any, list[Any]]:
-    from metaprov.crate.builder import CrateBuilder, RunPart, folder_name, record_digests
+    from metaprov.crate.builder import (
+        CrateBuilder,
+        RunPart,
+        folder_name,
+        record_digests,
+        render_report,
+    )
     from metaprov.crate.exports import write_exports
     from metaprov.crate.figures import run_figures
     from metaprov.crate.package import owned_ids, remove_entities
@@ -272,6 +278,7 @@ def _build(
     parts = []
     seen: set[str] = set()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metaprov-crate-sha256")
+    drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metaprov-crate-report")
     for path in paths:
         # the record files are hashed in the background (hashlib releases the GIL) while the
         # run is read, mapped and written
@@ -286,6 +293,8 @@ def _build(
         part = RunPart(str(path), graph, run_figures(graph), digests=digests)
         part.folder = folder_name(str(path), graph.run_id)
         (staging / part.folder).mkdir(parents=True, exist_ok=True)
+        if report:  # drawn from the records while the PROV files are written
+            part.report = drawing.submit(render_report, graph.records, str(path))
         part.prov, part.notes = write_exports(graph, staging / part.folder, formats)
         graph.release_context()
         builder.add_run(part)
@@ -300,6 +309,7 @@ def _build(
             }
         )
     pool.shutdown()
+    drawing.shutdown()
     return builder, parts
 
 

@@ -94,6 +94,29 @@ def record_digests(run: str | Path, *, hash: bool = True) -> dict[str, tuple[int
     return out
 
 
+def render_report(records: Any, path: str) -> str | None:
+    """The HTML text of the report of ``records`` (read and linked), or None with a warning
+    when Bokeh (the ``report`` extra) is missing or the page cannot be drawn. Only reads the
+    records, so it may run in a thread while the PROV files are written."""
+    from metaprov.errors import FormatError, MetaprovError
+    from metaprov.report import render, require_bokeh
+
+    try:
+        require_bokeh()
+    except FormatError as exc:
+        log.warning("%s: no HTML report in the crate: %s (%s)", path, exc, exc.hint)
+        return None
+    from metaprov.analysis.summary import summarize
+    from metaprov.report.views import run_view
+
+    try:
+        text, _facts = render([run_view(records, summarize(records))])
+    except MetaprovError as exc:
+        log.warning("%s: no HTML report in the crate: %s", path, exc)
+        return None
+    return text
+
+
 @dataclass
 class RunPart:
     """One run going into the crate."""
@@ -106,6 +129,8 @@ class RunPart:
     notes: list[str] = field(default_factory=list)
     #: a future of :func:`record_digests` (None: hash while copying, with include_inputs)
     digests: Any = None
+    #: a future of :func:`render_report` (None: drawn when the run is added)
+    report: Any = None
 
 
 class CrateBuilder:
@@ -655,31 +680,18 @@ class CrateBuilder:
     def _add_report(self, run: RunPart, action: Any) -> None:
         """The run's HTML report as its human-readable view: ``report.html`` in the run's
         folder, drawn by :mod:`metaprov.report` from the records the crate has already read
-        and linked (the run is not read a second time).
-
-        Without Bokeh (the ``report`` extra) nothing is added, the log says why, and the
-        preview is the readable view.
+        and linked (the run is not read a second time; see :func:`render_report`).
         """
         if not self.with_report:
             return
-        from metaprov.errors import FormatError, MetaprovError
-        from metaprov.report import render, require_bokeh
-
-        try:
-            require_bokeh()
-        except FormatError as exc:
-            log.warning("%s: no HTML report in the crate: %s (%s)", run.path, exc, exc.hint)
+        text = (
+            run.report.result()
+            if run.report is not None
+            else render_report(run.graph.records, run.path)
+        )
+        if text is None:
             return
-        from metaprov.analysis.summary import summarize
-        from metaprov.report.views import run_view
-
-        records = run.graph.records
         rel = run.folder + "report.html"
-        try:
-            text, _facts = render([run_view(records, summarize(records))])
-        except MetaprovError as exc:
-            log.warning("%s: no HTML report in the crate: %s", run.path, exc)
-            return
         (self.staging / rel).write_bytes(text.encode("utf-8"))
         size, digest = file_digest(self.staging / rel)
         f = self._file(
