@@ -26,6 +26,21 @@ log = logging.getLogger("metaprov")
 _QUAD_FORMATS = ("N_QUADS", "TRIG")
 
 
+def ox_format(name: str) -> Any | None:
+    """pyoxigraph's ``RdfFormat`` for a metaprov format name (``metaprov.write.get_format``),
+    or None for a syntax Oxigraph does not parse (PROV-N, PROV-JSON, PROV-XML)."""
+    import pyoxigraph as ox
+
+    return {
+        "turtle": ox.RdfFormat.TURTLE,
+        "ntriples": ox.RdfFormat.N_TRIPLES,
+        "nquads": ox.RdfFormat.N_QUADS,
+        "trig": ox.RdfFormat.TRIG,
+        "json-ld": ox.RdfFormat.JSON_LD,
+        "rdf-xml": ox.RdfFormat.RDF_XML,
+    }.get(name)
+
+
 def _rdf_format(path: Path, format: str | None) -> Any:
     import pyoxigraph as ox
 
@@ -37,20 +52,13 @@ def _rdf_format(path: Path, format: str | None) -> Any:
         from metaprov.write import get_format
 
         name = get_format(format).name
-        mapping = {
-            "turtle": ox.RdfFormat.TURTLE,
-            "ntriples": ox.RdfFormat.N_TRIPLES,
-            "nquads": ox.RdfFormat.N_QUADS,
-            "trig": ox.RdfFormat.TRIG,
-            "json-ld": ox.RdfFormat.JSON_LD,
-            "rdf-xml": ox.RdfFormat.RDF_XML,
-        }
-        if name not in mapping:
+        fmt = ox_format(name)
+        if fmt is None:
             raise UsageError(
                 f"cannot load {name} files into a store",
                 hint="export to N-Quads, N-Triples or Turtle",
             )
-        return mapping[name]
+        return fmt
     suffix = path.suffix.lstrip(".").lower()
     fmt = ox.RdfFormat.from_extension(suffix) if suffix else None
     if suffix == "json":

@@ -573,16 +573,12 @@ def _progress(total: int, enabled: bool) -> Any:
 
 
 def _ox_format(name: str) -> Any:
-    import pyoxigraph as ox
+    from metaprov.store.files import ox_format
 
-    return {
-        "turtle": ox.RdfFormat.TURTLE,
-        "ntriples": ox.RdfFormat.N_TRIPLES,
-        "nquads": ox.RdfFormat.N_QUADS,
-        "trig": ox.RdfFormat.TRIG,
-        "json-ld": ox.RdfFormat.JSON_LD,
-        "rdf-xml": ox.RdfFormat.RDF_XML,
-    }[name]
+    fmt = ox_format(name)
+    if fmt is None:
+        raise KeyError(name)
+    return fmt
 
 
 def _as_ntriples(source: Any, format: str | None) -> tuple[str, bytes | None, Path | None, Any]:
