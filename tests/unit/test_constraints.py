@@ -55,7 +55,7 @@ def test_every_rule_is_a_query_naming_its_rule() -> None:
     assert "<https://w3id.org/metaprov/ns#TaskExecution>" in classes_below(PROV + "Activity")
 
 
-@pytest.mark.parametrize("engine", ["shacl", "sparql"])
+@pytest.mark.parametrize("engine", ["shacl", "sparql", "columnar"])
 def test_broken_copies_fail_with_their_rule(engine: str, nt: Path) -> None:
     assert validate(nt, engine=engine).conforms
     execution = _iri(nt, re.escape(A_EXEC[:-1]))

@@ -13,7 +13,7 @@ from metaprov.mapping import to_prov
 from metaprov.validate import validate
 from metaprov.write import write
 
-ENGINES = ["shacl", "sparql"]
+ENGINES = ["shacl", "sparql", "columnar"]
 
 
 @pytest.fixture()
@@ -165,11 +165,17 @@ def test_bad_arguments(tmp_path: Path) -> None:
         validate(garbage)
 
 
-def test_large_graphs_switch_to_sparql(monkeypatch: pytest.MonkeyPatch, nt: Path) -> None:
+def test_large_graphs_switch_to_columnar(monkeypatch: pytest.MonkeyPatch, nt: Path) -> None:
     from metaprov import validate as vmod
 
     monkeypatch.setattr(vmod, "SHACL_LIMIT", 10)
     report = validate(nt)
-    assert report.engine == "sparql"
+    assert report.engine == "columnar"
     assert report.conforms
-    assert any("SPARQL" in n for n in report.notes)
+    assert any("engine columnar" in n and "more than pyshacl's limit" in n for n in report.notes)
+    # another syntax above the limit: parsed by Oxigraph, then read column-wise
+    ttl = nt.with_suffix(".ttl")
+    write(to_prov(tiny_records(), detail="transitions"), ttl)
+    report = validate(ttl)
+    assert (report.engine, report.conforms) == ("columnar", True)
+    assert any("converted to N-Triples" in n for n in report.notes)
