@@ -540,7 +540,9 @@ def validate(
             from metaprov.validate import columnar
 
             dumped = Path(tmp) / "dump.nt"
-            store.dump(output=str(dumped), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+            store.dump(
+                output=str(dumped), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph()
+            )
             del store
             graph = columnar.read(dumped, label=label)
             report = _validate_columnar(graph, label, engine, progress)

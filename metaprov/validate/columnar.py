@@ -602,9 +602,11 @@ _EXPLICIT: dict[str, Check] = {
         g.multi(TE, "mp:partOfRun"),
     ),
     "SELECT DISTINCT ?f WHERE { ?x prov:qualifiedAssociation ?f . "
-    "MINUS { ?f prov:agent ?a } }": lambda g: g.p("prov:qualifiedAssociation")
-    .select(f="o")
-    .join(g.p("prov:agent").select(f="s"), on="f", how="anti"),
+    "MINUS { ?f prov:agent ?a } }": lambda g: (
+        g.p("prov:qualifiedAssociation")
+        .select(f="o")
+        .join(g.p("prov:agent").select(f="s"), on="f", how="anti")
+    ),
     "SELECT ?f WHERE { ?f a mp:Thread . MINUS { ?f prov:actedOnBehalfOf ?p . "
     "?p a mp:WorkerProcess } }": lambda g: g.typed("mp:Thread").join(
         _with_typed_object(g, "prov:actedOnBehalfOf", ("mp:WorkerProcess",)), on="f", how="anti"
@@ -649,10 +651,9 @@ _EXPLICIT: dict[str, Check] = {
         g, g.typed("mp:IOActivity"), "f", TE, "mp:ProcessActivity"
     ),
     "SELECT DISTINCT ?f WHERE { ?a prov:qualifiedUsage ?f . ?b prov:qualifiedUsage ?f . "
-    "FILTER(?a != ?b) }": lambda g: g.p("prov:qualifiedUsage")
-    .unique()
-    .filter(pl.len().over("o") > 1)
-    .select(f="o"),
+    "FILTER(?a != ?b) }": lambda g: (
+        g.p("prov:qualifiedUsage").unique().filter(pl.len().over("o") > 1).select(f="o")
+    ),
     "SELECT ?f WHERE { { ?f a mp:IOUsage ; mp:readCount ?c . FILTER(?c < 1) } UNION "
     "{ ?f a mp:IOUsage ; mp:bytesRead ?b . FILTER(?b < 0) } }": lambda g: _union(
         g.below(g.of("mp:IOUsage", "mp:readCount"), "o", 1),
@@ -675,26 +676,22 @@ _EXPLICIT: dict[str, Check] = {
         ("linked", "process", "ambiguous", "unlinked"),
     ),
     "SELECT ?f WHERE { ?f a mp:FileVersion ; prov:wasGeneratedBy ?a . "
-    "MINUS { ?a a mp:TaskExecution } MINUS { ?a a mp:ProcessActivity } }": lambda g: (
-        _not_typed_as(
-            g, g.of("mp:FileVersion", "prov:wasGeneratedBy", "a"), "a", TE, "mp:ProcessActivity"
-        )
+    "MINUS { ?a a mp:TaskExecution } MINUS { ?a a mp:ProcessActivity } }": lambda g: _not_typed_as(
+        g, g.of("mp:FileVersion", "prov:wasGeneratedBy", "a"), "a", TE, "mp:ProcessActivity"
     ),
     "SELECT ?f WHERE { ?f a mp:IOGeneration ; prov:activity ?a . "
-    "MINUS { ?a a mp:TaskExecution } MINUS { ?a a mp:ProcessActivity } }": lambda g: (
-        _not_typed_as(
-            g, g.of("mp:IOGeneration", "prov:activity", "a"), "a", TE, "mp:ProcessActivity"
-        )
+    "MINUS { ?a a mp:TaskExecution } MINUS { ?a a mp:ProcessActivity } }": lambda g: _not_typed_as(
+        g, g.of("mp:IOGeneration", "prov:activity", "a"), "a", TE, "mp:ProcessActivity"
     ),
     "SELECT ?f WHERE { ?f a mp:IOGeneration ; mp:writeCount ?c . FILTER(?c < 1) }": lambda g: (
         g.below(g.of("mp:IOGeneration", "mp:writeCount"), "o", 1)
     ),
     "SELECT ?f WHERE { ?f a mp:IOSegment . MINUS { ?f mp:aggregatedBy ?u . ?u a mp:IOUsage } "
-    "MINUS { ?f mp:aggregatedBy ?u . ?u a mp:IOGeneration } }": lambda g: g.typed(
-        "mp:IOSegment"
-    )
-    .join(_with_typed_object(g, "mp:aggregatedBy", ("mp:IOUsage",)), on="f", how="anti")
-    .join(_with_typed_object(g, "mp:aggregatedBy", ("mp:IOGeneration",)), on="f", how="anti"),
+    "MINUS { ?f mp:aggregatedBy ?u . ?u a mp:IOGeneration } }": lambda g: (
+        g.typed("mp:IOSegment")
+        .join(_with_typed_object(g, "mp:aggregatedBy", ("mp:IOUsage",)), on="f", how="anti")
+        .join(_with_typed_object(g, "mp:aggregatedBy", ("mp:IOGeneration",)), on="f", how="anti")
+    ),
     "SELECT ?f WHERE { ?f a mp:IOSegment ; mp:linkClock ?c . "
     'FILTER(?c NOT IN ("worker-hook", "worker-exact", "scheduler", "thread-order")) }': lambda g: (
         g.not_in(
@@ -704,19 +701,15 @@ _EXPLICIT: dict[str, Check] = {
         )
     ),
     # PROV sanity checks
-    "SELECT DISTINCT ?f WHERE { ?a prov:used ?f . MINUS { ?f a ?t } }": lambda g: g.p("prov:used")
-    .select(f="o")
-    .join(g.anytyped(), on="f", how="anti"),
-    "SELECT DISTINCT ?f WHERE { ?e prov:wasGeneratedBy ?f . MINUS { ?f a ?t } }": lambda g: g.p(
-        "prov:wasGeneratedBy"
-    )
-    .select(f="o")
-    .join(g.anytyped(), on="f", how="anti"),
-    "SELECT DISTINCT ?f WHERE { ?a prov:wasAssociatedWith ?f . MINUS { ?f a ?t } }": lambda g: g.p(
-        "prov:wasAssociatedWith"
-    )
-    .select(f="o")
-    .join(g.anytyped(), on="f", how="anti"),
+    "SELECT DISTINCT ?f WHERE { ?a prov:used ?f . MINUS { ?f a ?t } }": lambda g: (
+        g.p("prov:used").select(f="o").join(g.anytyped(), on="f", how="anti")
+    ),
+    "SELECT DISTINCT ?f WHERE { ?e prov:wasGeneratedBy ?f . MINUS { ?f a ?t } }": lambda g: (
+        g.p("prov:wasGeneratedBy").select(f="o").join(g.anytyped(), on="f", how="anti")
+    ),
+    "SELECT DISTINCT ?f WHERE { ?a prov:wasAssociatedWith ?f . MINUS { ?f a ?t } }": lambda g: (
+        g.p("prov:wasAssociatedWith").select(f="o").join(g.anytyped(), on="f", how="anti")
+    ),
 }
 
 
@@ -858,7 +851,9 @@ def focus_values(ids: pl.Series) -> list[str]:
         elif term.startswith("_:"):
             out.append(term[2:])
         else:  # a literal: its value, escapes decoded
-            parsed = next(iter(ox.parse(f"<x:s> <x:p> {term} .".encode(), format=ox.RdfFormat.N_TRIPLES)))
+            parsed = next(
+                iter(ox.parse(f"<x:s> <x:p> {term} .".encode(), format=ox.RdfFormat.N_TRIPLES))
+            )
             out.append(parsed.object.value)
     return out
 
