@@ -722,10 +722,12 @@ def export_cmd(
 )
 @click.option(
     "--engine",
-    type=click.Choice(["auto", "shacl", "sparql"]),
+    type=click.Choice(["auto", "shacl", "sparql", "columnar"]),
     default="auto",
     show_default=True,
-    help="pyshacl (small exports) or SPARQL checks (any size); auto picks by size.",
+    help="pyshacl (small exports), columnar joins over the triples (any size, fastest) or "
+    "SPARQL queries in Oxigraph (any size, the reference); auto: pyshacl up to 300,000 "
+    "triples, columnar above.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
@@ -740,9 +742,14 @@ def validate_cmd(
     naming each rule and example nodes, and which engine ran and why; exits with code 5 when
     anything is violated. A progress bar shows on a terminal (-q hides it).
 
+    Above 300,000 triples the columnar engine runs the same checks as table joins over the
+    triples, read straight from N-Triples/N-Quads (other syntaxes are converted first): an
+    export of 10^6 tasks (~35 M triples) in a few minutes.
+
     \b
     Example:
       metaprov validate run.ttl
+      metaprov validate big.nt --engine columnar
     """
     from metaprov.errors import ValidationError
     from metaprov.validate import validate
