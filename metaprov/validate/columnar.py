@@ -60,6 +60,7 @@ _FAST_NQ = rf"^{_NODE} {_IRI} (?:{_NODE}|{_LIT})(?: {_NODE})? \.$"
 _OBJECT_NQ = r'^(<[^>]*>|_:[^ ]+|"[^"]*"(?:\^\^<[^>]*>|@[a-z0-9-]+)?)'
 _STRING_DT = f"^^<{XSD_NS}string>"
 _HOUR_NS = 3_600_000_000_000
+_KINDS = pl.Enum(["node", "num", "dt", "bool", "str", "lang", "xsd", "unknown"])
 
 _INTEGER_TYPES = {
     XSD_NS + t
@@ -267,7 +268,8 @@ class Graph:
         for c, sup in classes:
             self._below.setdefault(f"<{sup}>", set()).add(f"<{c}>")
         self.types = self.p(RDF_TYPE).rename({"o": "c"})
-        self._info: dict[str, pl.DataFrame] = {}
+        self._facts: pl.DataFrame | None = None
+        self._typed: dict[tuple[str, ...], pl.DataFrame] = {}
 
     # -- access
     def pairs(self, rows: list[tuple[str, str]], a: str, b: str) -> pl.DataFrame:
@@ -289,28 +291,45 @@ class Graph:
         names = [cls] if isinstance(cls, str) else list(cls)
         asked = [n if n.startswith("<") else _iri(n) for n in names]
         iris = sorted({*asked, *(c for a in asked for c in self._below.get(a, ()))})
-        ids = pl.DataFrame({"c": iris}, schema={"c": pl.String}).cast({"c": self.cat})
-        return self.types.join(ids, on="c", how="semi").select(pl.col("s").alias(col)).unique()
+        key = tuple(iris)
+        if key not in self._typed:
+            ids = pl.DataFrame({"c": iris}, schema={"c": pl.String}).cast({"c": self.cat})
+            self._typed[key] = self.types.join(ids, on="c", how="semi").select(f="s").unique()
+        return self._typed[key].rename({"f": col})
 
     def anytyped(self, col: str = "f") -> pl.DataFrame:
-        return self.types.select(pl.col("s").alias(col)).unique()
+        """Nodes with any type."""
+        if () not in self._typed:
+            self._typed[()] = self.types.select(f="s").unique()
+        return self._typed[()].rename({"f": col})
 
     def info(self, ids: pl.Series) -> pl.DataFrame:
         """Per term id: kind, literal category (num/dt/bool/str/lang/xsd/unknown), value."""
         u = ids.unique().drop_nulls()
         text = u.cast(pl.String)
         df = pl.DataFrame({"id": u, "t": text})
-        parts = text.str.extract_groups(r'^"(.*)"(?:\^\^<([^>]*)>|@([a-z0-9-]+))?$')
+        # canonical terms: "lex", "lex"^^<datatype> or "lex"@lang (quotes inside lex escaped)
+        t = pl.col("t")
         df = df.with_columns(
-            lex=parts.struct.field("1"),
-            dt=pl.when(parts.struct.field("2").is_not_null())
-            .then(parts.struct.field("2"))
-            .when(parts.struct.field("3").is_not_null())
+            lit=t.str.starts_with('"'),
+            dtype=t.str.extract(r'"\^\^<([^>]*)>$', 1),
+            lang=t.str.extract(r'"@([a-z0-9-]+)$', 1),
+        )
+        tail = (
+            pl.when(pl.col("dtype").is_not_null())
+            .then(pl.col("dtype").str.len_chars() + 4)
+            .when(pl.col("lang").is_not_null())
+            .then(pl.col("lang").str.len_chars() + 1)
+            .otherwise(0)
+        )
+        df = df.with_columns(
+            lex=pl.when(pl.col("lit")).then(t.str.slice(1, t.str.len_chars() - 2 - tail)),
+            dt=pl.when(pl.col("dtype").is_not_null())
+            .then(pl.col("dtype"))
+            .when(pl.col("lang").is_not_null())
             .then(pl.lit(_LANG_STRING))
             .otherwise(pl.lit(XSD_NS + "string")),
-        ).with_columns(
-            lit=pl.col("t").str.starts_with('"'),
-        )
+        ).drop("dtype", "lang")
         dt, lex = pl.col("dt"), pl.col("lex")
         num_ok = (
             (dt.is_in(list(_INTEGER_TYPES)) & lex.str.contains(_RE_INTEGER))
@@ -326,7 +345,7 @@ class Graph:
         )
         naive = lex.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="ns", strict=False)
         df = df.with_columns(
-            cat=pl.when(~pl.col("lit"))
+            kind=pl.when(~pl.col("lit"))
             .then(pl.lit("node"))
             .when(is_num)
             .then(pl.lit("num"))
@@ -359,20 +378,26 @@ class Graph:
             .cast(pl.Int64)
         )
         df = df.with_columns(
-            valid=pl.when(pl.col("cat") == "num")
+            valid=pl.when(pl.col("kind") == "num")
             .then(pl.col("num").is_not_null())
-            .when(pl.col("cat") == "dt")
+            .when(pl.col("kind") == "dt")
             .then(pl.col("inst").is_not_null())
-            .when(pl.col("cat") == "bool")
+            .when(pl.col("kind") == "bool")
             .then(pl.col("bool").is_not_null())
             .otherwise(True)
         )
-        return df.drop("t", "dt")
+        return df.drop("t", "dt", "lit").cast({"kind": _KINDS})
 
     def with_info(self, df: pl.DataFrame, col: str) -> pl.DataFrame:
-        """``df`` with the term facts of column ``col`` as ``col_<fact>`` columns."""
-        info = self.info(df.get_column(col))
-        info = info.rename({c: f"{col}_{c}" for c in info.columns if c != "id"})
+        """``df`` with the term facts of column ``col`` as ``col_<fact>`` columns (each term's
+        facts are worked out once and kept for the next check)."""
+        ids = df.select(id=col).unique()
+        if self._facts is not None:
+            ids = ids.join(self._facts.select("id"), on="id", how="anti")
+        if len(ids) or self._facts is None:
+            new = self.info(ids.get_column("id"))
+            self._facts = new if self._facts is None else pl.concat([self._facts, new])
+        info = self._facts.rename({c: f"{col}_{c}" for c in self._facts.columns if c != "id"})
         return df.join(info, left_on=col, right_on="id", how="left")
 
     # -- SPARQL operators, vectorised
@@ -383,7 +408,7 @@ class Graph:
             return df
         keep = df.columns
         df = self.with_info(self.with_info(df, a), b)
-        ca, cb = pl.col(f"{a}_cat"), pl.col(f"{b}_cat")
+        ca, cb = pl.col(f"{a}_kind"), pl.col(f"{b}_kind")
         va, vb = pl.col(f"{a}_valid"), pl.col(f"{b}_valid")
         by_value = (
             pl.when((ca == "node") | (cb == "node"))
@@ -413,7 +438,7 @@ class Graph:
             return df
         keep = df.columns
         df = self.with_info(self.with_info(df, a), b)
-        ca, cb = pl.col(f"{a}_cat"), pl.col(f"{b}_cat")
+        ca, cb = pl.col(f"{a}_kind"), pl.col(f"{b}_kind")
         ia, ib = pl.col(f"{a}_inst"), pl.col(f"{b}_inst")
         za, zb = pl.col(f"{a}_tz"), pl.col(f"{b}_tz")
         slack = 14 * _HOUR_NS
@@ -445,7 +470,7 @@ class Graph:
             return df
         keep = df.columns
         df = self.with_info(df, col)
-        cond = (pl.col(f"{col}_cat") == "num") & (pl.col(f"{col}_num") < limit)
+        cond = (pl.col(f"{col}_kind") == "num") & (pl.col(f"{col}_num") < limit)
         return df.filter(cond.fill_null(False)).select(keep)
 
     def not_in(self, df: pl.DataFrame, col: str, values: tuple[str, ...]) -> pl.DataFrame:
@@ -454,7 +479,7 @@ class Graph:
             return df
         keep = df.columns
         df = self.with_info(df, col)
-        c = pl.col(f"{col}_cat")
+        c = pl.col(f"{col}_kind")
         cond = (
             pl.when(c == "str")
             .then(~pl.col(f"{col}_lex").is_in(list(values)))
@@ -839,8 +864,8 @@ def _utc_time(g: Graph) -> pl.DataFrame:
     rows = g.with_info(rows, "o")
     # !isLITERAL || DATATYPE != xsd:dateTime || TZ != "Z"; an invalid dateTime errs (no row)
     bad = (
-        (pl.col("o_cat") == "node")
-        | (pl.col("o_cat") != "dt")
+        (pl.col("o_kind") == "node")
+        | (pl.col("o_kind") != "dt")
         | (pl.col("o_valid") & ~pl.col("o_utc").fill_null(False))
     )
     return rows.filter(bad).select("f")
