@@ -4,17 +4,21 @@ Input: an export file in any supported format, a run directory, RunRecords or a 
 Output: a :class:`ValidationReport` (conforms or not, every violation with its focus node and
 message, readable text).
 
-Two engines check the same constraints:
+Three engines check the same constraints:
 
 - ``shacl``: pyshacl with the shapes (no inference: the export states every class it uses), up to
   :data:`SHACL_LIMIT` triples (pyshacl holds everything in an rdflib graph: ~1 KB per triple and
   ~20-50 k triples/s);
-- ``sparql``: the constraints as SPARQL queries over an embedded Oxigraph store, for anything
-  larger (the default above the limit; ``engine="sparql"`` forces it).
+- ``columnar``: every check below as joins over the export's triples read column-wise
+  (:mod:`metaprov.validate.columnar`; no triple store), the default above the limit;
+- ``sparql``: the constraints as SPARQL queries over an embedded Oxigraph store (the reference
+  the columnar engine is tested against; ``engine="sparql"``).
 
 The PROV sanity checks (no activity ends before it starts; whatever is used, generated or
-associated is described) always run as SPARQL. PROV-N/PROV-JSON/PROV-XML files are checked by
-parsing them back through ``prov`` and the same sanity rules on the PROV-DM document.
+associated is described) and the PROV-CONSTRAINTS rules run whatever the engine (as SPARQL with
+``shacl``/``sparql``, as their columnar twins with ``columnar``). PROV-N/PROV-JSON/PROV-XML files
+are checked by parsing them back through ``prov`` and the same sanity rules on the PROV-DM
+document.
 """
 
 from __future__ import annotations
@@ -482,8 +486,8 @@ def validate(
         source: an export file, a run directory (exported in memory first), RunRecords or a
             ProvGraph.
         format: the file's format when its suffix does not tell (same names as ``export``).
-        engine: ``auto`` (pyshacl up to :data:`SHACL_LIMIT` triples, SPARQL above), ``shacl`` or
-            ``sparql``; the report's notes say which ran and why.
+        engine: ``auto`` (pyshacl up to :data:`SHACL_LIMIT` triples, columnar above),
+            ``shacl``, ``columnar`` or ``sparql``; the report's notes say which ran and why.
         progress: show a progress bar over the checks (stderr).
 
     Returns:
