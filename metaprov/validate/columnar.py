@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from metaprov.errors import InputError
 from metaprov.mapping.terms import PROV_NS, RDF_NS, VOCAB, XSD_NS
 from metaprov.validate import constraints
+from metaprov.validate.checks import PROV_CHECKS, SPARQL_CHECKS
 
 #: Bytes read per step (cut at the last newline): larger chunks cost memory, not speed.
 CHUNK_BYTES = 16 << 20
@@ -89,8 +90,6 @@ def _iri(curie: str) -> str:
 def needed_predicates() -> tuple[str, ...]:
     """Predicates (N-Triples IRIs) the checks read: those the queries name, the time
     predicates and every sub-property of them in the ontology."""
-    from metaprov.validate import PROV_CHECKS, SPARQL_CHECKS
-
     names = {RDF_TYPE, *constraints.TIME_PREDICATES}
     for _, query, _ in SPARQL_CHECKS + PROV_CHECKS + constraints.checks():
         names |= {_iri(c) for c in re.findall(r"\b(?:mp|prov):\w+", query)}
@@ -874,8 +873,6 @@ def _utc_time(g: Graph) -> pl.DataFrame:
 @cache
 def twins() -> dict[str, Check]:
     """The columnar implementation of every check, keyed by the check's SPARQL query."""
-    from metaprov.validate import PROV_CHECKS, SPARQL_CHECKS
-
     out: dict[str, Check] = {}
     for _, query, _ in SPARQL_CHECKS + PROV_CHECKS:
         impl = _EXPLICIT.get(query) or _template(query)
