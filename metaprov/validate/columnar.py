@@ -45,7 +45,7 @@ from metaprov.validate.checks import PROV_CHECKS, SPARQL_CHECKS
 
 #: Bytes read per step (cut at the last newline): larger chunks cost memory, not speed.
 CHUNK_BYTES = 16 << 20
-#: Chunks parsed at once (threads; polars runs without the GIL).
+#: Chunks parsed at once (lazy queries collected together, in parallel outside the GIL).
 THREADS = 2
 
 _PREFIX = {"mp": VOCAB, "prov": PROV_NS, "rdf": RDF_NS, "xsd": XSD_NS}
@@ -170,74 +170,70 @@ def _slow(rows: pl.DataFrame, label: str, quads: bool) -> pl.DataFrame:
     return pl.DataFrame(out, schema={"s": pl.String, "p": pl.String, "o": pl.String})
 
 
-def _parse(
-    buf: bytes, line0: int, label: str, quads: bool, cat: Any
-) -> tuple[int, list[tuple[str, pl.DataFrame]]]:
-    """One chunk: (statements in it, [(predicate, (s, o) frame)] of the needed predicates)."""
+def _plan(lines: pl.Series, line0: int, quads: bool, cat: Any) -> list[pl.LazyFrame]:
+    """One chunk's work, as two lazy queries: the canonical lines' (s, p, o) of the needed
+    predicates, terms encoded; and the other lines (number, text) for :func:`_slow`."""
     needed = needed_predicates()
-    lines = _lines(buf, label, line0)
-    df = pl.DataFrame(lines).with_row_index("n", offset=line0 + 1)
-    del lines
-    df = df.with_columns(pl.col("l").str.strip_suffix("\r")).filter(pl.col("l").str.len_bytes() > 0)
-    ok = df.get_column("l").str.contains(_FAST_NQ if quads else _FAST_NT)
-    slow = _slow(df.filter(~ok), label, quads)
-    spo = (
-        df.filter(ok)
+    lf = (
+        pl.DataFrame(lines)
+        .lazy()
+        .with_row_index("n", offset=line0 + 1)
+        .with_columns(pl.col("l").str.strip_suffix("\r"))
+        .with_columns(ok=pl.col("l").str.contains(_FAST_NQ if quads else _FAST_NT))
+    )
+    obj = pl.col("r").str.extract(_OBJECT_NQ, 1) if quads else pl.col("r").str.head(-2)
+    fast = (
+        lf.filter("ok")
         .select(pl.col("l").str.splitn(" ", 3).struct.rename_fields(["s", "p", "r"]))
         .unnest("l")
-    )
-    del df
-    statements = len(spo) + len(slow)
-    obj = pl.col("r").str.extract(_OBJECT_NQ, 1) if quads else pl.col("r").str.head(-2)
-    spo = spo.filter(pl.col("p").is_in(needed)).select("s", "p", o=obj)
-    out = []
-    for part in (spo, slow.filter(pl.col("p").is_in(needed))):
-        if not len(part):
-            continue
-        coded = part.select(
-            pl.col("s").cast(cat), "p", pl.col("o").str.strip_suffix(_STRING_DT).cast(cat)
+        .filter(pl.col("p").is_in(needed))
+        .select(
+            pl.col("s").cast(cat),
+            pl.col("p").cast(pl.Enum(needed)),
+            obj.str.strip_suffix(_STRING_DT).cast(cat).alias("o"),
         )
-        out += [
-            (key, frame.drop("p"))
-            for (key,), frame in coded.partition_by("p", as_dict=True).items()
-        ]
-    return statements, out
+    )
+    return [fast, lf.filter(~pl.col("ok")).select("n", "l")]
 
 
 def read(source: Path | bytes, *, quads: bool = False, label: str = "") -> Graph:
     """Read an N-Triples (or N-Quads, graph names dropped) export into a :class:`Graph`.
 
-    Chunks are parsed two at a time (polars releases the GIL); results are taken in file order,
-    so the first malformed line in the file is the one reported.
+    :data:`THREADS` chunks at a time are run as lazy queries collected together (in parallel,
+    outside the GIL); lines off the canonical path are parsed in file order, so the first
+    malformed line in the file is the one reported.
     """
-    from concurrent.futures import Future, ThreadPoolExecutor
-
     label = label or (str(source) if isinstance(source, Path) else "N-Triples")
+    needed = needed_predicates()
     cat = pl.Categorical(pl.Categories.random())
     parts: dict[str, list[pl.DataFrame]] = {}
     statements = 0
-    pending: list[Future] = []
-
-    def take(fut: Future) -> None:
-        nonlocal statements
-        n, frames = fut.result()
-        statements += n
-        for key, frame in frames:
-            parts.setdefault(key, []).append(frame)
-
     line0 = 0
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        try:
-            for buf in _chunks(source):
-                pending.append(pool.submit(_parse, buf, line0, label, quads, cat))
-                line0 += buf.count(b"\n")
-                while len(pending) >= THREADS:
-                    take(pending.pop(0))
-            while pending:
-                take(pending.pop(0))
-        finally:
-            for fut in pending:
-                fut.cancel()
+    batch: list[tuple[int, pl.Series]] = []
+
+    def run() -> None:
+        nonlocal statements
+        plans = [q for n0, lines in batch for q in _plan(lines, n0, quads, cat)]
+        done = pl.collect_all(plans)
+        for (_n0, lines), fast, odd in zip(batch, done[::2], done[1::2], strict=True):
+            slow = _slow(odd, label, quads)
+            statements += len(lines) - len(odd) + len(slow)
+            slow = slow.filter(pl.col("p").is_in(needed)).select(
+                pl.col("s").cast(cat),
+                pl.col("p").cast(pl.Enum(needed)),
+                pl.col("o").str.strip_suffix(_STRING_DT).cast(cat),
+            )
+            for part in (fast, slow):
+                for (key,), frame in part.partition_by("p", as_dict=True).items():
+                    parts.setdefault(key, []).append(frame.drop("p"))
+        batch.clear()
+
+    for buf in _chunks(source):
+        batch.append((line0, _lines(buf, label, line0)))
+        line0 += buf.count(b"\n")
+        if len(batch) >= THREADS:
+            run()
+    run()
     props = {key: pl.concat(frames) for key, frames in parts.items()}
     parts.clear()
     return Graph(props, cat, statements)
