@@ -178,4 +178,4 @@ def test_large_graphs_switch_to_columnar(monkeypatch: pytest.MonkeyPatch, nt: Pa
     write(to_prov(tiny_records(), detail="transitions"), ttl)
     report = validate(ttl)
     assert (report.engine, report.conforms) == ("columnar", True)
-    assert any("converted to N-Triples" in n for n in report.notes)
+    assert any("converted to N-Quads" in n for n in report.notes)
