@@ -94,13 +94,14 @@ def test_broken_copies_fail_with_their_rule(engine: str, nt: Path) -> None:
         assert rule in report.text()
 
 
-def test_a_metaprov_entity_class_on_an_activity_is_caught(nt: Path) -> None:
+@pytest.mark.parametrize("engine", ["sparql", "columnar"])
+def test_a_metaprov_entity_class_on_an_activity_is_caught(engine: str, nt: Path) -> None:
     execution = _iri(nt, re.escape(A_EXEC[:-1]))
     line = (
         f"{execution} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> "
         "<https://w3id.org/metaprov/ns#DataChunk> ."
     )
-    report = validate(_broken(nt, lines=[line]), engine="sparql")
+    report = validate(_broken(nt, lines=[line]), engine=engine)
     assert "prov:entity-activity-disjoint" in {v.shape for v in report.violations}
 
 
