@@ -50,7 +50,6 @@ THREADS = 2
 
 _PREFIX = {"mp": VOCAB, "prov": PROV_NS, "rdf": RDF_NS, "xsd": XSD_NS}
 RDF_TYPE = f"<{RDF_NS}type>"
-_BOOL_TRUE = f'"true"^^<{XSD_NS}boolean>'
 _LANG_STRING = f"{RDF_NS}langString"
 _IRI = r'<[^<>"{}|^`\\\x00-\x20]*>'
 _BNODE = r"_:[A-Za-z0-9_][^\x00-\x20<>\"\\]*"
@@ -376,7 +375,7 @@ class Graph:
             valid=pl.when(pl.col("kind") == "num")
             .then(pl.col("num").is_not_null())
             .when(pl.col("kind") == "dt")
-            .then(pl.col("inst").is_not_null())
+            .then(dt_ok)  # a lexical form Oxigraph reads as a dateTime (TZ() works on it)
             .when(pl.col("kind") == "bool")
             .then(pl.col("bool").is_not_null())
             .otherwise(True)
@@ -580,7 +579,9 @@ _EXPLICIT: dict[str, Check] = {
     "MINUS { ?f mp:incomplete true } }": lambda g: _union(
         g.missing(TE, "prov:startedAtTime"), g.missing(TE, "prov:endedAtTime")
     ).join(
-        g.p("mp:incomplete").filter(pl.col("o").cast(pl.String) == _BOOL_TRUE).select(f="s"),
+        g.with_info(g.p("mp:incomplete"), "o")
+        .filter((pl.col("o_kind") == "bool") & pl.col("o_bool").fill_null(False))
+        .select(f="s"),
         on="f",
         how="anti",
     ),

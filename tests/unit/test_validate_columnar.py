@@ -114,6 +114,17 @@ def _mutations(text: str) -> dict[str, tuple[str, set[str]]]:
             text.replace(duration, re.sub(r'"[^"]*"', '"-1.5"', duration, count=1)),
             {"TaskExecutionShape"},
         ),
+        # no end, but marked incomplete (as "1", the same boolean as true): no violation
+        "incomplete": (
+            text.replace(_line(text, rf"^{re.escape(execution)} <{PROV}endedAtTime> .*\n"), "")
+            + f'{execution} <{MP}incomplete> "1"^^<{XSD}boolean> .\n',
+            set(),
+        ),
+        # the same key again, spelled as an xsd:string: one term, no violation
+        "same key spelled twice": (
+            text + task_key[: -len(" .")] + f"^^<{XSD}string> .\n",
+            set(),
+        ),
         "missing end": (
             text.replace(_line(text, rf"^{re.escape(execution)} <{PROV}endedAtTime> .*\n"), ""),
             {"TaskExecutionShape"},
