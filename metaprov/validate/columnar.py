@@ -757,6 +757,24 @@ _EXPLICIT: dict[str, Check] = {
 }
 
 
+def _generated_after(
+    g: Graph,
+    relation: str,
+    via: str = "prov:wasGeneratedBy",
+    f_time: str = "prov:endedAtTime",
+    p_time: str = "prov:startedAtTime",
+) -> pl.DataFrame:
+    """Rows (f, ...) where f relates to p and p's generation (``via``, then its ``p_time``)
+    is later than f's (its ``f_time``)."""
+    return g.gt(
+        _times(g, ("f", relation, "p"), ("f", via, "a"), ("a", f_time, "fa")).join(
+            _times(g, ("p", via, "b"), ("b", p_time, "pb")), on="p"
+        ),
+        "pb",
+        "fa",
+    )
+
+
 def _constraint_checks() -> dict[tuple[str, str], Check]:
     """Columnar forms of :func:`constraints.checks`, by (rule, message)."""
     activity = constraints.classes_below(PROV_NS + "Activity")
@@ -785,51 +803,17 @@ def _constraint_checks() -> dict[tuple[str, str], Check]:
         (
             "prov:specialization-generation-ordering",
             "the entity is generated before the entity it specialises",
-        ): lambda g: g.gt(
-            _times(
-                g,
-                ("f", "prov:specializationOf", "e"),
-                ("f", "prov:wasGeneratedBy", "a"),
-                ("a", "prov:endedAtTime", "ae"),
-            ).join(
-                _times(g, ("e", "prov:wasGeneratedBy", "b"), ("b", "prov:startedAtTime", "bs")),
-                on="e",
-            ),
-            "bs",
-            "ae",
-        ),
+        ): lambda g: _generated_after(g, "prov:specializationOf"),
         (
             "prov:derivation-generation-generation-ordering",
             "the revision is generated before the entity it revises",
-        ): lambda g: g.gt(
-            _times(
-                g,
-                ("f", "prov:wasRevisionOf", "p"),
-                ("f", "prov:qualifiedGeneration", "g"),
-                ("g", "prov:atTime", "t"),
-            ).join(
-                _times(g, ("p", "prov:qualifiedGeneration", "h"), ("h", "prov:atTime", "u")),
-                on="p",
-            ),
-            "u",
-            "t",
+        ): lambda g: _generated_after(
+            g, "prov:wasRevisionOf", "prov:qualifiedGeneration", "prov:atTime", "prov:atTime"
         ),
         (
             "prov:derivation-generation-generation-ordering",
             "the entity is derived from an entity generated after it",
-        ): lambda g: g.gt(
-            _times(
-                g,
-                ("f", "prov:wasDerivedFrom", "p"),
-                ("f", "prov:wasGeneratedBy", "a"),
-                ("a", "prov:endedAtTime", "ae"),
-            ).join(
-                _times(g, ("p", "prov:wasGeneratedBy", "b"), ("b", "prov:startedAtTime", "bs")),
-                on="p",
-            ),
-            "bs",
-            "ae",
-        ),
+        ): lambda g: _generated_after(g, "prov:wasDerivedFrom"),
         (
             "prov:usage-within-activity",
             "the usage's time lies outside its activity's start and end",
