@@ -231,9 +231,9 @@ def test_files_next_to_the_mofka_schema_leave_the_readers_unchanged(run):
             assert header == ["", *columns], name
 
 
-def test_the_export_with_every_fact_validates_with_both_engines(run):
+def test_the_export_with_every_fact_validates_with_every_engine(run):
     from metaprov.validate import validate
 
-    for engine in ("shacl", "sparql"):
+    for engine in ("shacl", "sparql", "columnar"):
         report = validate(run["export"], engine=engine)
         assert report.conforms, report.text()

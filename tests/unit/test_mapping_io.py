@@ -422,14 +422,14 @@ def test_without_darshan_nothing_changes() -> None:
     assert ntriples(rec) == plain
 
 
-@pytest.mark.parametrize("engine", ["shacl", "sparql"])
+@pytest.mark.parametrize("engine", ["shacl", "sparql", "columnar"])
 @pytest.mark.parametrize("io_detail", ["aggregate", "segments"])
 def test_io_exports_validate(tmp_logs: Path, engine: str, io_detail: str) -> None:
     report = validate(to_prov(io_records(tmp_logs), io_detail=io_detail), engine=engine)
     assert report.conforms, report.text()
 
 
-@pytest.mark.parametrize("engine", ["shacl", "sparql"])
+@pytest.mark.parametrize("engine", ["shacl", "sparql", "columnar"])
 @pytest.mark.parametrize(
     ("drop", "message"),
     [
