@@ -266,12 +266,6 @@ class Graph:
         self._typed: dict[tuple[str, ...], pl.DataFrame] = {}
 
     # -- access
-    def pairs(self, rows: list[tuple[str, str]], a: str, b: str) -> pl.DataFrame:
-        return pl.DataFrame(
-            {a: [x for x, _ in rows], b: [y for _, y in rows]},
-            schema={a: pl.String, b: pl.String},
-        ).select(pl.col(a).cast(self.cat), pl.col(b).cast(self.cat))
-
     def p(self, pred: str) -> pl.DataFrame:
         """(s, o) of one predicate (N-Triples IRI or CURIE), sub-properties included."""
         key = pred if pred.startswith("<") else _iri(pred)
