@@ -529,14 +529,14 @@ def write_partition(
 TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv", "worker_execution.csv")
 
 
-def summary_task(
-    run: str, part: int, parts: int, windows: bool = False
-) -> tuple[RunRecords, dict[str, Any]]:
-    """Read partition ``part`` (kept on the worker) and its summary (sent back)."""
+def summary_task(run: str, part: int, parts: int, windows: bool = False) -> dict[str, Any]:
+    """Read partition ``part`` and return its summary only: the records are dropped here, and
+    the partition's map task reads them again, so a worker holds one partition at a time."""
     records = read_partition(run, part, parts)
     summary = summarize_partition(records, part, parts, windows=windows)
+    del records
     release_memory()
-    return records, summary
+    return summary
 
 
 def release_memory() -> None:
@@ -556,12 +556,8 @@ def release_memory() -> None:
             pass
 
 
-def _summary(pair: tuple[RunRecords, dict[str, Any]]) -> dict[str, Any]:
-    return pair[1]
-
-
 def map_task(
-    pair: tuple[RunRecords, dict[str, Any]],
+    run: str,
     part: int,
     parts: int,
     run_id: str,
@@ -569,7 +565,13 @@ def map_task(
     base: str,
     detail: str,
 ) -> dict[str, Any]:
-    return write_partition(pair[0], part, parts, run_id, Path(out), base=base, detail=detail)
+    """Read partition ``part`` again and write its triples (any worker can run it); its figures
+    include the seconds spent reading (``read_seconds``)."""
+    t0 = time.perf_counter()
+    records = read_partition(run, part, parts)
+    read_s = time.perf_counter() - t0
+    info = write_partition(records, part, parts, run_id, Path(out), base=base, detail=detail)
+    return {**info, "read_seconds": read_s}
 
 
 def accounting_of(records: Any) -> dict[str, Any]:
@@ -634,11 +636,11 @@ def export_partitioned(
 ) -> dict[str, Any]:
     """Convert one run in ``parts`` partitions into the N-Quads file ``shard``.
 
-    On a Dask client: one task per partition reads it and keeps its records on its worker; the
-    summaries (small) come back; then the run-level part and each partition's mapping run as
-    tasks (each partition on the worker that holds it) writing their own files, concatenated
-    into ``shard``. Without a client: the same steps in this process, one partition at a time
-    (each partition read twice, so only one is ever in memory).
+    One task per partition reads it and returns its summary (small); then the run-level part
+    and one task per partition (which reads its partition again) write their own files,
+    concatenated into ``shard``. Each partition is read twice, so a worker (or this process,
+    without a client, running the same steps one partition at a time) holds one partition's
+    records at a time, and the map tasks can run on any worker.
 
     Returns:
         run_id, run_iri, graph_iri, triples, parts (figures per part), accounting.
@@ -654,58 +656,33 @@ def export_partitioned(
     run_out = tmp / "run.nq"
     try:
         if client is None:
-            summaries = []
-            for p in range(parts):
-                rec = read_partition(run, p, parts)
-                summaries.append(summarize_partition(rec, p, parts, windows=windows))
-                del rec
+            summaries = [summary_task(run, p, parts, windows) for p in range(parts)]
             facts = combine(summaries)
             run_id = run_id_from(facts)
             run_info = write_run_level(run, facts, run_id, run_out, **run_level)
             infos = [
-                write_partition(
-                    read_partition(run, p, parts),
-                    p,
-                    parts,
-                    run_id,
-                    outs[p],
-                    base=base,
-                    detail=detail,
-                )
-                for p in range(parts)
+                map_task(run, p, parts, run_id, str(outs[p]), base, detail) for p in range(parts)
             ]
         else:
-            pairs = [
+            futs = [
                 client.submit(summary_task, run, p, parts, windows, pure=False)
                 for p in range(parts)
             ]
-            summaries = client.gather([client.submit(_summary, f, pure=False) for f in pairs])
+            summaries = client.gather(futs)
+            del futs
             facts = combine(summaries)
             run_id = run_id_from(facts)
             run_fut = client.submit(
                 write_run_level, run, facts, run_id, run_out, **run_level, pure=False
             )
-            where = client.who_has(pairs)
-            maps = []
-            for p, f in enumerate(pairs):
-                holder = sorted(where.get(f.key, ()))
-                maps.append(
-                    client.submit(
-                        map_task,
-                        f,
-                        p,
-                        parts,
-                        run_id,
-                        str(outs[p]),
-                        base,
-                        detail,
-                        pure=False,
-                        workers=holder or None,
-                        allow_other_workers=not holder,
-                    )
+            maps = [
+                client.submit(
+                    map_task, run, p, parts, run_id, str(outs[p]), base, detail, pure=False
                 )
+                for p in range(parts)
+            ]
             infos = client.gather(maps)
-            del pairs, maps
+            del maps
             run_info = run_fut.result()
         _concatenate([run_out, *outs], shard)
     finally:
