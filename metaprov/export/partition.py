@@ -157,8 +157,11 @@ def summarize_partition(
     if windows:
         out_windows = exo[[c for c in WINDOW_COLUMNS if c in exo.columns]].reset_index(drop=True)
         out_task_windows = own_tasks[TASK_WINDOW_COLUMNS].reset_index(drop=True)
+    split_keys, picks = _versions_report(records, part, parts)
     return {
         "part": part,
+        "split_keys": split_keys,
+        "transfer_picks": picks,
         "windows": out_windows,
         "task_windows": out_task_windows,
         "keys": int(own_task.sum()),
@@ -182,6 +185,41 @@ def summarize_partition(
             if name in TRANSITION_FILES
         },
     }
+
+
+def _versions_report(records: RunRecords, part: int, parts: int) -> tuple[list[str], pd.DataFrame]:
+    """What this partition knows of chunk versions (decision 21) that the other parts need.
+
+    The keys whose result has versions by this partition's records (several successful
+    executions, or a consumer that none of them can have served: the partition reads every row
+    of its keys and of their dependencies, so both hold for the whole run; a consumer in another
+    partition may split a key too, hence the union over the partitions). And, per row of the
+    sorted transfers whose key it owns, the attempt whose result the transfer copied (the
+    run-level part writes the transfers, without the executions)."""
+    from metaprov.mapping.tables import executions_sorted, task_index
+    from metaprov.mapping.transfers import transfer_picks
+    from metaprov.mapping.versions import chunk_versions
+
+    ctx = MapContext(records, RunIris("urn:metaprov:partition", "summary"))
+    idx = task_index(ctx)
+    ex = executions_sorted(ctx, idx)
+    split = idx.keys.filter(pa.array(chunk_versions(ctx, idx, ex).split))
+    gen = transfer_picks(ctx, idx)
+    tr_keys = transfers_keys(ctx)
+    own = Owner(part, parts)(tr_keys) & (gen >= 0)
+    rows = np.flatnonzero(own)
+    picks = pd.DataFrame(
+        {"row": rows, "attempt": ex["attempt"].to_numpy(dtype=np.int64)[gen[rows]]}
+    )
+    return [str(k) for k in split.to_pylist()], picks
+
+
+def transfers_keys(ctx: MapContext) -> pa.Array:
+    """The key of each row of the sorted transfers, as text."""
+    from metaprov.mapping.tables import transfers_sorted
+    from metaprov.mapping.terms import as_text_array
+
+    return as_text_array(transfers_sorted(ctx)["key"])
 
 
 def _prefix_partials(tasks: pd.DataFrame, ex: pd.DataFrame) -> pd.DataFrame:
@@ -242,7 +280,11 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     if all(s.get("windows") is not None for s in summaries):
         windows = _by_key(pd.concat([s["windows"] for s in summaries], ignore_index=True))
         task_windows = _by_key(pd.concat([s["task_windows"] for s in summaries], ignore_index=True))
+    split_keys = sorted({k for s in summaries for k in s["split_keys"]})
+    picks = pd.concat([s["transfer_picks"] for s in summaries], ignore_index=True)
     return {
+        "split_keys": split_keys,
+        "transfer_picks": picks.sort_values("row", kind="stable").reset_index(drop=True),
         "windows": windows,
         "task_windows": task_windows,
         "keys": sum(s["keys"] for s in summaries),
@@ -455,6 +497,27 @@ def _link_io(rec: RunRecords, facts: dict[str, Any]) -> None:
     rec.executions = conform("executions", pd.DataFrame())
 
 
+def _transfer_chunks(ctx: MapContext, facts: dict[str, Any]) -> pa.Array:
+    """Per row of the sorted transfers, the chunk IRI it copied (as
+    :func:`metaprov.mapping.transfers.transfer_chunks`), from the partitions' reports: the
+    key's ``<task>/chunk``, or ``<task>/chunk/<attempt>`` when the key has versions."""
+    from metaprov.mapping.tables import task_index
+    from metaprov.mapping.terms import concat
+
+    idx = task_index(ctx)
+    keys = transfers_keys(ctx)
+    base = idx.chunk_iri(idx.rows(keys))
+    picks = facts["transfer_picks"]
+    att = np.full(len(keys), -1, np.int64)
+    att[picks["row"].to_numpy(dtype=np.int64)] = picks["attempt"].to_numpy(dtype=np.int64)
+    split = pa.array(facts["split_keys"], pa.large_string())
+    versioned = (att >= 0) & pc.is_in(keys, value_set=split).to_numpy(zero_copy_only=False)
+    if not versioned.any():
+        return base
+    ver = concat(base, "/", pa.array(att.astype(str), pa.large_string()))
+    return pc.if_else(pa.array(versioned), ver, base)
+
+
 def write_run_level(
     run: str | Path,
     facts: dict[str, Any],
@@ -481,9 +544,12 @@ def write_run_level(
         )
         return _prefix_stats(ctx.iris, prefixes, partials)
 
-    graph = PartGraph(
-        rec, -1, 1, base=base, detail=detail, io_detail=io_detail, seed={"prefix_stats": stats}
-    )
+    seed = {
+        "prefix_stats": stats,
+        "owns_keys": lambda ctx: Owner(-1, 1),
+        "transfer_chunks": lambda ctx: _transfer_chunks(ctx, facts),
+    }
+    graph = PartGraph(rec, -1, 1, base=base, detail=detail, io_detail=io_detail, seed=seed)
     n = write(graph, out, "nquads")
     return {
         "part": "run",
@@ -506,14 +572,21 @@ def write_partition(
     *,
     base: str,
     detail: str,
+    split_keys: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Write the triples of the tasks partition ``part`` owns; returns its figures."""
+    """Write the triples of the tasks partition ``part`` owns (only those keys are mapped; the
+    others it read are its tasks' dependencies); ``split_keys``: the keys with chunk versions
+    in the whole run (:func:`combine`). Returns its figures."""
     from metaprov.write import write
 
     t0 = time.perf_counter()
     release_memory()
     records.run_id = run_id
-    graph = PartGraph(records, part, parts, base=base, detail=detail)
+    seed = {
+        "owns_keys": lambda ctx: Owner(part, parts),
+        "split_keys": pa.array(split_keys or [], pa.large_string()),
+    }
+    graph = PartGraph(records, part, parts, base=base, detail=detail, seed=seed)
     n = write(graph, out, "nquads")
     return {
         "part": part,
@@ -564,13 +637,16 @@ def map_task(
     out: str,
     base: str,
     detail: str,
+    split_keys: list[str] | None = None,
 ) -> dict[str, Any]:
     """Read partition ``part`` again and write its triples (any worker can run it); its figures
     include the seconds spent reading (``read_seconds``)."""
     t0 = time.perf_counter()
     records = read_partition(run, part, parts)
     read_s = time.perf_counter() - t0
-    info = write_partition(records, part, parts, run_id, Path(out), base=base, detail=detail)
+    info = write_partition(
+        records, part, parts, run_id, Path(out), base=base, detail=detail, split_keys=split_keys
+    )
     return {**info, "read_seconds": read_s}
 
 
@@ -659,9 +735,11 @@ def export_partitioned(
             summaries = [summary_task(run, p, parts, windows) for p in range(parts)]
             facts = combine(summaries)
             run_id = run_id_from(facts)
+            split = facts["split_keys"]
             run_info = write_run_level(run, facts, run_id, run_out, **run_level)
             infos = [
-                map_task(run, p, parts, run_id, str(outs[p]), base, detail) for p in range(parts)
+                map_task(run, p, parts, run_id, str(outs[p]), base, detail, split)
+                for p in range(parts)
             ]
         else:
             futs = [
@@ -672,12 +750,13 @@ def export_partitioned(
             del futs
             facts = combine(summaries)
             run_id = run_id_from(facts)
+            split = facts["split_keys"]
             run_fut = client.submit(
                 write_run_level, run, facts, run_id, run_out, **run_level, pure=False
             )
             maps = [
                 client.submit(
-                    map_task, run, p, parts, run_id, str(outs[p]), base, detail, pure=False
+                    map_task, run, p, parts, run_id, str(outs[p]), base, detail, split, pure=False
                 )
                 for p in range(parts)
             ]

@@ -204,3 +204,70 @@ def test_partitions_of_a_run_with_darshan_io_union_to_the_single_process_export(
     parts = (tmp_path / "out" / entry["shard"]).read_bytes().splitlines()
     assert any(b"#IOSegment>" in q for q in single)
     assert set(parts) == single and len(parts) == len(single)
+
+
+def _with_chunk_versions(run: Path) -> tuple[int, int]:
+    """Edit a synthetic run so that some keys have chunk versions (decision 21): transferred
+    keys with dependents computed a second time at the end of the run, and dependents of other
+    keys whose execution is moved before those keys started (a consumer no execution can have
+    served). Returns (keys computed twice, consumers moved)."""
+    import ast
+    import csv
+
+    graph = next(csv.DictReader((run / "graph.csv").open()))
+    users: dict = {}
+    for k, deps in ast.literal_eval(graph["dependencies"]).items():
+        for d in deps:
+            users.setdefault(d, []).append(k)
+    moved = set()
+    for row in list(csv.reader((run / "worker_transfer.csv").open()))[1:]:
+        moved.update(ast.literal_eval(row[5]))
+
+    def text(k: object) -> str:
+        return k if isinstance(k, str) else repr(k)
+
+    path = run / "worker_transition.csv"
+    rows = list(csv.reader(path.open()))
+    last, worker = max(float(r[-1]) for r in rows[1:]), rows[1][4]
+    twice = sorted((k for k in users if k in moved), key=str)[:6]
+    steps = ("memory", "released", "waiting", "ready", "executing", "memory")
+    for i, k in enumerate(twice):
+        for j in range(5):
+            t = last + 1 + i + 0.1 * j
+            rows.append([str(len(rows) - 1), text(k), steps[j], steps[j + 1], worker, repr(t)])
+    first: dict = {}
+    for r in rows[1:] + list(csv.reader((run / "scheduler_transition.csv").open()))[1:]:
+        first[r[1]] = min(first.get(r[1], float("inf")), float(r[-1]))
+    others = [k for k in sorted(users, key=str) if k not in moved and text(k) in first][:3]
+    for k in others:
+        d, t0 = text(users[k][0]), first[text(k)]
+        for r in rows[1:]:
+            if r[1] == d and r[2:4] in (["ready", "executing"], ["executing", "memory"]):
+                r[-1] = repr(t0 - (2.0 if r[2] == "ready" else 1.5))
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return len(twice), len(others)
+
+
+def test_partitions_union_to_the_single_export_with_chunk_versions_across_partitions(
+    tmp_path: Path,
+) -> None:
+    """Dependencies in other partitions, keys computed twice and transferred, and consumers no
+    execution can have served (chunk versions, decision 21): each partition maps only its own
+    keys, and the versions a key has in the whole run reach every partition and the transfers
+    (written by the run-level part, which has no executions)."""
+    from metaprov.export import export
+    from metaprov.export.partition import export_partitioned
+
+    run = generate_run(tmp_path / "run", 300, seed=11, transfer_fraction=0.3, retried_fraction=0.05)
+    assert _with_chunk_versions(run) == (6, 3)
+    export(run, tmp_path / "single.nq", darshan=False)
+    single = (tmp_path / "single.nq").read_bytes().splitlines()
+    assert sum(b"/chunk/1>" in q for q in single) > 6  # versions, used by other keys' tasks
+    opts = {"base": "https://w3id.org/metaprov/id", "detail": "tasks"}
+    for parts in (2, 3):
+        out = tmp_path / f"p{parts}.nq"
+        info = export_partitioned(None, run, out, parts, **opts)
+        got = out.read_bytes().splitlines()
+        assert set(got) == set(single) and len(got) == len(single), parts
+        assert info["triples"] == len(single)
