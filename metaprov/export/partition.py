@@ -111,6 +111,35 @@ def read_partition(run: str | Path, part: int, parts: int, *, darshan: bool = Fa
     return read_run(run, darshan=darshan and part < 0, keys=sel)
 
 
+def keep_for_mapping(records: RunRecords, part: int, parts: int) -> None:
+    """Reduce the rows of the partition's dependencies (keys it reads but does not own, ~60 %
+    of its task rows at P = 4) to what its own keys' triples say about them: whether each holds
+    a result (its task's ``state`` and ``nbytes``, a successful execution, a transfer) and the
+    executions that produced one (which chunk version a task used, decision 21). Their
+    transitions, other executions and other task columns are dropped before the mapping."""
+    own_of = Owner(part, parts)
+    tasks = records.tasks
+    own = own_of(pa.array(tasks["key"].astype(object), pa.large_string()))
+    own |= tasks["key"].isna().to_numpy(dtype=bool)
+    deps = conform("tasks", tasks.loc[~own, ["key", "state", "nbytes"]].reset_index(drop=True))
+    records.tasks = pd.concat([tasks[own], deps], ignore_index=True) if len(deps) else tasks
+    ex = records.executions
+    if len(ex):
+        keep = own_of(pa.array(ex["key"].astype(object), pa.large_string()))
+        keep |= ex["outcome"].eq("memory").fillna(False).to_numpy(dtype=bool)
+        records.executions = ex[keep].reset_index(drop=True)
+    tr = records.transitions
+    if len(tr):
+        cats = pa.array(tr["key"].cat.categories.astype(object), pa.large_string())
+        own_cat = np.append(own_of(cats), True)  # code -1: no key, kept
+        keep = own_cat[tr["key"].cat.codes.to_numpy()]
+        records.transitions = tr[keep].reset_index(drop=True)
+    dep = records.dependencies
+    if len(dep):
+        keep = own_of(pa.array(dep["key"].astype(object), pa.large_string()))
+        records.dependencies = dep[keep].reset_index(drop=True)
+
+
 #: The columns of the executions and tasks that linking Darshan I/O reads (metaprov.link).
 WINDOW_COLUMNS = ["key", "attempt", "worker", "thread", "start", "end", "time_source", "window"]
 TASK_WINDOW_COLUMNS = [
@@ -643,6 +672,7 @@ def map_task(
     include the seconds spent reading (``read_seconds``)."""
     t0 = time.perf_counter()
     records = read_partition(run, part, parts)
+    keep_for_mapping(records, part, parts)
     read_s = time.perf_counter() - t0
     info = write_partition(
         records, part, parts, run_id, Path(out), base=base, detail=detail, split_keys=split_keys
