@@ -6,8 +6,10 @@ on every job, in completion order.
 
 The rule (:func:`choose_backend`) is the one Dask users know from their own pipelines: a small
 job runs in-process (a cluster's start-up costs more than it saves), a campaign or a large run
-gets a ``LocalCluster`` sized to the machine's cores and memory, and a scheduler the user names
-(``--scheduler``: a dask-jobqueue cluster, or any other) is used as it is. ``--backend`` overrides.
+gets a ``LocalCluster`` sized to the machine's cores and memory (one export keeps ~1.3 cores
+busy, so a machine with fewer than 2.6 cores runs the jobs in-process, one after the other), and
+a scheduler the user names (``--scheduler``: a dask-jobqueue cluster, or any other) is used as
+it is. ``--backend`` and ``--local-workers`` override.
 
 Only paths and small dicts travel through the scheduler: each task reads its run and writes its
 own shard; records and graphs never leave the worker that made them.
@@ -34,6 +36,12 @@ SMALL_RUN_BYTES = 64 << 20
 #: Peak memory of converting a run, per byte of its files (measured: a 10^6-task synthetic run,
 #: ~1.3 GB of CSV, peaks at ~2.5 GB in one process; docs/benchmarks.md), rounded up.
 PEAK_PER_INPUT_BYTE = 2.5
+#: Cores one export keeps busy: it maps, formats and writes in three threads. Measured on a
+#: 2-core machine (docs/benchmarks.md, "Campaigns and partitions"): a campaign of 20 runs of
+#: 10^5 tasks converted in-process used 1.3 cores on average (CPU seconds / wall seconds), and a
+#: LocalCluster of 2 workers was 13 % slower than one process. A LocalCluster is given
+#: ``cores // CORES_PER_EXPORT`` workers (at least 1); when that is 1, the jobs run in-process.
+CORES_PER_EXPORT = 1.3
 #: Memory never handed to workers: the driver, the scheduler, the operating system.
 RESERVED_BYTES = 1 << 30
 MIN_WORKER_BYTES = 512 << 20
@@ -122,6 +130,12 @@ def machine() -> tuple[int, int]:
     return max(1, cores), avail
 
 
+def export_slots(cores: int) -> int:
+    """How many exports the machine runs at once at full speed: ``cores // CORES_PER_EXPORT``
+    (at least 1): 1 on 2 cores, 3 on 4, 6 on 8, 12 on 16."""
+    return max(1, int(cores // CORES_PER_EXPORT))
+
+
 def _gib(n: float) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
@@ -178,13 +192,21 @@ def choose_backend(
         c, m = machine()
         cores = c if cores is None else cores
         memory = m if memory is None else memory
-    if backend == "in-process" or (
-        backend is None and local_workers is None and jobs == 1 and largest < SMALL_RUN_BYTES
-    ):
+    slots = export_slots(cores)
+    chosen = backend is None and local_workers is None
+    if backend == "in-process" or (chosen and jobs == 1 and largest < SMALL_RUN_BYTES):
         why = (
             "--backend in-process"
             if backend == "in-process"
             else f"one run of {largest / 1e6:.1f} MB: starting a cluster would cost more than it saves"
+        )
+        return Backend("in-process", why, workers=1)
+    if chosen and slots == 1:
+        why = (
+            f"{cores} core{'s' if cores != 1 else ''}: one export keeps ~{CORES_PER_EXPORT:g} "
+            "busy (mapping, formatting and writing threads), so a LocalCluster would run one "
+            "job at a time at a cluster's cost; the jobs run one after the other here "
+            "(--local-workers N or --backend local to choose otherwise)"
         )
         return Backend("in-process", why, workers=1)
     budget = max(memory - RESERVED_BYTES, MIN_WORKER_BYTES)
@@ -194,7 +216,7 @@ def choose_backend(
         n = local_workers
         why = f"--local-workers {n}"
     else:
-        n = int(max(1, min(jobs, cores, fit)))
+        n = int(max(1, min(jobs, slots, fit)))
         what = (
             f"{len(runs)} runs"
             if len(runs) > 1
@@ -204,12 +226,13 @@ def choose_backend(
                 else "one large run"
             )
         )
-        bound = "cores" if n == min(jobs, cores) and n <= fit else "memory"
-        if n == jobs and jobs <= min(cores, fit):
+        bound = "cores" if n == min(jobs, slots) and n <= fit else "memory"
+        if n == jobs and jobs <= min(slots, fit):
             bound = "jobs"
         why = (
             f"{what} ({largest / 1e6:.0f} MB largest, ~{_gib(peak)} peak each) on {cores} cores "
-            f"and {_gib(memory)} available: LocalCluster of {n} (limited by {bound})"
+            f"(~{CORES_PER_EXPORT:g} per export: {slots} at once) and {_gib(memory)} available: "
+            f"LocalCluster of {n} (limited by {bound})"
         )
         if backend == "local":
             why = "--backend local; " + why
