@@ -10,8 +10,9 @@ Output: a markdown table on stdout: the peak RSS of a fresh child process per co
 ``held2``          read partitions 0 and 1, then map both, holding both partitions' records
                    (what a worker with P / W = 2 partitions did before issue 15's s6 change)
 ``seq2``           summarise partitions 0 and 1 (each read, summarised, dropped), then read
-                   each again and map it (what a worker with 2 partitions does now:
-                   ``summary_task`` then ``map_task``); its ``reread s`` is the second reads'
+                   each again, reduce its dependencies and map it (what a worker with 2
+                   partitions does now: ``summary_task`` then ``map_task``); its ``reread s``
+                   is the second reads'
 =================  ===========================================================================
 
 Only peak memory is measured (the child's ``ru_maxrss``); wall times are printed for shape, and
@@ -37,6 +38,10 @@ CHILD = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
 from metaprov.export.partition import read_partition, summarize_partition, write_partition
+try:  # what the summary and map tasks do now (absent from older checkouts)
+    from metaprov.export.partition import keep_for_mapping, summary_task
+except ImportError:
+    keep_for_mapping = summary_task = None
 run, parts, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = {"base": "https://w3id.org/metaprov/id", "detail": "tasks"}
 t = time.perf_counter()
@@ -50,11 +55,16 @@ with tempfile.TemporaryDirectory(prefix="metaprov-bench-") as tmp:
         read_partition(run, 0, parts)
     elif mode == "seq2":
         for p in range(2):
-            summarize_partition(read_partition(run, p, parts), p, parts)
+            if summary_task is not None:
+                summary_task(run, p, parts)
+            else:
+                summarize_partition(read_partition(run, p, parts), p, parts)
         for p in range(2):
             t1 = time.perf_counter()
             rec = read_partition(run, p, parts)
             reread += time.perf_counter() - t1
+            if keep_for_mapping is not None:
+                keep_for_mapping(rec, p, parts)
             write_partition(rec, p, parts, "run", out / f"{p}.nq", **opts)
             del rec
     else:

@@ -155,11 +155,13 @@ TASK_WINDOW_COLUMNS = [
 
 # --- what each partition reports ----------------------------------------------------------------
 def summarize_partition(
-    records: RunRecords, part: int, parts: int, *, windows: bool = False
+    records: RunRecords, part: int, parts: int, *, windows: bool = False, drop: bool = False
 ) -> dict[str, Any]:
     """The small facts the run-level part and the run id need from one partition (own keys only):
-    key count, time span, scheduler addresses, workers, threads, groups, prefix durations; with
-    ``windows``, the window columns of its executions and tasks (to link Darshan I/O)."""
+    key count, time span, scheduler addresses, workers, threads, groups, prefix durations, the
+    chunk versions others need (:func:`_versions_report`); with ``windows``, the window columns
+    of its executions and tasks (to link Darshan I/O). ``drop``: the caller is done with the
+    records, whose transitions are dropped once read (the versions need none of them)."""
     tasks = records.tasks
     keys = pa.array(tasks["key"].astype(object), pa.large_string())
     own_task = Owner(part, parts)(keys)
@@ -186,6 +188,10 @@ def summarize_partition(
     if windows:
         out_windows = exo[[c for c in WINDOW_COLUMNS if c in exo.columns]].reset_index(drop=True)
         out_task_windows = own_tasks[TASK_WINDOW_COLUMNS].reset_index(drop=True)
+    if drop:
+        del tr
+        records.transitions = records.transitions.iloc[0:0]
+        release_memory()
     split_keys, picks = _versions_report(records, part, parts)
     return {
         "part": part,
@@ -635,7 +641,7 @@ def summary_task(run: str, part: int, parts: int, windows: bool = False) -> dict
     """Read partition ``part`` and return its summary only: the records are dropped here, and
     the partition's map task reads them again, so a worker holds one partition at a time."""
     records = read_partition(run, part, parts)
-    summary = summarize_partition(records, part, parts, windows=windows)
+    summary = summarize_partition(records, part, parts, windows=windows, drop=True)
     del records
     release_memory()
     return summary
