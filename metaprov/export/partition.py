@@ -155,13 +155,15 @@ TASK_WINDOW_COLUMNS = [
 
 # --- what each partition reports ----------------------------------------------------------------
 def summarize_partition(
-    records: RunRecords, part: int, parts: int, *, windows: bool = False, drop: bool = False
+    records: RunRecords, part: int, parts: int, *, windows: bool = False, reduce: bool = False
 ) -> dict[str, Any]:
     """The small facts the run-level part and the run id need from one partition (own keys only):
     key count, time span, scheduler addresses, workers, threads, groups, prefix durations, the
     chunk versions others need (:func:`_versions_report`); with ``windows``, the window columns
-    of its executions and tasks (to link Darshan I/O). ``drop``: the caller is done with the
-    records, whose transitions are dropped once read (the versions need none of them)."""
+    of its executions and tasks (to link Darshan I/O). ``reduce``: reduce the records to what
+    the partition's mapping needs (:func:`keep_for_mapping`) once the facts that need every row
+    are taken (the versions are exact from the reduced records too: every execution is owned by
+    one partition, and the versions of its dependencies are all kept)."""
     tasks = records.tasks
     keys = pa.array(tasks["key"].astype(object), pa.large_string())
     own_task = Owner(part, parts)(keys)
@@ -188,9 +190,9 @@ def summarize_partition(
     if windows:
         out_windows = exo[[c for c in WINDOW_COLUMNS if c in exo.columns]].reset_index(drop=True)
         out_task_windows = own_tasks[TASK_WINDOW_COLUMNS].reset_index(drop=True)
-    if drop:
+    if reduce:
         del tr
-        records.transitions = records.transitions.iloc[0:0]
+        keep_for_mapping(records, part, parts)
         release_memory()
     split_keys, picks = _versions_report(records, part, parts)
     return {
@@ -637,14 +639,82 @@ def write_partition(
 TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv", "worker_execution.csv")
 
 
-def summary_task(run: str, part: int, parts: int, windows: bool = False) -> dict[str, Any]:
-    """Read partition ``part`` and return its summary only: the records are dropped here, and
-    the partition's map task reads them again, so a worker holds one partition at a time."""
+def summary_task(
+    run: str, part: int, parts: int, windows: bool = False, spill: str | None = None
+) -> dict[str, Any]:
+    """Read partition ``part`` and return its summary only; its records, reduced to what its
+    mapping needs, go to the directory ``spill`` (Arrow files, :func:`spill_records`) for its
+    map task, so a worker holds one partition at a time and the map task needs not parse the
+    run's files again."""
     records = read_partition(run, part, parts)
-    summary = summarize_partition(records, part, parts, windows=windows, drop=True)
+    summary = summarize_partition(records, part, parts, windows=windows, reduce=True)
+    if spill is not None:
+        spill_records(records, Path(spill))
     del records
     release_memory()
     return summary
+
+
+#: The record tables a partition's mapping reads, spilled between its two tasks.
+SPILLED = (
+    "tasks",
+    "executions",
+    "transitions",
+    "transfers",
+    "dependencies",
+    "graphs",
+    "workers",
+    "clients",
+    "configs",
+    "threads",
+    "results",
+    "functions",
+    "submissions",
+    "arguments",
+    "fused_ops",
+)
+
+
+def spill_records(records: RunRecords, where: Path) -> bool:
+    """Write the record tables a partition's mapping reads into ``where`` as Arrow IPC files
+    (pandas dtypes kept in their metadata: categories, nullable integers, UTC times), plus its
+    scheduler address and path as JSON. Returns False, leaving nothing behind, when a table
+    cannot be written as Arrow (the map task then reads the partition from the run again)."""
+    import json
+    import shutil
+
+    import pyarrow.feather as feather
+
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in SPILLED:
+            df = getattr(records, name).reset_index(drop=True)
+            feather.write_feather(df, where / f"{name}.arrow", compression="uncompressed")
+    except (pa.ArrowException, TypeError, ValueError):
+        shutil.rmtree(where, ignore_errors=True)
+        return False
+    address = records.scheduler.get("address")
+    meta = {"path": str(records.path), "scheduler_address": address and str(address)}
+    (where / "records.json").write_text(json.dumps(meta), encoding="utf-8")
+    return True
+
+
+def unspill_records(where: Path) -> RunRecords | None:
+    """The records :func:`spill_records` wrote into ``where`` (None when there are none)."""
+    import json
+
+    import pyarrow.feather as feather
+
+    meta_file = where / "records.json"
+    if not meta_file.is_file():
+        return None
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    records = RunRecords(path=meta["path"])
+    if meta["scheduler_address"]:
+        records.scheduler["address"] = meta["scheduler_address"]
+    for name in SPILLED:
+        setattr(records, name, feather.read_feather(where / f"{name}.arrow"))
+    return records
 
 
 def release_memory() -> None:
@@ -673,17 +743,23 @@ def map_task(
     base: str,
     detail: str,
     split_keys: list[str] | None = None,
+    spill: str | None = None,
 ) -> dict[str, Any]:
-    """Read partition ``part`` again and write its triples (any worker can run it); its figures
-    include the seconds spent reading (``read_seconds``)."""
+    """Write the triples of partition ``part`` (any worker can run it), from its records
+    spilled by its summary task, or read from the run again when there are none; its figures
+    include the seconds spent reading them (``read_seconds``) and how (``read_from``)."""
     t0 = time.perf_counter()
-    records = read_partition(run, part, parts)
-    keep_for_mapping(records, part, parts)
+    records = unspill_records(Path(spill)) if spill is not None else None
+    source = "spill"
+    if records is None:
+        source = "run"
+        records = read_partition(run, part, parts)
+        keep_for_mapping(records, part, parts)
     read_s = time.perf_counter() - t0
     info = write_partition(
         records, part, parts, run_id, Path(out), base=base, detail=detail, split_keys=split_keys
     )
-    return {**info, "read_seconds": read_s}
+    return {**info, "read_seconds": read_s, "read_from": source}
 
 
 def accounting_of(records: Any) -> dict[str, Any]:
@@ -765,21 +841,22 @@ def export_partitioned(
     tmp = shard.with_name(f".{shard.name}.parts")
     tmp.mkdir(parents=True, exist_ok=True)
     outs = [tmp / f"part-{p:04d}.nq" for p in range(parts)]
+    spills = [str(tmp / f"part-{p:04d}.records") for p in range(parts)]
     run_out = tmp / "run.nq"
     try:
         if client is None:
-            summaries = [summary_task(run, p, parts, windows) for p in range(parts)]
+            summaries = [summary_task(run, p, parts, windows, spills[p]) for p in range(parts)]
             facts = combine(summaries)
             run_id = run_id_from(facts)
             split = facts["split_keys"]
             run_info = write_run_level(run, facts, run_id, run_out, **run_level)
             infos = [
-                map_task(run, p, parts, run_id, str(outs[p]), base, detail, split)
+                map_task(run, p, parts, run_id, str(outs[p]), base, detail, split, spills[p])
                 for p in range(parts)
             ]
         else:
             futs = [
-                client.submit(summary_task, run, p, parts, windows, pure=False)
+                client.submit(summary_task, run, p, parts, windows, spills[p], pure=False)
                 for p in range(parts)
             ]
             summaries = client.gather(futs)
@@ -792,7 +869,17 @@ def export_partitioned(
             )
             maps = [
                 client.submit(
-                    map_task, run, p, parts, run_id, str(outs[p]), base, detail, split, pure=False
+                    map_task,
+                    run,
+                    p,
+                    parts,
+                    run_id,
+                    str(outs[p]),
+                    base,
+                    detail,
+                    split,
+                    spills[p],
+                    pure=False,
                 )
                 for p in range(parts)
             ]
@@ -801,8 +888,12 @@ def export_partitioned(
             run_info = run_fut.result()
         _concatenate([run_out, *outs], shard)
     finally:
+        import shutil
+
         for f in [run_out, *outs]:
             f.unlink(missing_ok=True)
+        for d in spills:
+            shutil.rmtree(d, ignore_errors=True)
         try:
             tmp.rmdir()
         except OSError:

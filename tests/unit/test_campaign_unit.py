@@ -271,7 +271,7 @@ def _with_chunk_versions(run: Path) -> tuple[int, int]:
 
 
 def test_partitions_union_to_the_single_export_with_chunk_versions_across_partitions(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Dependencies in other partitions, keys computed twice and transferred, and consumers no
     execution can have served (chunk versions, decision 21): each partition maps only its own
@@ -286,9 +286,13 @@ def test_partitions_union_to_the_single_export_with_chunk_versions_across_partit
     single = (tmp_path / "single.nq").read_bytes().splitlines()
     assert sum(b"/chunk/1>" in q for q in single) > 6  # versions, used by other keys' tasks
     opts = {"base": "https://w3id.org/metaprov/id", "detail": "tasks"}
-    for parts in (2, 3):
-        out = tmp_path / f"p{parts}.nq"
+    for parts, source in ((2, "spill"), (3, "spill"), (3, "run")):
+        if source == "run":  # a partition whose records cannot be spilled is read again
+            monkeypatch.setattr("metaprov.export.partition.spill_records", lambda r, w: False)
+        out = tmp_path / f"p{parts}-{source}.nq"
         info = export_partitioned(None, run, out, parts, **opts)
         got = out.read_bytes().splitlines()
-        assert set(got) == set(single) and len(got) == len(single), parts
+        assert set(got) == set(single) and len(got) == len(single), (parts, source)
         assert info["triples"] == len(single)
+        assert [p["read_from"] for p in info["parts"][1:]] == [source] * parts
+        assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith(".")) == []
