@@ -190,15 +190,8 @@ def summarize_partition(
     if windows:
         out_windows = exo[[c for c in WINDOW_COLUMNS if c in exo.columns]].reset_index(drop=True)
         out_task_windows = own_tasks[TASK_WINDOW_COLUMNS].reset_index(drop=True)
-    if reduce:
-        del tr
-        keep_for_mapping(records, part, parts)
-        release_memory()
-    split_keys, picks = _versions_report(records, part, parts)
-    return {
+    summary = {
         "part": part,
-        "split_keys": split_keys,
-        "transfer_picks": picks,
         "windows": out_windows,
         "task_windows": out_task_windows,
         "keys": int(own_task.sum()),
@@ -222,6 +215,20 @@ def summarize_partition(
             if name in TRANSITION_FILES
         },
     }
+    if reduce:
+        # no reference to the whole tables may outlive their reduction
+        del tasks, keys, own_keys, ex, tr, own_tasks, exo, th
+        keep_for_mapping(records, part, parts)
+        release_memory()
+    summary["split_keys"], summary["transfer_picks"] = _versions_report(records, part, parts)
+    return summary
+
+
+class _NoTaskIris(RunIris):
+    """IRIs for a mapping context that mints no task IRI (the versions need only the keys)."""
+
+    def tasks(self, keys: Any) -> pa.Array:
+        return pa.nulls(len(keys), pa.large_string())
 
 
 def _versions_report(records: RunRecords, part: int, parts: int) -> tuple[list[str], pd.DataFrame]:
@@ -237,7 +244,7 @@ def _versions_report(records: RunRecords, part: int, parts: int) -> tuple[list[s
     from metaprov.mapping.transfers import transfer_picks
     from metaprov.mapping.versions import chunk_versions
 
-    ctx = MapContext(records, RunIris("urn:metaprov:partition", "summary"))
+    ctx = MapContext(records, _NoTaskIris("urn:metaprov:partition", "summary"))
     idx = task_index(ctx)
     ex = executions_sorted(ctx, idx)
     split = idx.keys.filter(pa.array(chunk_versions(ctx, idx, ex).split))
