@@ -18,7 +18,11 @@ What a task's triples need, and where the partition gets it (docs/scaling.md):
   event, scheduler address, clients, workers), combined before any triple is written.
 
 Each partition writes only the triples of the tasks it owns (tasks, executions, associations,
-data chunks, replicas, transitions). The run-level part (run, job, agents, task graphs, prefixes
+data chunks, replicas, transitions), and maps only those keys; of its dependencies it keeps,
+once its summary is taken, only what its keys' triples say about them (:func:`keep_for_mapping`).
+Which keys have chunk versions depends on consumers in every partition: each summary names the
+keys its records split, and the union reaches every partition's mapping and the run-level part
+(with each transfer's copied attempt, for the transfers' ``prov:used``). The run-level part (run, job, agents, task graphs, prefixes
 with their duration figures, groups, transfers) is written once, from the partitions' small
 summaries plus the run's small files (``worker.csv``, ``client.csv``, ``graph.csv``,
 ``worker_transfer.csv``, the job files).
@@ -831,11 +835,12 @@ def export_partitioned(
 ) -> dict[str, Any]:
     """Convert one run in ``parts`` partitions into the N-Quads file ``shard``.
 
-    One task per partition reads it and returns its summary (small); then the run-level part
-    and one task per partition (which reads its partition again) write their own files,
-    concatenated into ``shard``. Each partition is read twice, so a worker (or this process,
-    without a client, running the same steps one partition at a time) holds one partition's
-    records at a time, and the map tasks can run on any worker.
+    One task per partition reads it, returns its summary (small) and spills its records,
+    reduced to what its mapping needs, beside the part files; then the run-level part and one
+    task per partition (which loads its spill) write their own files, concatenated into
+    ``shard``. A worker (or this process, without a client, running the same steps one
+    partition at a time) holds one partition's records at a time, and the map tasks can run on
+    any worker.
 
     Returns:
         run_id, run_iri, graph_iri, triples, parts (figures per part), accounting.
