@@ -53,7 +53,7 @@ from metaprov.export.backend import peak_rss
 from metaprov.mapping import MapContext, ProvGraph
 from metaprov.mapping.block import Block, Column
 from metaprov.mapping.terms import MP, PROV, RunIris, quote_array
-from metaprov.records import RunRecords, conform
+from metaprov.records import TABLES, RunRecords, conform
 
 #: Rows per mapping block of a partition. A partition's tables hold its own keys and their
 #: dependencies (at P = 4 about 40 % of the rows are its own), and formatting a block costs
@@ -666,24 +666,9 @@ def summary_task(
     return summary
 
 
-#: The record tables a partition's mapping reads, spilled between its two tasks.
-SPILLED = (
-    "tasks",
-    "executions",
-    "transitions",
-    "transfers",
-    "dependencies",
-    "graphs",
-    "workers",
-    "clients",
-    "configs",
-    "threads",
-    "results",
-    "functions",
-    "submissions",
-    "arguments",
-    "fused_ops",
-)
+#: The record tables a partition's mapping reads, spilled between its two tasks: every table of
+#: :class:`~metaprov.records.RunRecords` (the Darshan ones are the run-level part's).
+SPILLED = tuple(name for name in TABLES if not name.startswith("darshan_"))
 
 
 def spill_records(records: RunRecords, where: Path) -> bool:
