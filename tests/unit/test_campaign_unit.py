@@ -67,13 +67,13 @@ def test_a_machine_with_fewer_cores_than_two_exports_need_runs_the_jobs_in_proce
 
 
 def test_a_partition_is_planned_at_its_measured_share_of_the_run_peak_not_one_over_p() -> None:
-    # 1 GiB of CSV peaks at ~2.5 GiB whole; a partition of 4 at ~0.525 of that (not 1/4), so
+    # 1 GiB of CSV peaks at ~2.5 GiB whole; a partition of 4 at ~0.55 of that (not 1/4), so
     # 3 GiB usable fits 2 such workers (1/4 would have promised 4)
     b = choose_backend(["r"], sizes=[GIB], partitions=4, cores=8, memory=4 * GIB)
-    assert (b.name, b.workers) == ("local", 2) and "memory" in b.why and "1.3 GiB" in b.why
+    assert (b.name, b.workers) == ("local", 2) and "memory" in b.why and "1.4 GiB" in b.why
     assert partition_share(1) == 1.0 and partition_share(2) > partition_share(4) > 0.4
-    # at or above the measured shares (10^5: P = 2, 4, 8, 16; 10^6: P = 4)
-    assert partition_share(2) >= 0.49 and partition_share(4) >= 0.51 and partition_share(8) >= 0.36
+    # at or above the measured shares (10^5: P = 2, 4, 8, 16; 10^6: P = 4, twice)
+    assert partition_share(2) >= 0.49 and partition_share(4) >= 0.54 and partition_share(8) >= 0.36
 
 
 def test_run_discovery_expands_campaign_directories(tmp_path: Path) -> None:
