@@ -7,7 +7,8 @@ Input: synthetic runs of the reference workload (``metaprov.synthetic``, cached 
 Each configuration runs ``metaprov export`` in a fresh child process (``-q``); its wall time and
 peak RSS (the driver's: for ``in-process`` that is the whole conversion) are measured here, and
 each worker's peak RSS is read from the manifest (every task records the peak of the process
-that ran it). Configurations:
+that ran it); "cores busy" is the CPU seconds of the child (and of the worker processes it
+waited for) over its wall seconds. Configurations:
 
 =====================  ==========================================================================
 ``campaign-seq``       ``--runs`` runs of ``--n`` tasks, ``--backend in-process`` (one at a time)
@@ -84,6 +85,8 @@ def export(inputs: list[Path], out: Path, *options: str) -> dict[str, Any]:
         "command": " ".join(cmd[2:]),
         "wall_s": wall,
         "driver_peak_mb": usage.ru_maxrss / 1024,
+        # CPU seconds of the child and the processes it waited for (a LocalCluster's workers)
+        "cpu_s": usage.ru_utime + usage.ru_stime,
         "worker_peak_mb": max(peaks) / 2**20 if peaks else None,
         "triples": manifest["totals"]["triples"],
         "runs": len(runs),
@@ -127,7 +130,7 @@ def row(name: str, r: dict[str, Any], tasks: int) -> str:
     return (
         f"| {name} | {r['backend']['name']} ({r['backend'].get('workers') or '?'}) "
         f"| {r['wall_s']:.1f} | {tasks / r['wall_s']:,.0f} | {r['triples'] / r['wall_s']:,.0f} "
-        f"| {r['driver_peak_mb']:,.0f} | {worker} |"
+        f"| {r['driver_peak_mb']:,.0f} | {worker} | {r['cpu_s'] / r['wall_s']:.2f} |"
     )
 
 
@@ -145,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     lines = [
         "| configuration | backend (workers) | wall s | tasks/s | triples/s | driver peak MB "
-        "| worker peak MB |",
-        "|---|---|---|---|---|---|---|",
+        "| worker peak MB | cores busy |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     if not args.skip_campaign:
         runs = [ensure_run(args.n, seed) for seed in range(args.runs)]

@@ -6,8 +6,10 @@ on every job, in completion order.
 
 The rule (:func:`choose_backend`) is the one Dask users know from their own pipelines: a small
 job runs in-process (a cluster's start-up costs more than it saves), a campaign or a large run
-gets a ``LocalCluster`` sized to the machine's cores and memory, and a scheduler the user names
-(``--scheduler``: a dask-jobqueue cluster, or any other) is used as it is. ``--backend`` overrides.
+gets a ``LocalCluster`` sized to the machine's cores and memory (one export keeps ~1.3 cores
+busy, so a machine with fewer than 2.6 cores runs the jobs in-process, one after the other), and
+a scheduler the user names (``--scheduler``: a dask-jobqueue cluster, or any other) is used as
+it is. ``--backend`` and ``--local-workers`` override.
 
 Only paths and small dicts travel through the scheduler: each task reads its run and writes its
 own shard; records and graphs never leave the worker that made them.
@@ -34,6 +36,14 @@ SMALL_RUN_BYTES = 64 << 20
 #: Peak memory of converting a run, per byte of its files (measured: a 10^6-task synthetic run,
 #: ~1.3 GB of CSV, peaks at ~2.5 GB in one process; docs/benchmarks.md), rounded up.
 PEAK_PER_INPUT_BYTE = 2.5
+#: Cores one export keeps busy, for sizing a LocalCluster: ``cores // CORES_PER_EXPORT`` workers
+#: (at least 1); when that is 1, the jobs run in-process. What was measured (docs/benchmarks.md):
+#: one export's own CPU is 1.0-1.1 x its wall on a quiet machine (it maps, formats and writes
+#: in three threads, and the kernel writes its pages back besides), and on 2 cores a LocalCluster
+#: of 2 ran a 20-run campaign 13 % (quiet) to 30 % (loaded) slower than one process: two exports
+#: need more than 2 cores. That bounds the constant above 1.0; 1.3 keeps 2 cores in-process and
+#: gives 3 cores 2 workers, 4 cores 3, 8 cores 6 (not measured beyond 2 cores).
+CORES_PER_EXPORT = 1.3
 #: Memory never handed to workers: the driver, the scheduler, the operating system.
 RESERVED_BYTES = 1 << 30
 MIN_WORKER_BYTES = 512 << 20
@@ -46,10 +56,12 @@ def partition_share(partitions: int | None) -> float:
     own), and ``graph.csv`` and ``worker_transfer.csv`` whole, so its peak does not fall as
     1 / P: measured at 10^5 tasks (``benchmarks/bench_partition_memory.py``, read and map one
     partition against the single export, above the interpreter) 0.49 at P = 2, 0.45 at P = 4,
-    0.36 at P = 8, 0.33 at P = 16. This is ``0.3 + 0.6 / P``, at or above every measurement.
+    0.36 at P = 8, 0.33 at P = 16; at 10^6 tasks on a LocalCluster (``bench_campaign.py``) 0.51
+    and 0.54 at P = 4 (the whole ``graph.csv`` parse weighs more there). This is
+    ``0.4 + 0.6 / P``, at or above every measurement.
     """
     p = partitions or 1
-    return 1.0 if p <= 1 else min(1.0, 0.3 + 0.6 / p)
+    return 1.0 if p <= 1 else min(1.0, 0.4 + 0.6 / p)
 
 
 @dataclass
@@ -122,6 +134,12 @@ def machine() -> tuple[int, int]:
     return max(1, cores), avail
 
 
+def export_slots(cores: int) -> int:
+    """How many exports the machine runs at once at full speed: ``cores // CORES_PER_EXPORT``
+    (at least 1): 1 on 2 cores, 3 on 4, 6 on 8, 12 on 16."""
+    return max(1, int(cores // CORES_PER_EXPORT))
+
+
 def _gib(n: float) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
@@ -178,13 +196,21 @@ def choose_backend(
         c, m = machine()
         cores = c if cores is None else cores
         memory = m if memory is None else memory
-    if backend == "in-process" or (
-        backend is None and local_workers is None and jobs == 1 and largest < SMALL_RUN_BYTES
-    ):
+    slots = export_slots(cores)
+    chosen = backend is None and local_workers is None
+    if backend == "in-process" or (chosen and jobs == 1 and largest < SMALL_RUN_BYTES):
         why = (
             "--backend in-process"
             if backend == "in-process"
             else f"one run of {largest / 1e6:.1f} MB: starting a cluster would cost more than it saves"
+        )
+        return Backend("in-process", why, workers=1)
+    if chosen and slots == 1:
+        why = (
+            f"{cores} core{'s' if cores != 1 else ''}: one export keeps ~{CORES_PER_EXPORT:g} "
+            "busy (mapping, formatting and writing threads), so a LocalCluster would run one "
+            "job at a time at a cluster's cost; the jobs run one after the other here "
+            "(--local-workers N or --backend local to choose otherwise)"
         )
         return Backend("in-process", why, workers=1)
     budget = max(memory - RESERVED_BYTES, MIN_WORKER_BYTES)
@@ -194,7 +220,7 @@ def choose_backend(
         n = local_workers
         why = f"--local-workers {n}"
     else:
-        n = int(max(1, min(jobs, cores, fit)))
+        n = int(max(1, min(jobs, slots, fit)))
         what = (
             f"{len(runs)} runs"
             if len(runs) > 1
@@ -204,12 +230,13 @@ def choose_backend(
                 else "one large run"
             )
         )
-        bound = "cores" if n == min(jobs, cores) and n <= fit else "memory"
-        if n == jobs and jobs <= min(cores, fit):
+        bound = "cores" if n == min(jobs, slots) and n <= fit else "memory"
+        if n == jobs and jobs <= min(slots, fit):
             bound = "jobs"
         why = (
             f"{what} ({largest / 1e6:.0f} MB largest, ~{_gib(peak)} peak each) on {cores} cores "
-            f"and {_gib(memory)} available: LocalCluster of {n} (limited by {bound})"
+            f"(~{CORES_PER_EXPORT:g} per export: {slots} at once) and {_gib(memory)} available: "
+            f"LocalCluster of {n} (limited by {bound})"
         )
         if backend == "local":
             why = "--backend local; " + why

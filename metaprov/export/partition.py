@@ -18,7 +18,11 @@ What a task's triples need, and where the partition gets it (docs/scaling.md):
   event, scheduler address, clients, workers), combined before any triple is written.
 
 Each partition writes only the triples of the tasks it owns (tasks, executions, associations,
-data chunks, replicas, transitions). The run-level part (run, job, agents, task graphs, prefixes
+data chunks, replicas, transitions), and maps only those keys; of its dependencies it keeps,
+once its summary is taken, only what its keys' triples say about them (:func:`keep_for_mapping`).
+Which keys have chunk versions depends on consumers in every partition: each summary names the
+keys its records split, and the union reaches every partition's mapping and the run-level part
+(with each transfer's copied attempt, for the transfers' ``prov:used``). The run-level part (run, job, agents, task graphs, prefixes
 with their duration figures, groups, transfers) is written once, from the partitions' small
 summaries plus the run's small files (``worker.csv``, ``client.csv``, ``graph.csv``,
 ``worker_transfer.csv``, the job files).
@@ -49,7 +53,7 @@ from metaprov.export.backend import peak_rss
 from metaprov.mapping import MapContext, ProvGraph
 from metaprov.mapping.block import Block, Column
 from metaprov.mapping.terms import MP, PROV, RunIris, quote_array
-from metaprov.records import RunRecords, conform
+from metaprov.records import TABLES, RunRecords, conform
 
 #: Rows per mapping block of a partition. A partition's tables hold its own keys and their
 #: dependencies (at P = 4 about 40 % of the rows are its own), and formatting a block costs
@@ -111,6 +115,35 @@ def read_partition(run: str | Path, part: int, parts: int, *, darshan: bool = Fa
     return read_run(run, darshan=darshan and part < 0, keys=sel)
 
 
+def keep_for_mapping(records: RunRecords, part: int, parts: int) -> None:
+    """Reduce the rows of the partition's dependencies (keys it reads but does not own, ~60 %
+    of its task rows at P = 4) to what its own keys' triples say about them: whether each holds
+    a result (its task's ``state`` and ``nbytes``, a successful execution, a transfer) and the
+    executions that produced one (which chunk version a task used, decision 21). Their
+    transitions, other executions and other task columns are dropped before the mapping."""
+    own_of = Owner(part, parts)
+    tasks = records.tasks
+    own = own_of(pa.array(tasks["key"].astype(object), pa.large_string()))
+    own |= tasks["key"].isna().to_numpy(dtype=bool)
+    deps = conform("tasks", tasks.loc[~own, ["key", "state", "nbytes"]].reset_index(drop=True))
+    records.tasks = pd.concat([tasks[own], deps], ignore_index=True) if len(deps) else tasks
+    ex = records.executions
+    if len(ex):
+        keep = own_of(pa.array(ex["key"].astype(object), pa.large_string()))
+        keep |= ex["outcome"].eq("memory").fillna(False).to_numpy(dtype=bool)
+        records.executions = ex[keep].reset_index(drop=True)
+    tr = records.transitions
+    if len(tr):
+        cats = pa.array(tr["key"].cat.categories.astype(object), pa.large_string())
+        own_cat = np.append(own_of(cats), True)  # code -1: no key, kept
+        keep = own_cat[tr["key"].cat.codes.to_numpy()]
+        records.transitions = tr[keep].reset_index(drop=True)
+    dep = records.dependencies
+    if len(dep):
+        keep = own_of(pa.array(dep["key"].astype(object), pa.large_string()))
+        records.dependencies = dep[keep].reset_index(drop=True)
+
+
 #: The columns of the executions and tasks that linking Darshan I/O reads (metaprov.link).
 WINDOW_COLUMNS = ["key", "attempt", "worker", "thread", "start", "end", "time_source", "window"]
 TASK_WINDOW_COLUMNS = [
@@ -126,11 +159,15 @@ TASK_WINDOW_COLUMNS = [
 
 # --- what each partition reports ----------------------------------------------------------------
 def summarize_partition(
-    records: RunRecords, part: int, parts: int, *, windows: bool = False
+    records: RunRecords, part: int, parts: int, *, windows: bool = False, reduce: bool = False
 ) -> dict[str, Any]:
     """The small facts the run-level part and the run id need from one partition (own keys only):
-    key count, time span, scheduler addresses, workers, threads, groups, prefix durations; with
-    ``windows``, the window columns of its executions and tasks (to link Darshan I/O)."""
+    key count, time span, scheduler addresses, workers, threads, groups, prefix durations, the
+    chunk versions others need (:func:`_versions_report`); with ``windows``, the window columns
+    of its executions and tasks (to link Darshan I/O). ``reduce``: reduce the records to what
+    the partition's mapping needs (:func:`keep_for_mapping`) once the facts that need every row
+    are taken (the versions are exact from the reduced records too: every execution is owned by
+    one partition, and the versions of its dependencies are all kept)."""
     tasks = records.tasks
     keys = pa.array(tasks["key"].astype(object), pa.large_string())
     own_task = Owner(part, parts)(keys)
@@ -157,7 +194,7 @@ def summarize_partition(
     if windows:
         out_windows = exo[[c for c in WINDOW_COLUMNS if c in exo.columns]].reset_index(drop=True)
         out_task_windows = own_tasks[TASK_WINDOW_COLUMNS].reset_index(drop=True)
-    return {
+    summary = {
         "part": part,
         "windows": out_windows,
         "task_windows": out_task_windows,
@@ -182,6 +219,55 @@ def summarize_partition(
             if name in TRANSITION_FILES
         },
     }
+    if reduce:
+        # no reference to the whole tables may outlive their reduction
+        del tasks, keys, own_keys, ex, tr, own_tasks, exo, th
+        keep_for_mapping(records, part, parts)
+        release_memory()
+    summary["split_keys"], summary["transfer_picks"] = _versions_report(records, part, parts)
+    return summary
+
+
+class _NoTaskIris(RunIris):
+    """IRIs for a mapping context that mints no task IRI (the versions need only the keys)."""
+
+    def tasks(self, keys: Any) -> pa.Array:
+        return pa.nulls(len(keys), pa.large_string())
+
+
+def _versions_report(records: RunRecords, part: int, parts: int) -> tuple[list[str], pd.DataFrame]:
+    """What this partition knows of chunk versions (decision 21) that the other parts need.
+
+    The keys whose result has versions by this partition's records (several successful
+    executions, or a consumer that none of them can have served: the partition reads every row
+    of its keys and of their dependencies, so both hold for the whole run; a consumer in another
+    partition may split a key too, hence the union over the partitions). And, per row of the
+    sorted transfers whose key it owns, the attempt whose result the transfer copied (the
+    run-level part writes the transfers, without the executions)."""
+    from metaprov.mapping.tables import executions_sorted, task_index
+    from metaprov.mapping.transfers import transfer_picks
+    from metaprov.mapping.versions import chunk_versions
+
+    ctx = MapContext(records, _NoTaskIris("urn:metaprov:partition", "summary"))
+    idx = task_index(ctx)
+    ex = executions_sorted(ctx, idx)
+    split = idx.keys.filter(pa.array(chunk_versions(ctx, idx, ex).split))
+    gen = transfer_picks(ctx, idx)
+    tr_keys = transfers_keys(ctx)
+    own = Owner(part, parts)(tr_keys) & (gen >= 0)
+    rows = np.flatnonzero(own)
+    picks = pd.DataFrame(
+        {"row": rows, "attempt": ex["attempt"].to_numpy(dtype=np.int64)[gen[rows]]}
+    )
+    return [str(k) for k in split.to_pylist()], picks
+
+
+def transfers_keys(ctx: MapContext) -> pa.Array:
+    """The key of each row of the sorted transfers, as text."""
+    from metaprov.mapping.tables import transfers_sorted
+    from metaprov.mapping.terms import as_text_array
+
+    return as_text_array(transfers_sorted(ctx)["key"])
 
 
 def _prefix_partials(tasks: pd.DataFrame, ex: pd.DataFrame) -> pd.DataFrame:
@@ -242,7 +328,11 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     if all(s.get("windows") is not None for s in summaries):
         windows = _by_key(pd.concat([s["windows"] for s in summaries], ignore_index=True))
         task_windows = _by_key(pd.concat([s["task_windows"] for s in summaries], ignore_index=True))
+    split_keys = sorted({k for s in summaries for k in s["split_keys"]})
+    picks = pd.concat([s["transfer_picks"] for s in summaries], ignore_index=True)
     return {
+        "split_keys": split_keys,
+        "transfer_picks": picks.sort_values("row", kind="stable").reset_index(drop=True),
         "windows": windows,
         "task_windows": task_windows,
         "keys": sum(s["keys"] for s in summaries),
@@ -455,6 +545,27 @@ def _link_io(rec: RunRecords, facts: dict[str, Any]) -> None:
     rec.executions = conform("executions", pd.DataFrame())
 
 
+def _transfer_chunks(ctx: MapContext, facts: dict[str, Any]) -> pa.Array:
+    """Per row of the sorted transfers, the chunk IRI it copied (as
+    :func:`metaprov.mapping.transfers.transfer_chunks`), from the partitions' reports: the
+    key's ``<task>/chunk``, or ``<task>/chunk/<attempt>`` when the key has versions."""
+    from metaprov.mapping.tables import task_index
+    from metaprov.mapping.terms import concat
+
+    idx = task_index(ctx)
+    keys = transfers_keys(ctx)
+    base = idx.chunk_iri(idx.rows(keys))
+    picks = facts["transfer_picks"]
+    att = np.full(len(keys), -1, np.int64)
+    att[picks["row"].to_numpy(dtype=np.int64)] = picks["attempt"].to_numpy(dtype=np.int64)
+    split = pa.array(facts["split_keys"], pa.large_string())
+    versioned = (att >= 0) & pc.is_in(keys, value_set=split).to_numpy(zero_copy_only=False)
+    if not versioned.any():
+        return base
+    ver = concat(base, "/", pa.array(att.astype(str), pa.large_string()))
+    return pc.if_else(pa.array(versioned), ver, base)
+
+
 def write_run_level(
     run: str | Path,
     facts: dict[str, Any],
@@ -481,9 +592,12 @@ def write_run_level(
         )
         return _prefix_stats(ctx.iris, prefixes, partials)
 
-    graph = PartGraph(
-        rec, -1, 1, base=base, detail=detail, io_detail=io_detail, seed={"prefix_stats": stats}
-    )
+    seed = {
+        "prefix_stats": stats,
+        "owns_keys": lambda ctx: Owner(-1, 1),
+        "transfer_chunks": lambda ctx: _transfer_chunks(ctx, facts),
+    }
+    graph = PartGraph(rec, -1, 1, base=base, detail=detail, io_detail=io_detail, seed=seed)
     n = write(graph, out, "nquads")
     return {
         "part": "run",
@@ -506,14 +620,21 @@ def write_partition(
     *,
     base: str,
     detail: str,
+    split_keys: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Write the triples of the tasks partition ``part`` owns; returns its figures."""
+    """Write the triples of the tasks partition ``part`` owns (only those keys are mapped; the
+    others it read are its tasks' dependencies); ``split_keys``: the keys with chunk versions
+    in the whole run (:func:`combine`). Returns its figures."""
     from metaprov.write import write
 
     t0 = time.perf_counter()
     release_memory()
     records.run_id = run_id
-    graph = PartGraph(records, part, parts, base=base, detail=detail)
+    seed = {
+        "owns_keys": lambda ctx: Owner(part, parts),
+        "split_keys": pa.array(split_keys or [], pa.large_string()),
+    }
+    graph = PartGraph(records, part, parts, base=base, detail=detail, seed=seed)
     n = write(graph, out, "nquads")
     return {
         "part": part,
@@ -530,13 +651,66 @@ TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv", "worker
 
 
 def summary_task(
-    run: str, part: int, parts: int, windows: bool = False
-) -> tuple[RunRecords, dict[str, Any]]:
-    """Read partition ``part`` (kept on the worker) and its summary (sent back)."""
+    run: str, part: int, parts: int, windows: bool = False, spill: str | None = None
+) -> dict[str, Any]:
+    """Read partition ``part`` and return its summary only; its records, reduced to what its
+    mapping needs, go to the directory ``spill`` (Arrow files, :func:`spill_records`) for its
+    map task, so a worker holds one partition at a time and the map task needs not parse the
+    run's files again."""
     records = read_partition(run, part, parts)
-    summary = summarize_partition(records, part, parts, windows=windows)
+    summary = summarize_partition(records, part, parts, windows=windows, reduce=True)
+    if spill is not None:
+        spill_records(records, Path(spill))
+    del records
     release_memory()
-    return records, summary
+    return summary
+
+
+#: The record tables a partition's mapping reads, spilled between its two tasks: every table of
+#: :class:`~metaprov.records.RunRecords` (the Darshan ones are the run-level part's).
+SPILLED = tuple(name for name in TABLES if not name.startswith("darshan_"))
+
+
+def spill_records(records: RunRecords, where: Path) -> bool:
+    """Write the record tables a partition's mapping reads into ``where`` as Arrow IPC files
+    (pandas dtypes kept in their metadata: categories, nullable integers, UTC times), plus its
+    scheduler address and path as JSON. Returns False, leaving nothing behind, when a table
+    cannot be written as Arrow (the map task then reads the partition from the run again)."""
+    import json
+    import shutil
+
+    import pyarrow.feather as feather
+
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in SPILLED:
+            df = getattr(records, name).reset_index(drop=True)
+            feather.write_feather(df, where / f"{name}.arrow", compression="uncompressed")
+    except (pa.ArrowException, TypeError, ValueError):
+        shutil.rmtree(where, ignore_errors=True)
+        return False
+    address = records.scheduler.get("address")
+    meta = {"path": str(records.path), "scheduler_address": address and str(address)}
+    (where / "records.json").write_text(json.dumps(meta), encoding="utf-8")
+    return True
+
+
+def unspill_records(where: Path) -> RunRecords | None:
+    """The records :func:`spill_records` wrote into ``where`` (None when there are none)."""
+    import json
+
+    import pyarrow.feather as feather
+
+    meta_file = where / "records.json"
+    if not meta_file.is_file():
+        return None
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    records = RunRecords(path=meta["path"])
+    if meta["scheduler_address"]:
+        records.scheduler["address"] = meta["scheduler_address"]
+    for name in SPILLED:
+        setattr(records, name, feather.read_feather(where / f"{name}.arrow"))
+    return records
 
 
 def release_memory() -> None:
@@ -556,20 +730,32 @@ def release_memory() -> None:
             pass
 
 
-def _summary(pair: tuple[RunRecords, dict[str, Any]]) -> dict[str, Any]:
-    return pair[1]
-
-
 def map_task(
-    pair: tuple[RunRecords, dict[str, Any]],
+    run: str,
     part: int,
     parts: int,
     run_id: str,
     out: str,
     base: str,
     detail: str,
+    split_keys: list[str] | None = None,
+    spill: str | None = None,
 ) -> dict[str, Any]:
-    return write_partition(pair[0], part, parts, run_id, Path(out), base=base, detail=detail)
+    """Write the triples of partition ``part`` (any worker can run it), from its records
+    spilled by its summary task, or read from the run again when there are none; its figures
+    include the seconds spent reading them (``read_seconds``) and how (``read_from``)."""
+    t0 = time.perf_counter()
+    records = unspill_records(Path(spill)) if spill is not None else None
+    source = "spill"
+    if records is None:
+        source = "run"
+        records = read_partition(run, part, parts)
+        keep_for_mapping(records, part, parts)
+    read_s = time.perf_counter() - t0
+    info = write_partition(
+        records, part, parts, run_id, Path(out), base=base, detail=detail, split_keys=split_keys
+    )
+    return {**info, "read_seconds": read_s, "read_from": source}
 
 
 def accounting_of(records: Any) -> dict[str, Any]:
@@ -634,11 +820,12 @@ def export_partitioned(
 ) -> dict[str, Any]:
     """Convert one run in ``parts`` partitions into the N-Quads file ``shard``.
 
-    On a Dask client: one task per partition reads it and keeps its records on its worker; the
-    summaries (small) come back; then the run-level part and each partition's mapping run as
-    tasks (each partition on the worker that holds it) writing their own files, concatenated
-    into ``shard``. Without a client: the same steps in this process, one partition at a time
-    (each partition read twice, so only one is ever in memory).
+    One task per partition reads it, returns its summary (small) and spills its records,
+    reduced to what its mapping needs, beside the part files; then the run-level part and one
+    task per partition (which loads its spill) write their own files, concatenated into
+    ``shard``. A worker (or this process, without a client, running the same steps one
+    partition at a time) holds one partition's records at a time, and the map tasks can run on
+    any worker.
 
     Returns:
         run_id, run_iri, graph_iri, triples, parts (figures per part), accounting.
@@ -651,66 +838,59 @@ def export_partitioned(
     tmp = shard.with_name(f".{shard.name}.parts")
     tmp.mkdir(parents=True, exist_ok=True)
     outs = [tmp / f"part-{p:04d}.nq" for p in range(parts)]
+    spills = [str(tmp / f"part-{p:04d}.records") for p in range(parts)]
     run_out = tmp / "run.nq"
     try:
         if client is None:
-            summaries = []
-            for p in range(parts):
-                rec = read_partition(run, p, parts)
-                summaries.append(summarize_partition(rec, p, parts, windows=windows))
-                del rec
+            summaries = [summary_task(run, p, parts, windows, spills[p]) for p in range(parts)]
             facts = combine(summaries)
             run_id = run_id_from(facts)
+            split = facts["split_keys"]
             run_info = write_run_level(run, facts, run_id, run_out, **run_level)
             infos = [
-                write_partition(
-                    read_partition(run, p, parts),
-                    p,
-                    parts,
-                    run_id,
-                    outs[p],
-                    base=base,
-                    detail=detail,
-                )
+                map_task(run, p, parts, run_id, str(outs[p]), base, detail, split, spills[p])
                 for p in range(parts)
             ]
         else:
-            pairs = [
-                client.submit(summary_task, run, p, parts, windows, pure=False)
+            futs = [
+                client.submit(summary_task, run, p, parts, windows, spills[p], pure=False)
                 for p in range(parts)
             ]
-            summaries = client.gather([client.submit(_summary, f, pure=False) for f in pairs])
+            summaries = client.gather(futs)
+            del futs
             facts = combine(summaries)
             run_id = run_id_from(facts)
+            split = facts["split_keys"]
             run_fut = client.submit(
                 write_run_level, run, facts, run_id, run_out, **run_level, pure=False
             )
-            where = client.who_has(pairs)
-            maps = []
-            for p, f in enumerate(pairs):
-                holder = sorted(where.get(f.key, ()))
-                maps.append(
-                    client.submit(
-                        map_task,
-                        f,
-                        p,
-                        parts,
-                        run_id,
-                        str(outs[p]),
-                        base,
-                        detail,
-                        pure=False,
-                        workers=holder or None,
-                        allow_other_workers=not holder,
-                    )
+            maps = [
+                client.submit(
+                    map_task,
+                    run,
+                    p,
+                    parts,
+                    run_id,
+                    str(outs[p]),
+                    base,
+                    detail,
+                    split,
+                    spills[p],
+                    pure=False,
                 )
+                for p in range(parts)
+            ]
             infos = client.gather(maps)
-            del pairs, maps
+            del maps
             run_info = run_fut.result()
         _concatenate([run_out, *outs], shard)
     finally:
+        import shutil
+
         for f in [run_out, *outs]:
             f.unlink(missing_ok=True)
+        for d in spills:
+            shutil.rmtree(d, ignore_errors=True)
         try:
             tmp.rmdir()
         except OSError:

@@ -9,6 +9,7 @@ and none of them needs another's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -262,6 +263,51 @@ def ragged_gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
         + np.repeat(starts, lengths)
     )
     return out_off, pos
+
+
+def mapped_rows(ctx: MapContext, idx: TaskIndex) -> np.ndarray | None:
+    """Per key row, whether this export writes the key's triples (its task, executions, chunks,
+    replicas); None: every key. A run mapped in partitions (:mod:`metaprov.export.partition`)
+    sets ``ctx.cache["owns_keys"]`` (key texts -> bool per key) so that each partition maps only
+    the keys it owns, the other keys (its tasks' dependencies) being read for what the owned
+    keys' triples say about them."""
+    owns = ctx.cache.get("owns_keys")
+    if owns is None:
+        return None
+    return ctx.cached("mapped_rows", lambda: np.asarray(owns(idx.keys), dtype=bool))
+
+
+def row_chunks(n: int, step: int, mask: np.ndarray | None) -> Iterator[slice | np.ndarray]:
+    """The rows of a table of ``n`` rows to map, ``step`` at a time: slices when every row is
+    mapped (``mask`` None), else arrays of the positions where ``mask`` is true."""
+    if mask is None:
+        for a in range(0, n, step):
+            yield slice(a, min(n, a + step))
+        return
+    sel = np.flatnonzero(mask)
+    for a in range(0, len(sel), step):
+        yield sel[a : a + step]
+
+
+def csr_rows(offsets: np.ndarray, rows: slice | np.ndarray) -> tuple[np.ndarray, Any]:
+    """(list offsets, positions) of the CSR lists of ``rows`` (a slice of consecutive rows, whose
+    positions are then a slice too, or an array of rows)."""
+    if isinstance(rows, slice):
+        o0, o1 = int(offsets[rows.start]), int(offsets[rows.stop])
+        return offsets[rows.start : rows.stop + 1] - o0, slice(o0, o1)
+    return ragged_gather(offsets, rows)
+
+
+def positions(rows: slice | np.ndarray) -> np.ndarray:
+    """``rows`` as an array of positions."""
+    return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
+
+
+def take_rows(values: pa.Array, rows: slice | np.ndarray) -> pa.Array:
+    """``values`` at ``rows`` (a zero-copy slice for a slice)."""
+    if isinstance(rows, slice):
+        return values.slice(rows.start, rows.stop - rows.start)
+    return values.take(pa.array(rows))
 
 
 def used_dependencies(idx: TaskIndex, edges: Edges) -> tuple[np.ndarray, np.ndarray]:

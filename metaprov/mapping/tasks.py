@@ -35,12 +35,17 @@ from metaprov.mapping.tables import (
     Edges,
     TaskIndex,
     agent_iris,
+    csr_rows,
     dependency_edges,
     dict_map,
     execution_iris,
     executions_sorted,
     list_column,
+    mapped_rows,
+    positions,
     ragged_gather,
+    row_chunks,
+    take_rows,
     task_index,
     used_dependencies,
 )
@@ -67,14 +72,11 @@ def add_tasks(ctx: MapContext) -> Iterator[Block]:
 def _task_blocks(ctx: MapContext, idx: TaskIndex, edges: Edges) -> Iterator[Block]:
     iris = ctx.iris
     t = idx.tasks
-    n = len(t)
-    step = ctx.chunk_rows
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        part = t.iloc[a:b]
-        blk = Block(idx.task_iri.slice(a, b - a))
+    for rows in row_chunks(len(t), ctx.chunk_rows, mapped_rows(ctx, idx)):
+        part = t.iloc[rows]
+        blk = Block(take_rows(idx.task_iri, rows))
         blk.add(RDF.type, MP.Task)
-        blk.add(MP.key, idx.keys.slice(a, b - a), "str")
+        blk.add(MP.key, take_rows(idx.keys, rows), "str")
         blk.add(MP.taskGroup, dict_map(part["group"], iris.groups))
         blk.add(MP.inGraph, dict_map(part["graph"], iris.task_graphs))
         blk.add(MP.state, lit_str(part["state"]), "str")
@@ -82,11 +84,11 @@ def _task_blocks(ctx: MapContext, idx: TaskIndex, edges: Edges) -> Iterator[Bloc
         blk.add(MP.erred, lit_true(part["erred"]), "typed", XSD.boolean)
         blk.add(MP.retried, lit_true(part["retried"]), "typed", XSD.boolean)
         blk.add(MP.neverRan, lit_true(part["never_ran"]), "typed", XSD.boolean)
-        o0, o1 = int(edges.offsets[a]), int(edges.offsets[b])
-        if o1 > o0:
-            vals = idx.task_iri.take(pa.array(edges.targets[o0:o1]))
-            blk.add(MP.dependsOn, list_column(edges.offsets[a : b + 1] - o0, vals))
-        add_fact_columns(ctx, blk, "task", np.arange(a, b))
+        off, pos = csr_rows(edges.offsets, rows)
+        if off[-1] > 0:
+            vals = idx.task_iri.take(pa.array(edges.targets[pos]))
+            blk.add(MP.dependsOn, list_column(off, vals))
+        add_fact_columns(ctx, blk, "task", positions(rows))
         yield blk
 
 
@@ -102,10 +104,10 @@ def _execution_blocks(
     prefix_of = dict_map(idx.tasks["prefix"], iris.prefixes)
     use = used_replicas(ctx, idx, edges, ex)
     waits = input_transfers(ctx, use)
-    step = ctx.chunk_rows
-    for a in range(0, n, step):
-        b = min(n, a + step)
-        part = ex.iloc[a:b]
+    keys = mapped_rows(ctx, idx)
+    mask = None if keys is None else keys[ex["row"].to_numpy(dtype=np.int64)]
+    for sel in row_chunks(n, ctx.chunk_rows, mask):
+        part = ex.iloc[sel]
         rows = part["row"].to_numpy()
         e_iri = execution_iris(iris, idx, part)
         _, agent = agent_iris(iris, part)
@@ -131,16 +133,16 @@ def _execution_blocks(
         # one index range instead of two lookups per execution (slowest-tasks with a prefix)
         plan = prefix_of.take(pa.array(rows))
         blk.add(MP.prefix, plan)
-        off, used = _used_chunks(ctx, idx, ex, (used_offsets, used_targets), np.arange(a, b))
+        off, used = _used_chunks(ctx, idx, ex, (used_offsets, used_targets), positions(sel))
         if used is not None:
             blk.add(PROV.used, list_column(off, used))
-        r0, r1 = int(use.offsets[a]), int(use.offsets[b])
-        if r1 > r0:
-            reps = replica_iris(ctx, use.replicas[r0:r1])
-            blk.add(MP.usedReplica, list_column(use.offsets[a : b + 1] - r0, reps))
-            blk.add(MP.inputTransferCount, lit_int(waits.count.iloc[a:b]), "typed", XSD.integer)
-            blk.add(MP.inputTransferSeconds, lit_double(waits.seconds[a:b]), "typed", XSD.double)
-            blk.add(MP.inputTransferBytes, lit_int(waits.bytes.iloc[a:b]), "typed", XSD.integer)
+        off, pos = csr_rows(use.offsets, sel)
+        if off[-1] > 0:
+            reps = replica_iris(ctx, use.replicas[pos])
+            blk.add(MP.usedReplica, list_column(off, reps))
+            blk.add(MP.inputTransferCount, lit_int(waits.count.iloc[sel]), "typed", XSD.integer)
+            blk.add(MP.inputTransferSeconds, lit_double(waits.seconds[sel]), "typed", XSD.double)
+            blk.add(MP.inputTransferBytes, lit_int(waits.bytes.iloc[sel]), "typed", XSD.integer)
         add_fact_columns(ctx, blk, "execution", part)
         yield blk
 
@@ -177,7 +179,8 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
     """``<task>/chunk`` per key with a result; on keys with versions (decision 21) also one
     ``<task>/chunk/<attempt>`` per successful execution, specializing it."""
     iris = ctx.iris
-    rows_all = np.flatnonzero(idx.has_chunk)
+    mapped = mapped_rows(ctx, idx)
+    rows_all = np.flatnonzero(idx.has_chunk if mapped is None else idx.has_chunk & mapped)
     if not len(rows_all):
         return
     v = chunk_versions(ctx, idx, ex)
@@ -214,7 +217,8 @@ def _chunk_blocks(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> Iterator
         add_fact_columns(ctx, blk, "chunk", rows)
         yield blk
     # versions of the split keys: one per successful execution
-    split_rows = np.flatnonzero(v.split & (np.diff(v.gen_off) > 0))
+    split = v.split & (np.diff(v.gen_off) > 0)
+    split_rows = np.flatnonzero(split if mapped is None else split & mapped)
     if not len(split_rows) or attempts is None or workers is None:
         return
     off, pos = ragged_gather(v.gen_off, split_rows)

@@ -32,7 +32,10 @@ from metaprov.mapping.tables import (
     dict_map,
     executions_sorted,
     list_column,
+    mapped_rows,
     ragged_gather,
+    row_chunks,
+    take_rows,
     task_index,
     transfers_sorted,
 )
@@ -222,6 +225,32 @@ def fallback_destination(ctx: MapContext) -> str:
     return f"{ctx.iris.run}/client/unknown"
 
 
+def transfer_picks(ctx: MapContext, idx: TaskIndex) -> np.ndarray:
+    """Per row of :func:`transfers_sorted`: the row of ``executions_sorted`` whose result the
+    transfer copied (decision 21; -1: none recorded)."""
+    tr = transfers_sorted(ctx)
+    ex = executions_sorted(ctx, idx)
+    versions = chunk_versions(ctx, idx, ex)
+    picks = versions.pick(idx.rows(tr["key"]), utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+    return np.where(picks >= 0, versions.gen[np.maximum(picks, 0)], -1)
+
+
+def transfer_chunks(ctx: MapContext, idx: TaskIndex) -> pa.Array:
+    """Per row of :func:`transfers_sorted`: the chunk IRI the transfer copied, ``<task>/chunk``
+    or, on a key with versions, ``<task>/chunk/<attempt>`` (decision 21). A run's part without
+    the executions (a run read in partitions) is handed them in ``ctx.cache``."""
+
+    def make() -> pa.Array:
+        tr = transfers_sorted(ctx)
+        ex = executions_sorted(ctx, idx)
+        versions = chunk_versions(ctx, idx, ex)
+        key_rows = idx.rows(tr["key"])
+        picks = versions.pick(key_rows, utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+        return versions.chunk_iris(ctx, idx, ex, key_rows, picks)
+
+    return ctx.cached("transfer_chunks", make)
+
+
 def add_transfers(ctx: MapContext) -> Iterator[Block]:
     """Transfers and replicas."""
     tr = transfers_sorted(ctx)
@@ -238,11 +267,8 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
 
     # the version of each key's result the transfer copied (decision 21), one per row
 
-    ex = executions_sorted(ctx, idx)
-    versions = chunk_versions(ctx, idx, ex)
     key_rows = idx.rows(tr["key"])
-    picks = versions.pick(key_rows, utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
-    used_chunks = versions.chunk_iris(ctx, idx, ex, key_rows, picks)
+    used_chunks = transfer_chunks(ctx, idx)
 
     ids = tr["transfer"].to_numpy(dtype=np.int64)
     first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
@@ -280,15 +306,16 @@ def add_transfers(ctx: MapContext) -> Iterator[Block]:
         blk.add(MP.run, iris.run)
         yield blk
 
-    # Replicas: one per (transfer, key) row.
-    tid_iri_all = None
-    for a in range(0, len(tr), step):
-        part = tr.iloc[a : a + step]
-        rows = idx.rows(part["key"])
+    # Replicas: one per (transfer, key) row (of the keys this export maps).
+    mapped = mapped_rows(ctx, idx)
+    mask = None if mapped is None else (key_rows >= 0) & mapped[np.maximum(key_rows, 0)]
+    for sel in row_chunks(len(tr), step, mask):
+        part = tr.iloc[sel]
+        rows = key_rows[sel]
         tid_iri_all = iris.transfers(part["transfer"])
         rb = Block(iris.replicas(tid_iri_all, part["key"]))
         rb.add(RDF.type, MP.ChunkReplica)
-        rb.add(PROV.specializationOf, used_chunks.slice(a, len(part)))
+        rb.add(PROV.specializationOf, take_rows(used_chunks, sel))
         rb.add(MP.task, idx.task_iri.take(pa.array(rows)))
         rb.add(PROV.wasGeneratedBy, tid_iri_all)
         # where the copy is: the destination worker's node (unknown for a client's gather)

@@ -196,6 +196,11 @@ def chunk_versions(ctx: MapContext, idx: TaskIndex, ex: pd.DataFrame) -> ChunkVe
             # a consumer no version can have served: the key's versions stand apart
             none_rows = rows[(rule == 3) & (gen_off[rows + 1] > gen_off[rows])]
             split[none_rows] = True
+        # keys a run read in partitions found split elsewhere (a consumer in another partition)
+        forced = ctx.cache.get("split_keys")
+        if forced is not None and len(forced):
+            found = idx.rows(forced)
+            split[found[found >= 0]] = True
         if counts["overlap"] or counts["none"]:
             log.info(
                 "chunk versions: %d consumer(s) overlap the execution that produced what they "

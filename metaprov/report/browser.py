@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ class Browser:
         from selenium.webdriver.chrome.service import Service
 
         binary, driver = find_chromium()
+        # Chromium leaves a directory in the temporary directory per start (its singleton
+        # socket): give it a directory of its own, removed on close, profile included.
+        self._tmp = tempfile.mkdtemp(prefix="metaprov-chromium-")
         opts = Options()
         opts.binary_location = binary
         for arg in (
@@ -83,11 +87,17 @@ class Browser:
             "--proxy-server=127.0.0.1:9",
             "--proxy-bypass-list=<-loopback>",
             "--host-resolver-rules=MAP * ~NOTFOUND",
+            f"--user-data-dir={os.path.join(self._tmp, 'profile')}",
         ):
             opts.add_argument(arg)
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.width = width
-        self.driver = webdriver.Chrome(service=Service(driver), options=opts)
+        env = {**os.environ, "TMPDIR": self._tmp, "TMP": self._tmp, "TEMP": self._tmp}
+        try:
+            self.driver = webdriver.Chrome(service=Service(driver, env=env), options=opts)
+        except BaseException:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
         self.driver.set_network_conditions(
             offline=True, latency=0, download_throughput=0, upload_throughput=0
         )
@@ -100,7 +110,10 @@ class Browser:
         self.close()
 
     def close(self) -> None:
-        self.driver.quit()
+        try:
+            self.driver.quit()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     def open(self, path: str | Path, timeout: float = 60.0) -> float:
         """Load the report and wait until Bokeh has drawn it; returns the seconds it took."""

@@ -6,6 +6,8 @@ Needs Chromium and chromedriver (Debian: apt-get install chromium chromium-drive
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,23 @@ def test_comparison_page_in_chromium(browser, tmp_path, pmda_r1, imageproc_r1):
         ".map(r => r.cells[4].textContent)"
     )
     assert rows == [f"{r['tasks']['total']:,}" for r in facts["runs"]]
+
+
+def test_the_browser_leaves_nothing_in_the_temporary_directory(tmp_path, monkeypatch, request):
+    # Chromium writes its singleton socket into $TMPDIR on every start and leaves it there;
+    # Browser gives it a directory of its own and removes it on close.
+    # a short path of its own (Chromium's socket path must stay under ~100 characters)
+    tmp = Path(tempfile.mkdtemp(prefix="mp-"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    page = tmp_path / "page.html"
+    page.write_text("<html><body><p>hello</p></body></html>", encoding="utf-8")
+    try:
+        b = Browser()
+    except BrowserUnavailable as exc:
+        pytest.skip(f"no headless browser: {exc}")
+    with b:
+        b.open(page)
+        assert b.text("p") == "hello"
+    assert list(tmp.iterdir()) == []
