@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import logging
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -155,23 +156,23 @@ def validate(
         raise UsageError(
             f"unknown validation engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}"
         )
-    label, nt_bytes, path, fmt = _as_ntriples(source, format)
+    label, nt, path, fmt = _as_ntriples(source, format)
     if fmt is not None and fmt.name in ("provn", "provjson", "provxml"):
         assert path is not None
         return _validate_provdm(path, fmt.name)
     if engine in ("auto", "columnar"):
         # read column-wise first: the size decides the engine without a store, and above the
         # pyshacl limit no store is built at all
-        report = _try_columnar(label, nt_bytes, path, fmt, engine, progress)
+        report = _try_columnar(label, nt, path, fmt, engine, progress)
         if report is not None:
             return report
     import pyoxigraph as ox
 
     with tempfile.TemporaryDirectory(prefix="metaprov-validate-") as tmp:
-        store = ox.Store(tmp) if nt_bytes is None else ox.Store()
+        store = ox.Store(tmp) if nt is None else ox.Store()
         try:
-            if nt_bytes is not None:
-                store.bulk_load(nt_bytes, format=ox.RdfFormat.N_TRIPLES)
+            if nt is not None:
+                store.bulk_load(b"".join(nt()), format=ox.RdfFormat.N_TRIPLES)
             else:
                 assert path is not None and fmt is not None
                 store.bulk_load(
@@ -211,7 +212,12 @@ def validate(
 
 
 def _try_columnar(
-    label: str, nt_bytes: bytes | None, path: Path | None, fmt: Any, engine: str, progress: bool
+    label: str,
+    nt: Callable[[], Iterator[bytes]] | None,
+    path: Path | None,
+    fmt: Any,
+    engine: str,
+    progress: bool,
 ) -> ValidationReport | None:
     """The columnar engine's report, or None when ``auto`` finds the export within pyshacl's
     limit. N-Triples/N-Quads are read directly; other RDF syntaxes are first streamed through
@@ -220,8 +226,10 @@ def _try_columnar(
 
     with tempfile.TemporaryDirectory(prefix="metaprov-validate-") as tmp:
         note = None
-        if nt_bytes is not None:
-            source: Path | bytes = nt_bytes
+        if nt is not None:
+            # the graph's N-Triples as they are written, never held whole (a 10^6-task run
+            # writes ~8 GB of them); a graph within pyshacl's limit is written again for it
+            source: Path | Iterable[bytes] = nt()
             quads = False
         elif fmt.name in ("ntriples", "nquads"):
             assert path is not None
@@ -303,8 +311,11 @@ def _ox_format(name: str) -> Any:
     return fmt
 
 
-def _as_ntriples(source: Any, format: str | None) -> tuple[str, bytes | None, Path | None, Any]:
-    """(label, in-memory N-Triples or None, file path or None, file format or None)."""
+def _as_ntriples(
+    source: Any, format: str | None
+) -> tuple[str, Callable[[], Iterator[bytes]] | None, Path | None, Any]:
+    """(label, a function writing the in-memory graph's N-Triples in pieces or None, file path
+    or None, file format or None)."""
     from metaprov.mapping import ProvGraph
     from metaprov.records import RunRecords
     from metaprov.write import iter_ntriples, resolve_format
@@ -319,7 +330,8 @@ def _as_ntriples(source: Any, format: str | None) -> tuple[str, bytes | None, Pa
 
         source = to_prov(source)
     if isinstance(source, ProvGraph):
-        return f"run {source.run_id}", b"".join(iter_ntriples(source)), None, None
+        graph = source
+        return f"run {graph.run_id}", lambda: iter_ntriples(graph), None, None
     path = Path(source)
     if not path.exists():
         raise InputError(

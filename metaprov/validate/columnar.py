@@ -28,7 +28,7 @@ datatypes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -97,8 +97,10 @@ def needed_predicates() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _chunks(source: Path | bytes) -> Iterator[bytes]:
-    """The input in pieces of about CHUNK_BYTES, each ending at a newline (the last may not)."""
+def _chunks(source: Path | bytes | Iterable[bytes]) -> Iterator[bytes]:
+    """The input in pieces of about CHUNK_BYTES, each ending at a newline (the last may not):
+    a file, bytes, or pieces of bytes as they come (e.g. a graph being written as N-Triples,
+    never held whole)."""
     if isinstance(source, bytes):
         view = memoryview(source)
         start = 0
@@ -110,21 +112,32 @@ def _chunks(source: Path | bytes) -> Iterator[bytes]:
             yield bytes(view[start:end])
             start = end
         return
-    rest = b""
-    with open(source, "rb") as fh:
-        while True:
-            block = fh.read(CHUNK_BYTES)
-            if not block:
-                if rest:
-                    yield rest
-                return
-            buf = rest + block
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:
-                rest = buf
-                continue
-            rest = buf[cut:]
-            yield buf[:cut]
+    if isinstance(source, Path):
+        with open(source, "rb") as fh:
+            yield from _rechunk(iter(lambda: fh.read(CHUNK_BYTES), b""))
+        return
+    yield from _rechunk(iter(source))
+
+
+def _rechunk(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """Pieces of any size regrouped into chunks of at least CHUNK_BYTES cut at a newline."""
+    held: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        held.append(piece)
+        size += len(piece)
+        if size < CHUNK_BYTES:
+            continue
+        buf = b"".join(held)
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:  # no line ends yet: keep gathering
+            held, size = [buf], len(buf)
+            continue
+        yield buf[:cut]
+        held = [buf[cut:]] if cut < len(buf) else []
+        size = len(buf) - cut
+    if size:
+        yield b"".join(held)
 
 
 def _lines(buf: bytes, label: str, line0: int) -> pl.Series:
@@ -195,7 +208,7 @@ def _plan(lines: pl.Series, line0: int, quads: bool, cat: Any) -> list[pl.LazyFr
     return [fast, lf.filter(~pl.col("ok")).select("n", "l")]
 
 
-def read(source: Path | bytes, *, quads: bool = False, label: str = "") -> Graph:
+def read(source: Path | bytes | Iterable[bytes], *, quads: bool = False, label: str = "") -> Graph:
     """Read an N-Triples (or N-Quads, graph names dropped) export into a :class:`Graph`.
 
     :data:`THREADS` chunks at a time are run as lazy queries collected together (in parallel,

@@ -218,3 +218,28 @@ def test_engines_agree_on_a_real_run_with_darshan_io(pmda_r1: Path, tmp_path: Pa
     got = verdicts(out)
     assert got["columnar"] == got["sparql"]
     assert "IOUsageShape" in {rule for rule, _ in got["columnar"]}
+
+
+def test_pieces_of_any_size_read_like_the_whole(
+    example_nt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an in-memory graph is validated from its N-Triples as they are written, never joined:
+    # pieces cut anywhere (inside a line, inside a multi-byte character) read like the whole
+    monkeypatch.setattr(columnar, "CHUNK_BYTES", 4096)
+    label = '<urn:x> <http://www.w3.org/2000/01/rdf-schema#label> "caf\u00e9"@fr .\n'
+    text = example_nt.read_bytes() + label.encode("utf-8") * 50
+    inside = text.index("\u00e9".encode("utf-8")) + 1  # between the character's two bytes
+    cuts = sorted({*range(0, len(text), 777), inside, inside + 1, len(text)})
+    pieces = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    assert any(p.endswith(b"\xc3") for p in pieces)
+    whole, streamed = columnar.read(text), columnar.read(iter(pieces))
+    assert streamed.statements == whole.statements == text.count(b"\n")
+    for _name, query, _ in SPARQL_CHECKS + PROV_CHECKS + constraints.checks():
+        assert sorted(columnar.run_check(streamed, query)) == sorted(
+            columnar.run_check(whole, query)
+        )
+    graph = to_prov(read_run(EXAMPLE), detail="transitions")
+    from_graph = validate(graph, engine="columnar")
+    from_file = validate(example_nt, engine="columnar")
+    assert from_graph.conforms and from_file.conforms
+    assert from_graph.triples == from_file.triples
