@@ -40,7 +40,7 @@ from metaprov.mapping.tables import (
     transfers_sorted,
 )
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array
-from metaprov.mapping.versions import chunk_versions
+from metaprov.mapping.versions import ChunkVersions, chunk_versions
 from metaprov.timeutil import NAT_US as _NAT
 from metaprov.timeutil import utc_to_us
 
@@ -225,13 +225,23 @@ def fallback_destination(ctx: MapContext) -> str:
     return f"{ctx.iris.run}/client/unknown"
 
 
-def transfer_picks(ctx: MapContext, idx: TaskIndex) -> np.ndarray:
-    """Per row of :func:`transfers_sorted`: the row of ``executions_sorted`` whose result the
-    transfer copied (decision 21; -1: none recorded)."""
+def _picks(
+    ctx: MapContext, idx: TaskIndex
+) -> tuple[ChunkVersions, pd.DataFrame, np.ndarray, np.ndarray]:
+    """(chunk versions, sorted executions, key row, picked execution) per row of
+    :func:`transfers_sorted`: which of the key's successful executions the transfer copied."""
     tr = transfers_sorted(ctx)
     ex = executions_sorted(ctx, idx)
     versions = chunk_versions(ctx, idx, ex)
-    picks = versions.pick(idx.rows(tr["key"]), utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+    key_rows = idx.rows(tr["key"])
+    picks = versions.pick(key_rows, utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+    return versions, ex, key_rows, picks
+
+
+def transfer_picks(ctx: MapContext, idx: TaskIndex) -> np.ndarray:
+    """Per row of :func:`transfers_sorted`: the row of ``executions_sorted`` whose result the
+    transfer copied (decision 21; -1: none recorded)."""
+    versions, _ex, _rows, picks = _picks(ctx, idx)
     return np.where(picks >= 0, versions.gen[np.maximum(picks, 0)], -1)
 
 
@@ -241,11 +251,7 @@ def transfer_chunks(ctx: MapContext, idx: TaskIndex) -> pa.Array:
     the executions (a run read in partitions) is handed them in ``ctx.cache``."""
 
     def make() -> pa.Array:
-        tr = transfers_sorted(ctx)
-        ex = executions_sorted(ctx, idx)
-        versions = chunk_versions(ctx, idx, ex)
-        key_rows = idx.rows(tr["key"])
-        picks = versions.pick(key_rows, utc_to_us(tr["start"]), utc_to_us(tr["stop"]), ex)
+        versions, ex, key_rows, picks = _picks(ctx, idx)
         return versions.chunk_iris(ctx, idx, ex, key_rows, picks)
 
     return ctx.cached("transfer_chunks", make)

@@ -401,14 +401,20 @@ class Graph:
         info = self._facts.rename({c: f"{col}_{c}" for c in self._facts.columns if c != "id"})
         return df.join(info, left_on=col, right_on="id", how="left")
 
+    def where(self, df: pl.DataFrame, cols: tuple[str, ...], cond: pl.Expr) -> pl.DataFrame:
+        """Rows of ``df`` where ``cond`` (over the term facts of ``cols``, see :meth:`with_info`)
+        is true; null (a SPARQL error) counts as false. Returns ``df``'s own columns."""
+        if not len(df):
+            return df
+        keep = df.columns
+        for col in cols:
+            df = self.with_info(df, col)
+        return df.filter(cond.fill_null(False)).select(keep)
+
     # -- SPARQL operators, vectorised
     def ne(self, df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
         """Rows of ``df`` where ``?a != ?b`` holds (SPARQL: error counts as false)."""
         df = df.filter(pl.col(a) != pl.col(b))
-        if not len(df):
-            return df
-        keep = df.columns
-        df = self.with_info(self.with_info(df, a), b)
         ca, cb = pl.col(f"{a}_kind"), pl.col(f"{b}_kind")
         va, vb = pl.col(f"{a}_valid"), pl.col(f"{b}_valid")
         by_value = (
@@ -431,14 +437,10 @@ class Graph:
             )
             .otherwise(True)
         )
-        return df.filter(by_value.fill_null(False)).select(keep)
+        return self.where(df, (a, b), by_value)
 
     def gt(self, df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
         """Rows of ``df`` where ``?a > ?b`` holds (times as instants, numbers, strings)."""
-        if not len(df):
-            return df
-        keep = df.columns
-        df = self.with_info(self.with_info(df, a), b)
         ca, cb = pl.col(f"{a}_kind"), pl.col(f"{b}_kind")
         ia, ib = pl.col(f"{a}_inst"), pl.col(f"{b}_inst")
         za, zb = pl.col(f"{a}_tz"), pl.col(f"{b}_tz")
@@ -463,23 +465,15 @@ class Graph:
             .when((ca == "bool") & (cb == "bool"))
             .then(pl.col(f"{a}_bool") & ~pl.col(f"{b}_bool"))
         )
-        return df.filter(cond.fill_null(False)).select(keep)
+        return self.where(df, (a, b), cond)
 
     def below(self, df: pl.DataFrame, col: str, limit: float) -> pl.DataFrame:
         """Rows where ``?col < limit`` (a typed numeric literal below the number)."""
-        if not len(df):
-            return df
-        keep = df.columns
-        df = self.with_info(df, col)
         cond = (pl.col(f"{col}_kind") == "num") & (pl.col(f"{col}_num") < limit)
-        return df.filter(cond.fill_null(False)).select(keep)
+        return self.where(df, (col,), cond)
 
     def not_in(self, df: pl.DataFrame, col: str, values: tuple[str, ...]) -> pl.DataFrame:
         """Rows where ``?col NOT IN (values)`` holds for the given plain strings."""
-        if not len(df):
-            return df
-        keep = df.columns
-        df = self.with_info(df, col)
         c = pl.col(f"{col}_kind")
         cond = (
             pl.when(c == "str")
@@ -490,7 +484,7 @@ class Graph:
             .then(None)
             .otherwise(True)
         )
-        return df.filter(cond.fill_null(False)).select(keep)
+        return self.where(df, (col,), cond)
 
     # -- building blocks of the shapes
     def of(self, cls: str, pred: str, o: str = "o") -> pl.DataFrame:
