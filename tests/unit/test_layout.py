@@ -39,6 +39,7 @@ RANKS = {
     "report": 7,
     "capture": 7,
     "synthetic": 7,
+    "live": 7,
     "cli": 8,
     "__main__": 8,
     "": 9,  # metaprov/__init__.py: the public API, imports any stage lazily
