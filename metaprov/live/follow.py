@@ -457,11 +457,16 @@ def follow(
     from metaprov.store import EmbeddedStore, open_store
 
     run_path = Path(run)
-    if not run_path.is_dir():
+    # A run directory not created yet is waited for (follow started before the job), as long
+    # as the folder it will be created in exists.
+    if (run_path.exists() and not run_path.is_dir()) or (
+        not run_path.exists() and not run_path.absolute().parent.is_dir()
+    ):
         raise InputError(
             "no such directory" if not run_path.exists() else "not a directory",
             path=run_path,
-            hint="give the run directory being written (the capture's or the Mofka writers')",
+            hint="give the run directory being written (the capture's or the Mofka writers'); "
+            "it may not exist yet, but the folder it will be created in must",
         )
     if interval <= 0:
         raise UsageError(f"--interval must be positive (got {interval})")
@@ -501,6 +506,10 @@ def follow(
     try:
         while True:
             t0 = time.monotonic()
+            if not run_path.is_dir():
+                if stop.wait(interval):
+                    return result
+                continue
             snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
             snap = take_snapshot(run_path, snap_dir)
             snap_time = time.time()

@@ -141,7 +141,14 @@ class LiveServer:
         self.httpd.server_close()
 
     def answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
-        """(status, content type, body) of one query."""
+        """(status, content type, body) of one query (never raises: errors are answers)."""
+        try:
+            return self._answer(query, accept)
+        except Exception as exc:  # noqa: BLE001 - a failed query must not kill the handler
+            log.warning("query failed: %s", exc)
+            return 500, "text/plain", f"the query failed: {type(exc).__name__}: {exc}\n".encode()
+
+    def _answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
         import pyoxigraph as ox
 
         if uses_service(query):
@@ -157,11 +164,7 @@ class LiveServer:
             if isinstance(res, ox.QueryTriples):
                 fmt = ox.RdfFormat.TURTLE if "text/turtle" in accept else ox.RdfFormat.N_TRIPLES
                 return 200, fmt.media_type, bytes(res.serialize(format=fmt))
-            for media, _name in _RESULT_TYPES:
-                if media in accept:
-                    break
-            else:
-                media, name = "application/sparql-results+json", "JSON"
+            name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
             fmt = getattr(ox.QueryResultsFormat, name)
             return 200, fmt.media_type, bytes(res.serialize(format=fmt))
 
