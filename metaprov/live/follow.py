@@ -157,6 +157,13 @@ def convert(
     graph = to_prov(records, base=base, detail=detail)
     data = b"".join(iter_ntriples(graph))
     lines = data.splitlines(keepends=True)
+    if run_id is not None:
+        # "never ran" is a fact of a finished run: while in progress a task without an execution
+        # is waiting or running (its mp:state says which), so the claim is left out until the end
+        from metaprov.mapping.terms import MP
+
+        never = f"> <{MP.neverRan}> ".encode()
+        lines = [ln for ln in lines if never not in ln]
     last = records.span[1]
     newest = None if last is None else float(last.value) / 1e9
     return Converted(

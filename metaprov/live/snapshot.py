@@ -113,6 +113,13 @@ def read_status(run: Path) -> tuple[str | None, dict[str, Any]]:
     return (status if isinstance(status, str) else None), data
 
 
+def in_progress(run: str | Path) -> bool:
+    """Whether ``run`` is a capture still being written (``metaprov-run.json`` says
+    ``recording``, or the workers' part files are there unmerged)."""
+    status, _ = read_status(Path(run))
+    return status == "recording" or (Path(run) / PARTS_DIR).is_dir()
+
+
 def take_snapshot(run: str | Path, dest: str | Path) -> Snapshot:
     """Copy the whole rows of ``run`` into the (new, empty) directory ``dest``.
 
@@ -201,4 +208,11 @@ def _merge_parts(files: list[Path], out: Path, cut: dict[str, int]) -> int:
     return len(df)
 
 
-__all__ = ["Snapshot", "take_snapshot", "read_status", "whole_rows_size", "copy_prefix"]
+__all__ = [
+    "Snapshot",
+    "in_progress",
+    "take_snapshot",
+    "read_status",
+    "whole_rows_size",
+    "copy_prefix",
+]
