@@ -290,11 +290,16 @@ class EmbeddedTarget:
                 return
             import pyoxigraph as ox
 
+            # Too large for one transaction: apply it under the exclusive lock (this process's
+            # server waits), deletions first, then the bulk loader.
             with self.lock.write():
-                for g in (*drop, graph):
+                for g in drop:
                     node = ox.NamedNode(g)
                     if self.ox.contains_named_graph(node):
                         self.ox.remove_graph(node)
+                node = ox.NamedNode(graph)
+                for t in ox.parse(b"".join(removed), format=ox.RdfFormat.N_TRIPLES):
+                    self.ox.remove(ox.Quad(t.subject, t.predicate, t.object, node))
                 self.ox.bulk_load(
                     b"".join(added), format=ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(graph)
                 )

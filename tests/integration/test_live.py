@@ -509,3 +509,22 @@ def test_report_of_a_run_in_progress_reads_whole_rows_and_says_waiting(tmp_path:
     assert "in progress" in text and "not run yet (waiting or running)" in text
     # the rows being written were left out, not misread (no "implausible time" from a cut row)
     assert "implausible" not in r.stderr + text
+
+
+@pytest.mark.parametrize("max_update", [1 << 30, 1], ids=["one-transaction", "bulk-under-lock"])
+def test_embedded_refreshes_apply_the_diff_whatever_their_size(max_update: int) -> None:
+    from metaprov.live.follow import EmbeddedTarget
+    from metaprov.store import EmbeddedStore
+
+    st = EmbeddedStore(None)
+    target = EmbeddedTarget(st)
+    target.max_update = max_update
+    g, old = "http://x/prov/graph", "http://x/old/graph"
+    line = lambda i: f'<http://x/s{i}> <http://x/p> "{i}" .\n'.encode()  # noqa: E731
+    target.apply(old, [], [line(0)])
+    target.apply(g, [], [line(i) for i in range(5)])
+    target.apply(g, [line(1), line(3)], [line(7), line(8)])
+    assert target.current(g) == {line(i) for i in (0, 2, 4, 7, 8)}
+    target.apply("http://x/final/graph", [], [line(9)], drop=(g, old))
+    assert st.graphs() == ["http://x/final/graph"]
+    assert target.current("http://x/final/graph") == {line(9)}
