@@ -1043,6 +1043,13 @@ def _serve_follow(
     help="'transitions' also maps every state transition.",
 )
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option(
+    "--max-request",
+    type=click.IntRange(min=1024),
+    default=32 << 20,
+    show_default=True,
+    help="Largest SPARQL Update request sent to a server, in bytes (a larger change is split).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each refresh as a JSON line.")
 @click.pass_context
 def follow_cmd(
@@ -1057,6 +1064,7 @@ def follow_cmd(
     base: str | None,
     detail: str,
     no_darshan: bool,
+    max_request: int,
     as_json: bool,
 ) -> None:
     """Keep a store's graph of RUN current while RUN is being written.
@@ -1111,6 +1119,7 @@ def follow_cmd(
         darshan=not no_darshan,
         on_refresh=refreshed,
         stop=stop,
+        max_request=max_request,
     )
     if not as_json:
         if result.complete:

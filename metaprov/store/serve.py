@@ -8,7 +8,8 @@ from any SPARQL client, and queried by ``metaprov query --endpoint URL``.
 
 The server is the ``oxigraph`` command of the PyPI package ``oxigraph`` (``pip install
 'metaprov[serve]'``). It opens the store read-only: several servers and ``metaprov query`` may read
-it at once, but nothing may load into it while it is served (stop the server first). Queries see
+it at once, but nothing may load into it while it is served: ``load`` and ``drop`` refuse, naming the
+server (its owner file ``metaprov-owner-<pid>.json`` in the store). Queries see
 the union of all runs' graphs as the default graph, as ``metaprov query`` does.
 """
 
