@@ -1094,8 +1094,7 @@ def follow_cmd(
     def _stop(*_: Any) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     talk = not (ctx.obj and ctx.obj.quiet)
 
     def refreshed(r: Any) -> None:
@@ -1106,21 +1105,25 @@ def follow_cmd(
             click.echo(describe_refresh(r))
             sys.stdout.flush()
 
-    result = follow(
-        run,
-        store,
-        endpoint,
-        gsp=gsp,
-        update=update_url,
-        interval=interval,
-        quiet=quiet_period,
-        base=base,
-        detail=detail,
-        darshan=not no_darshan,
-        on_refresh=refreshed,
-        stop=stop,
-        max_request=max_request,
-    )
+    try:
+        result = follow(
+            run,
+            store,
+            endpoint,
+            gsp=gsp,
+            update=update_url,
+            interval=interval,
+            quiet=quiet_period,
+            base=base,
+            detail=detail,
+            darshan=not no_darshan,
+            on_refresh=refreshed,
+            stop=stop,
+            max_request=max_request,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if not as_json:
         if result.complete:
             click.echo(f"run complete: <{result.graph}>")
