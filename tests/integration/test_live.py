@@ -442,6 +442,9 @@ def test_serve_follow_answers_while_a_captured_cluster_run_goes(tmp_path: Path) 
         # load into the followed store refuses, naming the follow
         r = _run("load", str(MIXED if MIXED.is_dir() else run), "--store", str(store))
         assert r.returncode != 0 and "in use by metaprov follow" in r.stderr
+        # and Oxigraph's read-only server may not open it behind the follow's back either
+        r = _run("serve", "--store", str(store), "--port", "0")
+        assert r.returncode != 0 and "in use by metaprov follow" in r.stderr, r.stderr
 
         with (
             LocalCluster(
