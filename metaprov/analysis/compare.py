@@ -1,0 +1,699 @@
+"""Why was one run slower than another: align two runs and explain their makespan difference.
+
+Input: two :class:`~metaprov.analysis.timeline.Blame` (each run's makespan shared out over its
+tasks, waits and gaps). Output: a :class:`Explanation` of typed tables:
+
+- ``alignment``: the tasks matched across the runs, by key (Dask keys are deterministic for the
+  same graph), else by prefix and tuple-key index, else by prefix (in start order), and what
+  exists in one run only;
+- ``causes``: the difference in makespan cut into named causes whose seconds add up to it
+  exactly: ``compute``, ``io``, ``worker`` and ``retries`` per prefix, ``waiting`` and
+  ``transfers`` per prefix, ``parallelism``, ``startup``, ``tail`` and ``unexplained``; each with
+  its noise (what the same comparison of two runs without a change would give) and evidence;
+- ``tasks``: the matched tasks whose duration changed most; ``workers``, ``hosts`` and ``files``.
+
+The method (docs/compare.md): per prefix ``p`` the seconds a run was held up by ``p``'s compute
+are ``S = C x k`` (``C`` its compute seconds, ``k`` the share of a compute second in the
+makespan, 1 for a task alone on the cluster, 1/4 for four tasks side by side). Between a
+baseline ``b`` and another run ``o``:
+``S_o - S_b = (C_o - C_b) k_b + C_o (k_o - k_b)``: the first term is the prefix's *compute*
+(of which the change in linked Darshan seconds is *io* and the change in the largest excess of
+one worker over the prefix's median is *worker*), the second *parallelism*. Failed attempts'
+shares and the waits before retries are *retries*; the waiting and transfer shares are compared
+per prefix; startup, tail and the gap (nothing running, nothing ready) directly. The terms
+telescope, so they add up to the difference; *unexplained* holds the gap's change and what
+rounding leaves, and is never hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from metaprov.analysis.timeline import Blame
+from metaprov.errors import InputError
+
+#: Names of the causes, in the order used when two have the same seconds.
+CAUSES = (
+    "compute",
+    "parallelism",
+    "waiting",
+    "transfers",
+    "io",
+    "retries",
+    "worker",
+    "startup",
+    "tail",
+    "unexplained",
+)
+#: Relative floor of the noise: a cause smaller than this share of the baseline makespan...
+NOISE_FLOOR_REL = 0.02
+#: ... or than this many seconds is within the noise (clocks, scheduler ticks).
+NOISE_FLOOR_S = 0.01
+#: A cause is named when it exceeds this many standard deviations of its noise (and the floor).
+NOISE_SIGMAS = 3.0
+
+CAUSE_COLUMNS = [
+    "cause",
+    "seconds",
+    "noise",
+    "significant",
+    "prefix",
+    "worker",
+    "file",
+    "evidence",
+]
+
+
+@dataclass
+class Alignment:
+    """Tasks matched across two runs.
+
+    Attributes:
+        pairs: key_b, key_o, prefix, rule ('key', 'index' or 'prefix').
+        counts: tasks matched per rule, and tasks in one run only.
+        added: prefixes only in the other run; removed: only in the baseline.
+        same_graph: every executed key of each run is in the other.
+    """
+
+    pairs: pd.DataFrame
+    counts: dict[str, int]
+    added: list[str]
+    removed: list[str]
+    same_graph: bool
+
+
+@dataclass
+class Explanation:
+    """Why ``other`` took longer (or shorter) than ``baseline``.
+
+    Attributes:
+        baseline, other: the two runs' labels.
+        difference_s: other's makespan minus baseline's (seconds).
+        causes: one row per cause (and prefix, worker or file where it applies), ranked: the
+            columns of :data:`CAUSE_COLUMNS`; ``seconds`` add up to ``difference_s``.
+        totals: seconds per cause name (every name of :data:`CAUSES`).
+        alignment: see :class:`Alignment`.
+        tasks: the matched tasks whose duration changed most.
+        workers: per run and worker: tasks, compute, share, slowness against the prefix medians.
+        hosts: per host: tasks and compute in each run.
+        files: per file: Darshan bytes and seconds in each run (both runs have linked I/O).
+        runs: per run: makespan, startup, window, tail, compute, concurrency, slots.
+        evidence: further evidence rows (kind, detail), e.g. a software environment difference.
+        notes: what could not be attributed, and why.
+    """
+
+    baseline: str
+    other: str
+    difference_s: float
+    causes: pd.DataFrame
+    totals: dict[str, float]
+    alignment: Alignment
+    tasks: pd.DataFrame
+    workers: pd.DataFrame
+    hosts: pd.DataFrame
+    files: pd.DataFrame
+    runs: pd.DataFrame
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def top(self) -> pd.Series | None:
+        """The first significant cause, or None when nothing is above the noise."""
+        sig = self.causes[self.causes["significant"]]
+        return sig.iloc[0] if len(sig) else None
+
+
+# -- alignment ---------------------------------------------------------------------------------
+
+_TUPLE = r"^\((['\"])(?P<name>.*?)\1,\s*(?P<index>.*)\)$"
+
+
+def _tasks(bl: Blame) -> pd.DataFrame:
+    """One row per executed key: prefix, first start, compute of all attempts, last attempt."""
+    ex = bl.executions.sort_values(["key", "attempt", "start"], kind="stable")
+    g = ex.groupby("key", sort=False)
+    last = g.tail(1).set_index("key")
+    out = pd.DataFrame(
+        {
+            "prefix": g["prefix"].first(),
+            "start": g["start"].min(),
+            "duration": g["duration"].sum(),
+            "attempts": g["attempt"].size(),
+        }
+    )
+    out["worker"] = last["worker"].reindex(out.index)
+    out["thread"] = last["thread"].reindex(out.index)
+    out.index.name = "key"
+    return out.reset_index()
+
+
+def align(base: Blame, other: Blame) -> Alignment:
+    """Match the executed tasks of two runs (see the module text).
+
+    Raises:
+        InputError: the runs have no task prefix in common (nothing can be compared).
+    """
+    tb, to = _tasks(base), _tasks(other)
+    pb, po = set(tb["prefix"]), set(to["prefix"])
+    common = pb & po
+    if not common:
+        raise InputError(
+            f"runs {base.timeline.label} and {other.timeline.label} have no task prefix in "
+            f"common ({len(pb)} vs {len(po)} prefixes, e.g. "
+            f"{', '.join(sorted(pb)[:3]) or 'none'} vs {', '.join(sorted(po)[:3]) or 'none'}), "
+            "so there is nothing to compare",
+            hint="compare runs of the same workflow",
+        )
+    parts = []
+    m = tb[["key", "prefix"]].merge(to[["key"]], on="key", how="inner")
+    parts.append(
+        pd.DataFrame({"key_b": m["key"], "key_o": m["key"], "prefix": m["prefix"], "rule": "key"})
+    )
+    rb = tb[~tb["key"].isin(m["key"])]
+    ro = to[~to["key"].isin(m["key"])]
+    rb = rb[rb["prefix"].isin(common)]
+    ro = ro[ro["prefix"].isin(common)]
+    if len(rb) and len(ro):
+        ib = rb["key"].astype(str).str.extract(_TUPLE)["index"].str.replace(" ", "", regex=False)
+        io_ = ro["key"].astype(str).str.extract(_TUPLE)["index"].str.replace(" ", "", regex=False)
+        xb = pd.DataFrame(
+            {
+                "key_b": rb["key"].to_numpy(),
+                "prefix": rb["prefix"].to_numpy(),
+                "index": ib.to_numpy(),
+            }
+        ).dropna(subset=["index"])
+        xo = pd.DataFrame(
+            {
+                "key_o": ro["key"].to_numpy(),
+                "prefix": ro["prefix"].to_numpy(),
+                "index": io_.to_numpy(),
+            }
+        ).dropna(subset=["index"])
+        # one task per (prefix, index) on each side: tuple keys of different groups of one prefix
+        # can share an index, and such a pair is matched by order instead
+        xb = xb[~xb.duplicated(["prefix", "index"], keep=False)]
+        xo = xo[~xo.duplicated(["prefix", "index"], keep=False)]
+        mi = xb.merge(xo, on=["prefix", "index"], how="inner")
+        parts.append(mi[["key_b", "key_o", "prefix"]].assign(rule="index"))
+        rb = rb[~rb["key"].isin(mi["key_b"])]
+        ro = ro[~ro["key"].isin(mi["key_o"])]
+    if len(rb) and len(ro):
+        sb = rb.sort_values(["prefix", "start", "key"], kind="stable")
+        so = ro.sort_values(["prefix", "start", "key"], kind="stable")
+        sb = sb.assign(n=sb.groupby("prefix").cumcount())
+        so = so.assign(n=so.groupby("prefix").cumcount())
+        mp = sb[["key", "prefix", "n"]].merge(
+            so[["key", "prefix", "n"]], on=["prefix", "n"], suffixes=("_b", "_o")
+        )
+        parts.append(mp[["key_b", "key_o", "prefix"]].assign(rule="prefix"))
+    pairs = pd.concat(parts, ignore_index=True)
+    counts = {r: int((pairs["rule"] == r).sum()) for r in ("key", "index", "prefix")}
+    counts["baseline_only"] = int(len(tb) - len(pairs))
+    counts["other_only"] = int(len(to) - len(pairs))
+    return Alignment(
+        pairs=pairs,
+        counts=counts,
+        added=sorted(po - pb),
+        removed=sorted(pb - po),
+        same_graph=counts["key"] == len(tb) == len(to),
+    )
+
+
+# -- the decomposition -------------------------------------------------------------------------
+
+
+def _per_prefix(bl: Blame) -> pd.DataFrame:
+    ex = bl.executions
+    ok = ex["ok"].to_numpy()
+    first = ~ex["retry_wait"].to_numpy()
+    d = ex.assign(
+        c_ok=np.where(ok, ex["duration"], 0.0),
+        s_ok=np.where(ok, ex["share"], 0.0),
+        io_ok=np.where(ok, np.minimum(ex["io_s"], ex["duration"]), 0.0),
+        s_fail=np.where(ok, 0.0, ex["share"]),
+        c_fail=np.where(ok, 0.0, ex["duration"]),
+        n_fail=(~ok).astype("int64"),
+        w_first=np.where(first, ex["wait"], 0.0),
+        w_retry=np.where(first, 0.0, ex["wait"]),
+        n_ok=ok.astype("int64"),
+    )
+    return d.groupby("prefix").agg(
+        compute=("c_ok", "sum"),
+        share=("s_ok", "sum"),
+        io=("io_ok", "sum"),
+        fail_share=("s_fail", "sum"),
+        fail_compute=("c_fail", "sum"),
+        failed=("n_fail", "sum"),
+        wait=("w_first", "sum"),
+        retry_wait=("w_retry", "sum"),
+        xfer=("xfer", "sum"),
+        incoming=("incoming", "sum"),
+        executions=("n_ok", "sum"),
+    )
+
+
+def _worker_excess(bl: Blame) -> pd.DataFrame:
+    """Per prefix: the worker whose tasks ran longest past the prefix's median, and by how much.
+
+    Only prefixes that ran on two workers or more; the excess of a worker is the sum over its
+    successful executions of (duration - linked I/O - the prefix's median of that).
+    """
+    ex = bl.executions[bl.executions["ok"]]
+    if not len(ex):
+        return pd.DataFrame(columns=["worker", "excess", "tasks", "ratio"])
+    d = ex["duration"] - np.minimum(ex["io_s"], ex["duration"])
+    med = d.groupby(ex["prefix"]).transform("median")
+    x = pd.DataFrame(
+        {"prefix": ex["prefix"], "worker": ex["worker"], "excess": d - med, "d": d, "med": med}
+    )
+    nw = x.groupby("prefix")["worker"].nunique()
+    x = x[x["prefix"].isin(nw[nw >= 2].index)]
+    if not len(x):
+        return pd.DataFrame(columns=["worker", "excess", "tasks", "ratio"])
+    g = x.groupby(["prefix", "worker"]).agg(
+        excess=("excess", "sum"), tasks=("excess", "size"), d=("d", "sum"), med=("med", "sum")
+    )
+    g = g.reset_index().sort_values(["prefix", "excess", "worker"], ascending=[True, False, True])
+    top = g.groupby("prefix").head(1).set_index("prefix")
+    top["ratio"] = top["d"] / top["med"].where(top["med"] > 0)
+    return top[["worker", "excess", "tasks", "ratio"]]
+
+
+def _paired_sd(pairs: pd.DataFrame, tb: pd.DataFrame, to: pd.DataFrame, col: str) -> pd.Series:
+    """Per prefix: sqrt(n) x standard deviation of the matched tasks' differences in ``col``."""
+    if not len(pairs):
+        return pd.Series(dtype="float64")
+    vb = tb.set_index("key")[col].reindex(pairs["key_b"]).to_numpy(dtype="float64")
+    vo = to.set_index("key")[col].reindex(pairs["key_o"]).to_numpy(dtype="float64")
+    diff = pd.Series(vo - vb)
+    g = diff.groupby(pairs["prefix"].to_numpy())
+    sd = g.std(ddof=1).fillna(0.0)
+    return sd * np.sqrt(g.size())
+
+
+def _key_table(bl: Blame) -> pd.DataFrame:
+    ex = bl.executions
+    g = ex.groupby("key")
+    return pd.DataFrame(
+        {
+            "duration": g["duration"].sum(),
+            "wait": g["wait"].sum(),
+            "xfer": g["xfer"].sum(),
+            "share": g["share"].sum(),
+        }
+    ).reset_index()
+
+
+def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) -> Explanation:
+    """The difference in makespan between two runs, cut into named causes (module text).
+
+    Raises:
+        InputError: the runs have nothing in common.
+    """
+    al = alignment or align(base, other)
+    notes: list[str] = []
+    for bl in (base, other):
+        notes.extend(f"{bl.timeline.label}: {n}" for n in bl.notes)
+    diff = other.makespan - base.makespan
+    floor = max(NOISE_FLOOR_REL * max(base.makespan, other.makespan), NOISE_FLOOR_S)
+    pb, po = _per_prefix(base), _per_prefix(other)
+    prefixes = sorted(set(pb.index) | set(po.index))
+    pb = pb.reindex(prefixes).fillna(0.0)
+    po = po.reindex(prefixes).fillna(0.0)
+    kb_, ko_ = _key_table(base), _key_table(other)
+    sd_dur = _paired_sd(al.pairs, kb_, ko_, "duration").reindex(prefixes).fillna(0.0)
+    sd_wait = _paired_sd(al.pairs, kb_, ko_, "wait").reindex(prefixes).fillna(0.0)
+    sd_xfer = _paired_sd(al.pairs, kb_, ko_, "xfer").reindex(prefixes).fillna(0.0)
+    both_io = base.timeline.has_io and other.timeline.has_io
+    if base.timeline.has_io != other.timeline.has_io:
+        notes.append(
+            "only one run has linked Darshan I/O: I/O time cannot be told from compute, it "
+            "counts as compute"
+        )
+    we_b, we_o = _worker_excess(base), _worker_excess(other)
+    rows: list[dict[str, Any]] = []
+    parallel_total = 0.0
+    parallel_noise2 = 0.0
+    parallel_ev: list[dict[str, Any]] = []
+    for p in prefixes:
+        b, o = pb.loc[p], po.loc[p]
+        kb = b["share"] / b["compute"] if b["compute"] > 0 else np.nan
+        ko = o["share"] / o["compute"] if o["compute"] > 0 else np.nan
+        if np.isfinite(kb) and np.isfinite(ko):
+            comp = (o["compute"] - b["compute"]) * kb
+            par = o["compute"] * (ko - kb)
+            k = kb
+        else:  # a prefix in one run only (or without compute in one): its share as it is
+            comp = o["share"] - b["share"]
+            par = 0.0
+            k = kb if np.isfinite(kb) else (ko if np.isfinite(ko) else 0.0)
+        io = (o["io"] - b["io"]) * k if both_io else 0.0
+        wrk = 0.0
+        wev: dict[str, Any] = {}
+        if p in we_o.index or p in we_b.index:
+            eo = float(we_o["excess"].get(p, 0.0))
+            eb = float(we_b["excess"].get(p, 0.0))
+            wrk = (eo - eb) * k
+            if p in we_o.index:
+                wev = {
+                    "worker": str(we_o.loc[p, "worker"]),
+                    "tasks": int(we_o.loc[p, "tasks"]),
+                    "excess_s": eo,
+                    "baseline_excess_s": eb,
+                    "ratio_to_median": None
+                    if pd.isna(we_o.loc[p, "ratio"])
+                    else float(we_o.loc[p, "ratio"]),
+                }
+        comp_rest = comp - io - wrk
+        sd = float(sd_dur.loc[p]) * (k if np.isfinite(k) else 0.0)
+        ev = {
+            "compute_s": [float(b["compute"]), float(o["compute"])],
+            "executions": [int(b["executions"]), int(o["executions"])],
+            "share_s": [float(b["share"]), float(o["share"])],
+            "concurrency": [
+                None if not np.isfinite(kb) or kb == 0 else float(1 / kb),
+                None if not np.isfinite(ko) or ko == 0 else float(1 / ko),
+            ],
+        }
+        if p in al.added:
+            ev["added"] = True
+        if p in al.removed:
+            ev["removed"] = True
+        rows.append(_row("compute", comp_rest, sd, prefix=p, evidence=ev))
+        if both_io:
+            rows.append(
+                _row(
+                    "io",
+                    io,
+                    sd,
+                    prefix=p,
+                    evidence={"darshan_s": [float(b["io"]), float(o["io"])]},
+                )
+            )
+        if wrk != 0.0:
+            rows.append(_row("worker", wrk, sd, prefix=p, worker=wev.get("worker"), evidence=wev))
+        retr = (o["fail_share"] - b["fail_share"]) + (o["retry_wait"] - b["retry_wait"])
+        if retr != 0.0 or o["failed"] or b["failed"]:
+            rows.append(
+                _row(
+                    "retries",
+                    retr,
+                    0.0,
+                    prefix=p,
+                    evidence={
+                        "failed_attempts": [int(b["failed"]), int(o["failed"])],
+                        "failed_compute_s": [float(b["fail_compute"]), float(o["fail_compute"])],
+                    },
+                )
+            )
+        wt = o["wait"] - b["wait"]
+        if wt != 0.0:
+            rows.append(
+                _row(
+                    "waiting",
+                    wt,
+                    float(sd_wait.loc[p]),
+                    prefix=p,
+                    evidence={"waiting_s": [float(b["wait"]), float(o["wait"])]},
+                )
+            )
+        xf = o["xfer"] - b["xfer"]
+        if xf != 0.0 or o["incoming"] or b["incoming"]:
+            rows.append(
+                _row(
+                    "transfers",
+                    xf,
+                    float(sd_xfer.loc[p]),
+                    prefix=p,
+                    evidence={
+                        "transfer_s": [float(b["xfer"]), float(o["xfer"])],
+                        "bytes_in": [int(b["incoming"]), int(o["incoming"])],
+                    },
+                )
+            )
+        parallel_total += par
+        parallel_noise2 += (
+            sd * (abs(ko - kb) / kb if np.isfinite(kb) and np.isfinite(ko) and kb else 0.0)
+        ) ** 2
+        if par:
+            parallel_ev.append({"prefix": p, "seconds": float(par)})
+    parallel_ev.sort(key=lambda r: -abs(r["seconds"]))
+    rows.append(
+        _row(
+            "parallelism",
+            parallel_total,
+            float(np.sqrt(parallel_noise2)),
+            evidence={
+                "slots": [base.slots, other.slots],
+                "concurrency": [base.concurrency, other.concurrency],
+                "threads_known": [base.capacity_known, other.capacity_known],
+                "prefixes": parallel_ev[:10],
+            },
+        )
+    )
+    rows.append(
+        _row(
+            "startup",
+            other.startup - base.startup,
+            0.0,
+            evidence={"startup_s": [base.startup, other.startup]},
+        )
+    )
+    rows.append(
+        _row("tail", other.tail - base.tail, 0.0, evidence={"tail_s": [base.tail, other.tail]})
+    )
+    causes = pd.DataFrame(rows)
+    explained = float(causes["seconds"].sum())
+    rows_u = _row(
+        "unexplained",
+        diff - explained,
+        0.0,
+        evidence={
+            "gap_s": [base.gap, other.gap],
+            "why": "time when no task ran and none was ready (the client between computations, "
+            "or records missing), plus rounding",
+        },
+    )
+    causes = pd.concat([causes, pd.DataFrame([rows_u])], ignore_index=True)
+    causes["noise"] = np.maximum(NOISE_SIGMAS * causes["noise"].astype("float64"), floor)
+    causes["significant"] = causes["seconds"].abs() > causes["noise"]
+    sign = 1.0 if diff >= 0 else -1.0
+    causes["_order"] = [CAUSES.index(c) for c in causes["cause"]]
+    causes["_rank"] = -sign * causes["seconds"]
+    causes = causes.sort_values(["_rank", "_order", "prefix"], kind="stable", na_position="last")
+    causes = causes.drop(columns=["_order", "_rank"]).reset_index(drop=True)[CAUSE_COLUMNS]
+    totals = {c: float(causes.loc[causes["cause"] == c, "seconds"].sum()) for c in CAUSES}
+    if not (base.timeline.has_transitions and other.timeline.has_transitions):
+        notes.append(
+            "waiting and transfers are not attributed: a run has no worker transitions, so "
+            "when its tasks became ready is not known (their waits count in parallelism)"
+        )
+    return Explanation(
+        baseline=base.timeline.label,
+        other=other.timeline.label,
+        difference_s=float(diff),
+        causes=causes,
+        totals=totals,
+        alignment=al,
+        tasks=changed_tasks(base, other, al),
+        workers=worker_table(base, other),
+        hosts=host_table(base, other),
+        files=file_table(base, other),
+        runs=run_table(base, other),
+        notes=notes,
+    )
+
+
+def _row(
+    cause: str,
+    seconds: float,
+    noise: float,
+    *,
+    prefix: str | None = None,
+    worker: str | None = None,
+    file: str | None = None,
+    evidence: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "cause": cause,
+        "seconds": float(seconds),
+        "noise": float(noise),
+        "significant": False,
+        "prefix": prefix,
+        "worker": worker,
+        "file": file,
+        "evidence": evidence or {},
+    }
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def changed_tasks(base: Blame, other: Blame, al: Alignment, top: int = 20) -> pd.DataFrame:
+    """The matched tasks whose duration changed most: the ``top`` by seconds, then by ratio."""
+    cols = [
+        "key_b",
+        "key_o",
+        "prefix",
+        "rule",
+        "duration_b",
+        "duration_o",
+        "delta_s",
+        "ratio",
+        "worker_b",
+        "thread_b",
+        "worker_o",
+        "thread_o",
+        "why",
+    ]
+    if not len(al.pairs):
+        return pd.DataFrame(columns=cols)
+    tb = _tasks(base).set_index("key")
+    to = _tasks(other).set_index("key")
+    p = al.pairs
+    b = tb.reindex(p["key_b"])
+    o = to.reindex(p["key_o"])
+    out = pd.DataFrame(
+        {
+            "key_b": p["key_b"].to_numpy(),
+            "key_o": p["key_o"].to_numpy(),
+            "prefix": p["prefix"].to_numpy(),
+            "rule": p["rule"].to_numpy(),
+            "duration_b": b["duration"].to_numpy(dtype="float64"),
+            "duration_o": o["duration"].to_numpy(dtype="float64"),
+            "worker_b": b["worker"].to_numpy(dtype=object),
+            "thread_b": b["thread"].to_numpy(dtype=object),
+            "worker_o": o["worker"].to_numpy(dtype=object),
+            "thread_o": o["thread"].to_numpy(dtype=object),
+        }
+    )
+    out["delta_s"] = out["duration_o"] - out["duration_b"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["ratio"] = out["duration_o"] / out["duration_b"]
+    by_delta = out.reindex(
+        out["delta_s"].abs().sort_values(ascending=False, kind="stable").index
+    ).head(top)
+    # ratios of tasks of a millisecond or more only (tiny tasks' ratios are clock noise)
+    big = out[np.maximum(out["duration_b"], out["duration_o"]) >= 1e-3]
+    lr = np.abs(np.log(big["ratio"].where(big["ratio"] > 0)))
+    by_ratio = big.reindex(lr.sort_values(ascending=False, kind="stable").index).head(top)
+    by_ratio = by_ratio[~by_ratio.index.isin(by_delta.index)]
+    res = pd.concat([by_delta.assign(why="seconds"), by_ratio.assign(why="ratio")])
+    return res.reset_index(drop=True)[cols]
+
+
+def worker_table(base: Blame, other: Blame) -> pd.DataFrame:
+    """Per run and worker: host, tasks, compute, share of the makespan, slowness."""
+    parts = []
+    for which, bl in (("baseline", base), ("other", other)):
+        ex = bl.executions[bl.executions["ok"]]
+        if not len(ex):
+            continue
+        med = ex.groupby("prefix")["duration"].transform("median")
+        rel = (ex["duration"] / med.where(med > 0)).astype("float64")
+        g = ex.assign(rel=rel).groupby("worker")
+        t = pd.DataFrame(
+            {
+                "tasks": g.size(),
+                "compute_s": g["duration"].sum(),
+                "share_s": g["share"].sum(),
+                "slowness": g["rel"].median(),
+            }
+        ).reset_index()
+        t.insert(0, "run", which)
+        t["host"] = (
+            t["worker"]
+            .astype(str)
+            .str.replace(r"^[a-z]+://", "", regex=True)
+            .str.replace(r":\d+$", "", regex=True)
+        )
+        parts.append(t)
+    if not parts:
+        return pd.DataFrame(
+            columns=["run", "worker", "tasks", "compute_s", "share_s", "slowness", "host"]
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def host_table(base: Blame, other: Blame) -> pd.DataFrame:
+    w = worker_table(base, other)
+    if not len(w):
+        return pd.DataFrame(
+            columns=["host", "tasks_b", "tasks_o", "compute_b", "compute_o", "delta_s"]
+        )
+    g = w.groupby(["host", "run"])[["tasks", "compute_s"]].sum().unstack("run").fillna(0)
+    out = pd.DataFrame(
+        {
+            "tasks_b": g.get(("tasks", "baseline"), 0),
+            "tasks_o": g.get(("tasks", "other"), 0),
+            "compute_b": g.get(("compute_s", "baseline"), 0.0),
+            "compute_o": g.get(("compute_s", "other"), 0.0),
+        }
+    )
+    out["delta_s"] = out["compute_o"] - out["compute_b"]
+    return out.reset_index()
+
+
+def file_table(base: Blame, other: Blame) -> pd.DataFrame:
+    cols = ["path", "bytes_b", "bytes_o", "seconds_b", "seconds_o", "delta_s"]
+    if not (base.timeline.has_io and other.timeline.has_io):
+        return pd.DataFrame(columns=cols)
+    gb = base.timeline.io.groupby("path")[["bytes", "seconds"]].sum()
+    go = other.timeline.io.groupby("path")[["bytes", "seconds"]].sum()
+    idx = gb.index.union(go.index)
+    gb, go = gb.reindex(idx).fillna(0), go.reindex(idx).fillna(0)
+    out = pd.DataFrame(
+        {
+            "path": idx,
+            "bytes_b": gb["bytes"].astype("int64").to_numpy(),
+            "bytes_o": go["bytes"].astype("int64").to_numpy(),
+            "seconds_b": gb["seconds"].to_numpy(),
+            "seconds_o": go["seconds"].to_numpy(),
+        }
+    )
+    out["delta_s"] = out["seconds_o"] - out["seconds_b"]
+    return out.reindex(
+        out["delta_s"].abs().sort_values(ascending=False, kind="stable").index
+    ).reset_index(drop=True)
+
+
+def run_table(*blames: Blame) -> pd.DataFrame:
+    """Per run: makespan and its parts, compute, concurrency and slots."""
+    return pd.DataFrame(
+        [
+            {
+                "run": bl.timeline.label,
+                "run_id": bl.timeline.run_id,
+                "makespan_s": bl.makespan,
+                "startup_s": bl.startup,
+                "window_s": bl.window,
+                "tail_s": bl.tail,
+                "compute_s": float(bl.executions["duration"].sum()),
+                "tasks": int(bl.executions["key"].nunique()),
+                "executions": int(len(bl.executions)),
+                "concurrency": bl.concurrency,
+                "slots": bl.slots,
+            }
+            for bl in blames
+        ]
+    )
+
+
+__all__ = [
+    "CAUSES",
+    "CAUSE_COLUMNS",
+    "Alignment",
+    "Explanation",
+    "align",
+    "changed_tasks",
+    "explain",
+    "file_table",
+    "host_table",
+    "run_table",
+    "worker_table",
+]
