@@ -385,7 +385,7 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
         if p in al.removed:
             ev["removed"] = True
         rows.append(_row("compute", comp_rest, sd, prefix=p, evidence=ev))
-        if both_io:
+        if both_io and (o["io"] or b["io"]):
             rows.append(
                 _row(
                     "io",
@@ -635,6 +635,8 @@ def host_table(base: Blame, other: Blame) -> pd.DataFrame:
             "compute_o": g.get(("compute_s", "other"), 0.0),
         }
     )
+    out["tasks_b"] = out["tasks_b"].astype("int64")
+    out["tasks_o"] = out["tasks_o"].astype("int64")
     out["delta_s"] = out["compute_o"] - out["compute_b"]
     return out.reset_index()
 
