@@ -257,31 +257,62 @@ def _per_prefix(bl: Blame) -> pd.DataFrame:
     )
 
 
-def _worker_excess(bl: Blame) -> pd.DataFrame:
-    """Per prefix: the worker whose tasks ran longest past the prefix's median, and by how much.
+def _median_of_others(prefix: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """For each (prefix, worker) row (sorted by prefix): the median of the other workers' values
+    of the same prefix (the per-worker medians, without the row's own)."""
+    order = np.lexsort((med, prefix))
+    p, m = prefix[order], med[order]
+    start = np.r_[0, np.flatnonzero(p[1:] != p[:-1]) + 1]
+    size = np.diff(np.r_[start, len(p)])
+    first = np.repeat(start, size)
+    k = np.repeat(size, size)  # workers of the prefix
+    r = np.arange(len(p)) - first  # rank of the row within its prefix
+    n_left = k - 1
 
-    Only prefixes that ran on two workers or more; the excess of a worker is the sum over its
-    successful executions of (duration - linked I/O - the prefix's median of that).
+    lo = np.clip((n_left - 1) // 2, 0, None)
+    hi = np.clip(n_left // 2, 0, None)
+    out = np.full(len(p), np.nan)
+    ok = n_left >= 1
+    idx = np.flatnonzero(ok)  # the j-th value without the row's own is m[first + j + (j >= r)]
+    if len(idx):
+        jl, jh = lo[idx], hi[idx]
+        f, rr = first[idx], r[idx]
+        out[idx] = (m[f + jl + (jl >= rr)] + m[f + jh + (jh >= rr)]) / 2
+    res = np.empty(len(p))
+    res[order] = out
+    return res
+
+
+def _worker_excess(bl: Blame) -> pd.DataFrame:
+    """Per prefix: the worker whose tasks ran longest past the other workers' median, by how much.
+
+    Only prefixes that ran on two workers or more. The excess of a worker at a prefix is the sum
+    over its successful executions of (duration - linked I/O - the median of the other workers'
+    median durations of that prefix); ``sd`` is the spread of its own durations (its noise).
     """
+    cols = ["worker", "excess", "tasks", "ratio", "sd"]
     ex = bl.executions[bl.executions["ok"]]
     if not len(ex):
-        return pd.DataFrame(columns=["worker", "excess", "tasks", "ratio"])
-    d = ex["duration"] - np.minimum(ex["io_s"], ex["duration"])
-    med = d.groupby(ex["prefix"]).transform("median")
+        return pd.DataFrame(columns=cols)
+    d = (ex["duration"] - np.minimum(ex["io_s"], ex["duration"])).astype("float64")
     x = pd.DataFrame(
-        {"prefix": ex["prefix"], "worker": ex["worker"], "excess": d - med, "d": d, "med": med}
+        {"prefix": ex["prefix"].to_numpy(), "worker": ex["worker"].to_numpy(), "d": d.to_numpy()}
     )
     nw = x.groupby("prefix")["worker"].nunique()
     x = x[x["prefix"].isin(nw[nw >= 2].index)]
     if not len(x):
-        return pd.DataFrame(columns=["worker", "excess", "tasks", "ratio"])
-    g = x.groupby(["prefix", "worker"]).agg(
-        excess=("excess", "sum"), tasks=("excess", "size"), d=("d", "sum"), med=("med", "sum")
+        return pd.DataFrame(columns=cols)
+    g = x.groupby(["prefix", "worker"])["d"].agg(["sum", "size", "median", "std"]).reset_index()
+    ref = _median_of_others(
+        g["prefix"].to_numpy(dtype=object), g["median"].to_numpy(dtype="float64")
     )
-    g = g.reset_index().sort_values(["prefix", "excess", "worker"], ascending=[True, False, True])
+    g["excess"] = g["sum"] - g["size"] * ref
+    g["ratio"] = g["median"] / np.where(ref > 0, ref, np.nan)
+    g["sd"] = g["std"].fillna(0.0) * np.sqrt(g["size"])
+    g["tasks"] = g["size"]
+    g = g.sort_values(["prefix", "excess", "worker"], ascending=[True, False, True])
     top = g.groupby("prefix").head(1).set_index("prefix")
-    top["ratio"] = top["d"] / top["med"].where(top["med"] > 0)
-    return top[["worker", "excess", "tasks", "ratio"]]
+    return top[cols]
 
 
 def _paired_sd(pairs: pd.DataFrame, tb: pd.DataFrame, to: pd.DataFrame, col: str) -> pd.Series:
@@ -359,6 +390,9 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
             eo = float(we_o["excess"].get(p, 0.0))
             eb = float(we_b["excess"].get(p, 0.0))
             wrk = (eo - eb) * k
+            sd_w = float(np.hypot(we_o["sd"].get(p, 0.0), we_b["sd"].get(p, 0.0))) * (
+                k if np.isfinite(k) else 0.0
+            )
             if p in we_o.index:
                 wev = {
                     "worker": str(we_o.loc[p, "worker"]),
@@ -396,7 +430,7 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
                 )
             )
         if wrk != 0.0:
-            rows.append(_row("worker", wrk, sd, prefix=p, worker=wev.get("worker"), evidence=wev))
+            rows.append(_row("worker", wrk, sd_w, prefix=p, worker=wev.get("worker"), evidence=wev))
         retr = (o["fail_share"] - b["fail_share"]) + (o["retry_wait"] - b["retry_wait"])
         if retr != 0.0 or o["failed"] or b["failed"]:
             rows.append(
