@@ -693,9 +693,9 @@ def file_table(base: Blame, other: Blame) -> pd.DataFrame:
         }
     )
     out["delta_s"] = out["seconds_o"] - out["seconds_b"]
-    return out.reindex(
-        out["delta_s"].abs().sort_values(ascending=False, kind="stable").index
-    ).reset_index(drop=True)
+    # largest change first (to the microsecond: sums in another order differ in the last bits)
+    order = np.lexsort((out["path"].astype(str).to_numpy(), -np.round(out["delta_s"].abs(), 6)))
+    return out.iloc[order].reset_index(drop=True)
 
 
 def run_table(*blames: Blame) -> pd.DataFrame:

@@ -164,11 +164,8 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         if last is not None
         else NAT_US
     )
-    has_transitions = bool(len(records.transitions)) or (
-        records.executions["window"].astype(object).isin(["hook", "exact"]).any()
-        if len(records.executions)
-        else False
-    )
+    # worker times come from worker transitions (ready -> executing -> memory)
+    has_transitions = bool((records.executions["time_source"].astype(object) == "worker").any())
     if not has_transitions:
         notes.append(
             "no worker transitions: task times are the scheduler's begins/ends and readiness is "
@@ -180,6 +177,10 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
             "thread counts or, without them, the most tasks seen running at once"
         )
     name = label or Path(str(records.path)).name or records.run_id
+    # one order whatever the source (the store's answers come in no particular order)
+    executions = executions.sort_values(["key", "attempt", "start"], kind="stable").reset_index(
+        drop=True
+    )
     return Timeline(
         label=name,
         run_id=str(records.run_id),
@@ -191,7 +192,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         workers=workers,
         submitted=submitted,
         io=io,
-        has_io=has_io,
+        has_io=has_io and len(io) > 0,
         has_transitions=has_transitions,
         notes=notes,
     )
