@@ -1,11 +1,12 @@
 """Ground truth for ``metaprov compare``: real runs with ONE injected cause each.
 
-Records, on real Dask ``LocalCluster`` s with :func:`metaprov.capture.record`, a baseline run
-and variants of the same workflow that differ by one known cause, then checks that
+Records, on a real Dask ``LocalCluster`` (3 workers x 1 thread, 127.0.0.1) with :func:`metaprov.capture.record`, a baseline run
+(recorded three times: the one of median makespan is the baseline) and variants of the same
+workflow that differ by one known cause, then checks that
 ``metaprov compare BASELINE VARIANT`` ranks that cause first, with about the injected seconds,
 and that a second baseline names no cause above the noise.
 
-The workflow: ``crunch-i`` (``n`` independent tasks of ``d`` seconds) and a chain ``step-j``
+The workflow: ``crunch-i`` (``n`` independent tasks of ``dp`` seconds) and a chain ``step-j``
 (``m`` tasks, each needing the previous one, step ``j`` pinned to worker ``j % 2``, so every
 step's input moves between the workers; each returns a payload). The variants:
 
@@ -13,11 +14,13 @@ step's input moves between the workers; each returns a payload). The variants:
 variant          what changes                                           injected seconds
 ===============  =====================================================  ===========================
 ``slow_prefix``  every ``step`` sleeps ``x`` longer                     ``m x``
-``threads``      2 workers x 1 thread instead of 2 x 2                  ``n d / 4`` (``crunch``)
+``threads``      one of the 3 single-thread workers retired first       the change of the ``crunch``
+                                                                        stage's span (measured)
 ``slow_worker``  ``step`` tasks on worker 1 sleep ``x`` longer          ``m x / 2``
-``retries``      every other ``step`` fails once (after ``d``) and is   about ``m d / 2`` + retry
-                 retried                                                 latency (measured)
-``transfers``    each ``step`` returns ``payload`` MB instead of 1 KB   the measured difference
+``retries``      every other ``step`` fails once (after ``d + 0.1``)    the retried steps' time from
+                 and is retried                                         first to last start (measured)
+``transfers``    each ``step`` returns ``payload`` MB instead of 1 KB   the change in Dask's transfer
+                                                                        durations (measured)
 ===============  =====================================================  ===========================
 
 "Slower file I/O" cannot be told from compute without Darshan tracing the workers
@@ -39,7 +42,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-VARIANTS = ("base", "base2", "slow_prefix", "threads", "slow_worker", "retries", "transfers")
+#: seconds a failing attempt runs longer before it fails
+FAILED_EXTRA = 0.1
+VARIANTS = (
+    "base",
+    "base2",
+    "base3",
+    "slow_prefix",
+    "threads",
+    "slow_worker",
+    "retries",
+    "transfers",
+)
 #: the cause each variant injects
 EXPECTED = {
     "slow_prefix": "compute",
@@ -69,6 +83,7 @@ def step(
         flag = Path(f"{marker}-{j}")
         if not flag.exists():
             flag.write_text("failed once")
+            time.sleep(FAILED_EXTRA)
             raise RuntimeError(f"step {j} fails on its first attempt")
     return b"x" * payload
 
@@ -77,11 +92,11 @@ def workload(
     client: Any,
     variant: str,
     *,
-    n: int = 8,
+    n: int = 12,
     dp: float = 0.2,
     m: int = 8,
     d: float = 0.05,
-    x: float = 0.1,
+    x: float = 0.15,
     payload_mb: float = 20.0,
     workdir: str | None = None,
 ) -> list[Any]:
@@ -142,36 +157,46 @@ def warm_up(client: Any, out: Path, **kw: Any) -> None:
 
 
 def record_all(out: Path, variants: tuple[str, ...] = VARIANTS, **kw: Any) -> dict[str, Path]:
-    """Record every variant under ``out`` (two LocalClusters: 2 x 2 threads and 2 x 1)."""
+    """Record every variant under ``out`` on one LocalCluster of 3 workers x 1 thread; the
+    ``threads`` variant last, after one worker has been retired (2 thread slots instead of 3)."""
     from distributed import Client, LocalCluster
 
     runs: dict[str, Path] = {}
-    common = dict(processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=40)
-    with LocalCluster(n_workers=2, threads_per_worker=2, **common) as cl, Client(cl) as client:
+    with (
+        LocalCluster(
+            n_workers=3,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+            silence_logs=40,
+        ) as cl,
+        Client(cl) as client,
+    ):
         warm_up(client, out, **kw)
         for v in variants:
             if v != "threads":
                 runs[v] = record_variant(client, v, out / v, **kw)
-    if "threads" in variants:
-        with LocalCluster(n_workers=2, threads_per_worker=1, **common) as cl, Client(cl) as client:
-            warm_up(client, out, **kw)
+        if "threads" in variants:
+            third = sorted(client.scheduler_info()["workers"])[2]
+            client.retire_workers([third], close_workers=True)
+            while len(client.scheduler_info()["workers"]) > 2:
+                time.sleep(0.05)
             runs["threads"] = record_variant(client, "threads", out / "threads", **kw)
     return runs
 
 
-def injected_seconds(
-    variant: str, *, n: int = 8, dp: float = 0.2, m: int = 8, x: float = 0.1, **_: Any
-) -> float | None:
+def injected_seconds(variant: str, *, m: int = 8, x: float = 0.15, **_: Any) -> float | None:
     """The seconds a variant injects when they are known in advance (None: measured)."""
     return {
         "slow_prefix": m * x,
-        "threads": n * dp / 2 - n * dp / 4,
         "slow_worker": m * x / 2,
     }.get(variant)
 
 
 def measured_injection(variant: str, base: Path, other: Path) -> float:
     """The injected seconds measured independently of ``compare`` from what Dask recorded:
+    ``threads``: the change in the span of the ``crunch`` stage (first start to last end);
     ``transfers``: the change in the summed durations of the transfers feeding the chain (every
     step waits for its input); ``retries``: the change in the time from the first attempt's
     start to the last attempt's start of the retried steps."""
@@ -179,6 +204,9 @@ def measured_injection(variant: str, base: Path, other: Path) -> float:
 
     def one(path: Path) -> float:
         r = metaprov.read_run(path, darshan=False)
+        if variant == "threads":
+            ex = r.executions[r.executions["key"].astype(str).str.startswith("crunch-")]
+            return float((ex["end"].max() - ex["start"].min()).total_seconds())
         if variant == "transfers":
             tr = r.transfers
             on_chain = tr["key"].astype(str).str.startswith("step-") & tr["destination"].notna()
@@ -191,6 +219,14 @@ def measured_injection(variant: str, base: Path, other: Path) -> float:
     return one(other) - one(base)
 
 
+def baseline_of(runs: dict[str, Path]) -> Path:
+    """The baseline: of the three baseline recordings, the one of median makespan."""
+    import metaprov
+
+    c = metaprov.compare([runs["base"], runs["base2"], runs["base3"]], baseline="median")
+    return runs[{p.name: k for k, p in runs.items()}[c.baseline]]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outdir", type=Path)
@@ -198,12 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import metaprov
 
-    kw = dict(n=int(8 * args.scale), m=int(8 * args.scale))
+    kw = dict(n=int(12 * args.scale), m=int(8 * args.scale))
     runs = record_all(args.outdir, **kw)
-    base = runs["base"]
+    base = baseline_of(runs)
     print(f"{'variant':12} {'difference':>10} {'injected':>9} {'top cause':>12} {'seconds':>8}  ok")
     for v, path in runs.items():
-        if v == "base":
+        if path == base:
             continue
         ex = metaprov.compare([base, path]).pair
         top = ex.top

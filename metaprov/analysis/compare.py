@@ -53,6 +53,11 @@ CAUSES = (
 NOISE_FLOOR_REL = 0.02
 #: ... or than this many seconds is within the noise (clocks, scheduler ticks).
 NOISE_FLOOR_S = 0.01
+#: Startup, tail and the gap are single intervals (no replicate inside a pair): their noise is
+#: this share of the larger makespan (the spread measured between identical runs, docs/compare.md)
+#: or NOISE_ROUND_TRIPS dispatch latencies of the slower run (see Blame.latency), if more.
+NOISE_INTERVAL_REL = 0.05
+NOISE_ROUND_TRIPS = 3
 #: A cause is named when it exceeds this many standard deviations of its noise (and the floor).
 NOISE_SIGMAS = 3.0
 
@@ -134,6 +139,9 @@ _TUPLE = r"^\((['\"])(?P<name>.*?)\1,\s*(?P<index>.*)\)$"
 
 def _tasks(bl: Blame) -> pd.DataFrame:
     """One row per executed key: prefix, first start, compute of all attempts, last attempt."""
+    cached = bl.__dict__.get("_tasks")
+    if cached is not None:
+        return cached
     ex = bl.executions.sort_values(["key", "attempt", "start"], kind="stable")
     g = ex.groupby("key", sort=False)
     last = g.tail(1).set_index("key")
@@ -148,7 +156,9 @@ def _tasks(bl: Blame) -> pd.DataFrame:
     out["worker"] = last["worker"].reindex(out.index)
     out["thread"] = last["thread"].reindex(out.index)
     out.index.name = "key"
-    return out.reset_index()
+    out = out.reset_index()
+    bl.__dict__["_tasks"] = out
+    return out
 
 
 def align(base: Blame, other: Blame) -> Alignment:
@@ -241,6 +251,8 @@ def _per_prefix(bl: Blame) -> pd.DataFrame:
         w_first=np.where(first, ex["wait"], 0.0),
         w_retry=np.where(first, 0.0, ex["wait"]),
         n_ok=ok.astype("int64"),
+        n_wait=(ex["wait"] > 0).astype("int64"),
+        n_recv=(ex["xfer"] > 0).astype("int64"),
     )
     return d.groupby("prefix").agg(
         compute=("c_ok", "sum"),
@@ -254,6 +266,8 @@ def _per_prefix(bl: Blame) -> pd.DataFrame:
         xfer=("xfer", "sum"),
         incoming=("incoming", "sum"),
         executions=("n_ok", "sum"),
+        waiters=("n_wait", "sum"),
+        receivers=("n_recv", "sum"),
     )
 
 
@@ -451,7 +465,7 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
                 _row(
                     "waiting",
                     wt,
-                    float(sd_wait.loc[p]),
+                    float(sd_wait.loc[p]) + _latency_noise(b, o, "wait", "waiters"),
                     prefix=p,
                     evidence={"waiting_s": [float(b["wait"]), float(o["wait"])]},
                 )
@@ -462,7 +476,13 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
                 _row(
                     "transfers",
                     xf,
-                    float(sd_xfer.loc[p]),
+                    float(sd_xfer.loc[p])
+                    + (
+                        _latency_noise(b, o, "xfer", "receivers")
+                        if abs(o["incoming"] - b["incoming"])
+                        <= 0.1 * max(o["incoming"], b["incoming"])
+                        else 0.0
+                    ),
                     prefix=p,
                     evidence={
                         "transfer_s": [float(b["xfer"]), float(o["xfer"])],
@@ -481,7 +501,8 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
         _row(
             "parallelism",
             parallel_total,
-            float(np.sqrt(parallel_noise2)),
+            # scheduling jitter shows as waiting, and shifts concurrency by about as much
+            float(np.sqrt(parallel_noise2) + (pb["wait"].sum() + po["wait"].sum()) / NOISE_SIGMAS),
             evidence={
                 "slots": [base.slots, other.slots],
                 "concurrency": [base.concurrency, other.concurrency],
@@ -515,6 +536,12 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
     )
     causes = pd.concat([causes, pd.DataFrame([rows_u])], ignore_index=True)
     causes["noise"] = np.maximum(NOISE_SIGMAS * causes["noise"].astype("float64"), floor)
+    single = causes["cause"].isin(["startup", "tail", "unexplained"]).to_numpy()
+    interval = max(
+        NOISE_INTERVAL_REL * max(base.makespan, other.makespan),
+        NOISE_SIGMAS * NOISE_ROUND_TRIPS * max(base.latency, other.latency),
+    )
+    causes.loc[single, "noise"] = np.maximum(causes.loc[single, "noise"], interval)
     causes["significant"] = causes["seconds"].abs() > causes["noise"]
     sign = 1.0 if diff >= 0 else -1.0
     causes["_order"] = [CAUSES.index(c) for c in causes["cause"]]
@@ -527,6 +554,7 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
             "waiting and transfers are not attributed: a run has no worker transitions, so "
             "when its tasks became ready is not known (their waits count in parallelism)"
         )
+    wt_ = worker_table(base, other)
     return Explanation(
         baseline=base.timeline.label,
         other=other.timeline.label,
@@ -535,12 +563,25 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
         totals=totals,
         alignment=al,
         tasks=changed_tasks(base, other, al),
-        workers=worker_table(base, other),
-        hosts=host_table(base, other),
+        workers=wt_,
+        hosts=host_table(base, other, wt_),
         files=file_table(base, other),
         runs=run_table(base, other),
         notes=notes,
     )
+
+
+def _latency_noise(b: pd.Series, o: pd.Series, col: str, count: str) -> float:
+    """Noise of a sum of latencies: sqrt(n) x the mean latency of the slower run (1 sigma).
+
+    A whole run can be slower to dispatch or to move small messages (a loaded machine): that
+    shifts every task's wait alike, which the spread of the matched tasks' differences misses.
+    """
+    n = max(b[count], o[count])
+    if not n:
+        return 0.0
+    per = max(b[col] / b[count] if b[count] else 0.0, o[col] / o[count] if o[count] else 0.0)
+    return float(np.sqrt(n) * per / NOISE_SIGMAS * 2)
 
 
 def _row(
@@ -654,8 +695,9 @@ def worker_table(base: Blame, other: Blame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def host_table(base: Blame, other: Blame) -> pd.DataFrame:
-    w = worker_table(base, other)
+def host_table(base: Blame, other: Blame, workers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per host: tasks and compute in each run (from :func:`worker_table`)."""
+    w = worker_table(base, other) if workers is None else workers
     if not len(w):
         return pd.DataFrame(
             columns=["host", "tasks_b", "tasks_o", "compute_b", "compute_o", "delta_s"]

@@ -249,6 +249,9 @@ class Blame:
         untimed: execution attempts without a start or end (not shared out).
         concurrency: mean tasks running at once over the window.
         slots: mean thread slots over the window.
+        latency: mean seconds of the makespan a dispatch cost (waiting and transfer shares over
+            the executions that had any): how sluggish the scheduler and workers were, the unit
+            of the noise of single intervals (startup, tail, gap).
     """
 
     timeline: Timeline
@@ -263,6 +266,7 @@ class Blame:
     concurrency: float
     slots: float
     notes: list[str] = field(default_factory=list)
+    latency: float = 0.0
 
     @property
     def parts_total(self) -> float:
@@ -482,6 +486,8 @@ def blame(tl: Timeline) -> Blame:
     )
     window = (we - ws) / 1e6
     total_dt = float(dt.sum())
+    pend = wait + xfer
+    latency = float(pend.sum() / max(1, int((pend > 0).sum())))
     return Blame(
         timeline=tl,
         makespan=(run_e - run_s) / 1e6,
@@ -495,6 +501,7 @@ def blame(tl: Timeline) -> Blame:
         concurrency=float((b * dt).sum() / total_dt) if total_dt else 0.0,
         slots=float((P * dt).sum() / total_dt) if total_dt else 0.0,
         notes=notes,
+        latency=latency,
     )
 
 

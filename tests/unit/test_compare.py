@@ -66,7 +66,10 @@ def timeline(
         executions=ex,
         dependencies=pd.DataFrame(list(deps), columns=["key", "dependency"], dtype=object),
         transfers=pd.DataFrame(
-            [(k, "a", d, T0 + round(s * 1e6), T0 + round(e * 1e6), n) for k, d, s, e, n in transfers],
+            [
+                (k, "a", d, T0 + round(s * 1e6), T0 + round(e * 1e6), n)
+                for k, d, s, e, n in transfers
+            ],
             columns=["key", "source", "destination", "start", "stop", "nbytes"],
         ),
         workers=w,
