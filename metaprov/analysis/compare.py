@@ -137,28 +137,91 @@ class Explanation:
 _TUPLE = r"^\((['\"])(?P<name>.*?)\1,\s*(?P<index>.*)\)$"
 
 
-def _tasks(bl: Blame) -> pd.DataFrame:
-    """One row per executed key: prefix, first start, compute of all attempts, last attempt."""
-    cached = bl.__dict__.get("_tasks")
+def _obj(values: Any) -> np.ndarray:
+    """Text as a numpy object array (hashing and taking are then fast, whatever the dtype)."""
+    if isinstance(values, pd.Series):
+        return values.to_numpy(dtype=object, na_value=None)
+    return np.asarray(values, dtype=object)
+
+
+@dataclass
+class _Keys:
+    """One row per executed key of a run, as numpy arrays (position = row)."""
+
+    key: np.ndarray
+    prefix: np.ndarray
+    start: np.ndarray
+    duration: np.ndarray
+    wait: np.ndarray
+    xfer: np.ndarray
+    attempts: np.ndarray
+    worker: np.ndarray
+    thread: np.ndarray
+
+
+def _tasks(bl: Blame) -> _Keys:
+    """One row per executed key: prefix, first start, compute, waits and transfers of all
+    attempts, worker and thread of the last attempt (computed once per run)."""
+    cached = bl.__dict__.get("_keys")
     if cached is not None:
         return cached
-    ex = bl.executions.sort_values(["key", "attempt", "start"], kind="stable")
-    g = ex.groupby("key", sort=False)
-    last = g.tail(1).set_index("key")
-    out = pd.DataFrame(
-        {
-            "prefix": g["prefix"].first(),
-            "start": g["start"].min(),
-            "duration": g["duration"].sum(),
-            "attempts": g["attempt"].size(),
-        }
+    ex = bl.executions
+    codes, uniq = pd.factorize(_obj(ex["key"]))
+    m = len(uniq)
+    order = np.lexsort((ex["start"].to_numpy(), ex["attempt"].to_numpy(), codes))
+    c = codes[order]
+    first = np.r_[True, c[1:] != c[:-1]] if len(c) else np.zeros(0, bool)
+    last = np.r_[c[1:] != c[:-1], True] if len(c) else np.zeros(0, bool)
+    start = np.full(m, np.iinfo(np.int64).max, dtype="int64")
+    np.minimum.at(start, codes, ex["start"].to_numpy(dtype="int64"))
+    out = _Keys(
+        key=np.asarray(uniq, dtype=object),
+        prefix=_obj(ex["prefix"])[order[first]],
+        start=start,
+        duration=np.bincount(codes, weights=ex["duration"].to_numpy(), minlength=m),
+        wait=np.bincount(codes, weights=ex["wait"].to_numpy(), minlength=m),
+        xfer=np.bincount(codes, weights=ex["xfer"].to_numpy(), minlength=m),
+        attempts=np.bincount(codes, minlength=m),
+        worker=_obj(ex["worker"])[order[last]],
+        thread=ex["thread"].to_numpy(dtype=object, na_value=None)[order[last]],
     )
-    out["worker"] = last["worker"].reindex(out.index)
-    out["thread"] = last["thread"].reindex(out.index)
-    out.index.name = "key"
-    out = out.reset_index()
-    bl.__dict__["_tasks"] = out
+    bl.__dict__["_keys"] = out
     return out
+
+
+def _tuple_index(keys: np.ndarray) -> np.ndarray:
+    """The index part of tuple keys ("('x-1f3a', 3, 2)" -> "3,2"); None for other keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(keys):
+        return np.zeros(0, dtype=object)
+    arr = pa.array(keys.tolist(), type=pa.large_string())
+    found = pc.extract_regex(arr, r"^\((?:'[^']*'|\"[^\"]*\"),\s*(?P<index>.*)\)$")
+    idx = pc.struct_field(found, [0])
+    idx = pc.replace_substring(idx, " ", "")
+    return np.asarray(idx.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _pair_by(
+    b_rows: np.ndarray, o_rows: np.ndarray, b_label: np.ndarray, o_label: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows matched by a label that is unique on each side (labels None never match)."""
+    codes, _ = pd.factorize(np.concatenate([b_label, o_label]), use_na_sentinel=True)
+    cb, co = codes[: len(b_label)], codes[len(b_label) :]
+    k = int(codes.max()) + 1 if len(codes) else 0
+    if k <= 0:
+        return b_rows[:0], o_rows[:0]
+    nb = np.bincount(cb[cb >= 0], minlength=k)
+    no = np.bincount(co[co >= 0], minlength=k)
+    ok = (nb == 1) & (no == 1)
+    pos_o = np.full(len(ok), -1, dtype="int64")
+    sel_o = (co >= 0) & ok[np.maximum(co, 0)] if len(co) else np.zeros(0, bool)
+    pos_o[co[sel_o]] = np.flatnonzero(sel_o)
+    sel_b = (cb >= 0) & ok[np.maximum(cb, 0)] if len(cb) else np.zeros(0, bool)
+    sel_b &= pos_o[np.maximum(cb, 0)] >= 0
+    ib = np.flatnonzero(sel_b)
+    return b_rows[ib], o_rows[pos_o[cb[ib]]]
 
 
 def align(base: Blame, other: Blame) -> Alignment:
@@ -168,69 +231,84 @@ def align(base: Blame, other: Blame) -> Alignment:
         InputError: the runs have no task prefix in common (nothing can be compared).
     """
     tb, to = _tasks(base), _tasks(other)
-    pb, po = set(tb["prefix"]), set(to["prefix"])
+    pb, po = set(tb.prefix), set(to.prefix)
     common = pb & po
     if not common:
         raise InputError(
             f"runs {base.timeline.label} and {other.timeline.label} have no task prefix in "
             f"common ({len(pb)} vs {len(po)} prefixes, e.g. "
-            f"{', '.join(sorted(pb)[:3]) or 'none'} vs {', '.join(sorted(po)[:3]) or 'none'}), "
-            "so there is nothing to compare",
+            f"{', '.join(sorted(map(str, pb))[:3]) or 'none'} vs "
+            f"{', '.join(sorted(map(str, po))[:3]) or 'none'}), so there is nothing to compare",
             hint="compare runs of the same workflow",
         )
-    parts = []
-    m = tb[["key", "prefix"]].merge(to[["key"]], on="key", how="inner")
-    parts.append(
-        pd.DataFrame({"key_b": m["key"], "key_o": m["key"], "prefix": m["prefix"], "rule": "key"})
+    nb, no = len(tb.key), len(to.key)
+    rows_b, rows_o, rules = [], [], []
+    # 1. by key
+    codes, _ = pd.factorize(np.concatenate([tb.key, to.key]))
+    cb, co = codes[:nb], codes[nb:]
+    pos_o = np.full(codes.max() + 1 if len(codes) else 0, -1, dtype="int64")
+    pos_o[co] = np.arange(no)
+    hit = pos_o[cb] >= 0
+    rows_b.append(np.flatnonzero(hit))
+    rows_o.append(pos_o[cb[hit]])
+    rules.append(np.full(int(hit.sum()), "key", dtype=object))
+    left_b = ~hit
+    left_o = np.ones(no, bool)
+    left_o[pos_o[cb[hit]]] = False
+    in_common_b = np.isin(tb.prefix, list(common))
+    in_common_o = np.isin(to.prefix, list(common))
+    rb = np.flatnonzero(left_b & in_common_b)
+    ro = np.flatnonzero(left_o & in_common_o)
+    # 2. by prefix and tuple index (unique on each side)
+    if len(rb) and len(ro):
+        ib, io_ = _tuple_index(tb.key[rb]), _tuple_index(to.key[ro])
+        lb = np.where(pd.isna(ib), None, tb.prefix[rb].astype(str) + "\x00" + ib.astype(str))
+        lo = np.where(pd.isna(io_), None, to.prefix[ro].astype(str) + "\x00" + io_.astype(str))
+        mb, mo = _pair_by(rb, ro, lb.astype(object), lo.astype(object))
+        rows_b.append(mb)
+        rows_o.append(mo)
+        rules.append(np.full(len(mb), "index", dtype=object))
+        rb = np.setdiff1d(rb, mb)
+        ro = np.setdiff1d(ro, mo)
+    # 3. by prefix, in start order
+    if len(rb) and len(ro):
+
+        def ranks(rows: np.ndarray, keys: _Keys) -> np.ndarray:
+            pre = keys.prefix[rows].astype(str)
+            order = np.lexsort((keys.key[rows].astype(str), keys.start[rows], pre))
+            p = pre[order]
+            startpos = np.r_[0, np.flatnonzero(p[1:] != p[:-1]) + 1]
+            r = np.arange(len(p)) - np.repeat(startpos, np.diff(np.r_[startpos, len(p)]))
+            out = np.empty(len(p), dtype=object)
+            out[order] = [f"{a}\x00{b}" for a, b in zip(p.tolist(), r.tolist(), strict=True)]
+            return out
+
+        mb, mo = _pair_by(rb, ro, ranks(rb, tb), ranks(ro, to))
+        rows_b.append(mb)
+        rows_o.append(mo)
+        rules.append(np.full(len(mb), "prefix", dtype=object))
+    row_b = np.concatenate(rows_b)
+    row_o = np.concatenate(rows_o)
+    rule = np.concatenate(rules)
+    pairs = pd.DataFrame(
+        {
+            "key_b": pd.Series(tb.key[row_b], dtype=object),
+            "key_o": pd.Series(to.key[row_o], dtype=object),
+            "prefix": pd.Series(tb.prefix[row_b], dtype=object),
+            "rule": pd.Series(rule, dtype=object),
+            "row_b": row_b,
+            "row_o": row_o,
+        }
     )
-    rb = tb[~tb["key"].isin(m["key"])]
-    ro = to[~to["key"].isin(m["key"])]
-    rb = rb[rb["prefix"].isin(common)]
-    ro = ro[ro["prefix"].isin(common)]
-    if len(rb) and len(ro):
-        ib = rb["key"].astype(str).str.extract(_TUPLE)["index"].str.replace(" ", "", regex=False)
-        io_ = ro["key"].astype(str).str.extract(_TUPLE)["index"].str.replace(" ", "", regex=False)
-        xb = pd.DataFrame(
-            {
-                "key_b": rb["key"].to_numpy(),
-                "prefix": rb["prefix"].to_numpy(),
-                "index": ib.to_numpy(),
-            }
-        ).dropna(subset=["index"])
-        xo = pd.DataFrame(
-            {
-                "key_o": ro["key"].to_numpy(),
-                "prefix": ro["prefix"].to_numpy(),
-                "index": io_.to_numpy(),
-            }
-        ).dropna(subset=["index"])
-        # one task per (prefix, index) on each side: tuple keys of different groups of one prefix
-        # can share an index, and such a pair is matched by order instead
-        xb = xb[~xb.duplicated(["prefix", "index"], keep=False)]
-        xo = xo[~xo.duplicated(["prefix", "index"], keep=False)]
-        mi = xb.merge(xo, on=["prefix", "index"], how="inner")
-        parts.append(mi[["key_b", "key_o", "prefix"]].assign(rule="index"))
-        rb = rb[~rb["key"].isin(mi["key_b"])]
-        ro = ro[~ro["key"].isin(mi["key_o"])]
-    if len(rb) and len(ro):
-        sb = rb.sort_values(["prefix", "start", "key"], kind="stable")
-        so = ro.sort_values(["prefix", "start", "key"], kind="stable")
-        sb = sb.assign(n=sb.groupby("prefix").cumcount())
-        so = so.assign(n=so.groupby("prefix").cumcount())
-        mp = sb[["key", "prefix", "n"]].merge(
-            so[["key", "prefix", "n"]], on=["prefix", "n"], suffixes=("_b", "_o")
-        )
-        parts.append(mp[["key_b", "key_o", "prefix"]].assign(rule="prefix"))
-    pairs = pd.concat(parts, ignore_index=True)
-    counts = {r: int((pairs["rule"] == r).sum()) for r in ("key", "index", "prefix")}
-    counts["baseline_only"] = int(len(tb) - len(pairs))
-    counts["other_only"] = int(len(to) - len(pairs))
+    counts = {r: int((rule == r).sum()) for r in ("key", "index", "prefix")}
+    counts["baseline_only"] = int(nb - len(pairs))
+    counts["other_only"] = int(no - len(pairs))
     return Alignment(
         pairs=pairs,
         counts=counts,
-        added=sorted(po - pb),
-        removed=sorted(pb - po),
-        same_graph=counts["key"] == len(tb) == len(to),
+        added=sorted(map(str, po - pb)),
+        removed=sorted(map(str, pb - po)),
+        same_graph=counts["key"] == nb == no,
     )
 
 
@@ -329,29 +407,22 @@ def _worker_excess(bl: Blame) -> pd.DataFrame:
     return top[cols]
 
 
-def _paired_sd(pairs: pd.DataFrame, tb: pd.DataFrame, to: pd.DataFrame, col: str) -> pd.Series:
+def _paired_sd(al: Alignment, tb: _Keys, to: _Keys, col: str) -> pd.Series:
     """Per prefix: sqrt(n) x standard deviation of the matched tasks' differences in ``col``."""
-    if not len(pairs):
+    p = al.pairs
+    if not len(p):
         return pd.Series(dtype="float64")
-    vb = tb.set_index("key")[col].reindex(pairs["key_b"]).to_numpy(dtype="float64")
-    vo = to.set_index("key")[col].reindex(pairs["key_o"]).to_numpy(dtype="float64")
-    diff = pd.Series(vo - vb)
-    g = diff.groupby(pairs["prefix"].to_numpy())
-    sd = g.std(ddof=1).fillna(0.0)
-    return sd * np.sqrt(g.size())
-
-
-def _key_table(bl: Blame) -> pd.DataFrame:
-    ex = bl.executions
-    g = ex.groupby("key")
-    return pd.DataFrame(
-        {
-            "duration": g["duration"].sum(),
-            "wait": g["wait"].sum(),
-            "xfer": g["xfer"].sum(),
-            "share": g["share"].sum(),
-        }
-    ).reset_index()
+    rb, ro = p["row_b"].to_numpy(), p["row_o"].to_numpy()
+    diff = getattr(to, col)[ro] - getattr(tb, col)[rb]
+    codes, uniq = pd.factorize(_obj(p["prefix"]))
+    n = np.bincount(codes, minlength=len(uniq)).astype("float64")
+    s1 = np.bincount(codes, weights=diff, minlength=len(uniq))
+    s2 = np.bincount(codes, weights=diff * diff, minlength=len(uniq))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = np.where(n > 1, (s2 - s1 * s1 / n) / (n - 1), 0.0)
+    return pd.Series(
+        np.sqrt(np.maximum(var, 0.0)) * np.sqrt(n), index=np.asarray(uniq, dtype=object)
+    )
 
 
 def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) -> Explanation:
@@ -370,10 +441,10 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
     prefixes = sorted(set(pb.index) | set(po.index))
     pb = pb.reindex(prefixes).fillna(0.0)
     po = po.reindex(prefixes).fillna(0.0)
-    kb_, ko_ = _key_table(base), _key_table(other)
-    sd_dur = _paired_sd(al.pairs, kb_, ko_, "duration").reindex(prefixes).fillna(0.0)
-    sd_wait = _paired_sd(al.pairs, kb_, ko_, "wait").reindex(prefixes).fillna(0.0)
-    sd_xfer = _paired_sd(al.pairs, kb_, ko_, "xfer").reindex(prefixes).fillna(0.0)
+    kb_, ko_ = _tasks(base), _tasks(other)
+    sd_dur = _paired_sd(al, kb_, ko_, "duration").reindex(prefixes).fillna(0.0)
+    sd_wait = _paired_sd(al, kb_, ko_, "wait").reindex(prefixes).fillna(0.0)
+    sd_xfer = _paired_sd(al, kb_, ko_, "xfer").reindex(prefixes).fillna(0.0)
     both_io = base.timeline.has_io and other.timeline.has_io
     if base.timeline.has_io != other.timeline.has_io:
         notes.append(
@@ -628,23 +699,21 @@ def changed_tasks(base: Blame, other: Blame, al: Alignment, top: int = 20) -> pd
     ]
     if not len(al.pairs):
         return pd.DataFrame(columns=cols)
-    tb = _tasks(base).set_index("key")
-    to = _tasks(other).set_index("key")
+    tb, to = _tasks(base), _tasks(other)
     p = al.pairs
-    b = tb.reindex(p["key_b"])
-    o = to.reindex(p["key_o"])
+    rb, ro = p["row_b"].to_numpy(), p["row_o"].to_numpy()
     out = pd.DataFrame(
         {
-            "key_b": p["key_b"].to_numpy(),
-            "key_o": p["key_o"].to_numpy(),
-            "prefix": p["prefix"].to_numpy(),
-            "rule": p["rule"].to_numpy(),
-            "duration_b": b["duration"].to_numpy(dtype="float64"),
-            "duration_o": o["duration"].to_numpy(dtype="float64"),
-            "worker_b": b["worker"].to_numpy(dtype=object),
-            "thread_b": b["thread"].to_numpy(dtype=object),
-            "worker_o": o["worker"].to_numpy(dtype=object),
-            "thread_o": o["thread"].to_numpy(dtype=object),
+            "key_b": pd.Series(tb.key[rb], dtype=object),
+            "key_o": pd.Series(to.key[ro], dtype=object),
+            "prefix": pd.Series(tb.prefix[rb], dtype=object),
+            "rule": pd.Series(_obj(p["rule"]), dtype=object),
+            "duration_b": tb.duration[rb],
+            "duration_o": to.duration[ro],
+            "worker_b": pd.Series(tb.worker[rb], dtype=object),
+            "thread_b": pd.Series(tb.thread[rb], dtype=object),
+            "worker_o": pd.Series(to.worker[ro], dtype=object),
+            "thread_o": pd.Series(to.thread[ro], dtype=object),
         }
     )
     out["delta_s"] = out["duration_o"] - out["duration_b"]

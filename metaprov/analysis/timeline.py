@@ -317,50 +317,70 @@ def blame(tl: Timeline) -> Blame:
     attempt = ex["attempt"].to_numpy(dtype="int64")
 
     # -- readiness: the last end of every dependency; a root's graph submission -----------------
-    last_end = pd.Series(e, index=keys).groupby(level=0).max()
+    # every key as an integer code (hash once; joins are then integer lookups)
     deps = tl.dependencies
-    # the first attempt of each key (smallest attempt number)
-    order = np.lexsort((s, attempt, keys.astype(str)))
-    ks = keys[order].astype(str)
+    tr = tl.transfers
+    if len(tr):
+        tr = tr[(tr["stop"].to_numpy() != NAT_US) & tr["destination"].notna().to_numpy()]
+    dk, dd = _obj(deps["key"]), _obj(deps["dependency"])
+    tk = _obj(tr["key"])
+    sk = np.asarray(tl.submitted.index, dtype=object)
+    ik = _obj(tl.io["key"]) if tl.has_io and len(tl.io) else np.zeros(0, dtype=object)
+    codes, uniq = pd.factorize(np.concatenate([keys, dk, dd, tk, sk, ik]))
+    cuts = np.cumsum([n, len(dk), len(dd), len(tk), len(sk)])
+    ck, cdk, cdd, ctk, csk, cik = np.split(codes, cuts)
+    U = len(uniq)
+    last_end = np.full(U, NAT_US, dtype="int64")
+    np.maximum.at(last_end, ck, e)
+    # the first attempt of each key (smallest attempt number, then earliest start)
+    order = np.lexsort((s, attempt, ck))
+    ks = ck[order]
     is_first = np.r_[True, ks[1:] != ks[:-1]] if n else np.zeros(0, bool)
     first = np.zeros(n, bool)
     first[order[is_first]] = True
+    first_row = np.full(U, -1, dtype="int64")
+    first_row[ck[first]] = np.flatnonzero(first)
     ready = np.full(n, NAT_US, dtype="int64")
     arrival = np.full(n, NAT_US, dtype="int64")
     incoming = np.zeros(n, dtype="int64")
     if tl.has_transitions:
-        fk = pd.Series(np.flatnonzero(first), index=keys[first])
-        if len(deps):
-            d = deps[deps["dependency"].isin(last_end.index) & deps["key"].isin(fk.index)]
-            dep_end = last_end.reindex(d["dependency"].to_numpy()).to_numpy()
-            r = pd.Series(dep_end, index=d["key"].to_numpy()).groupby(level=0).max()
-            rows = fk.reindex(r.index).to_numpy()
-            ready[rows] = r.to_numpy(dtype="int64")
+        if len(dk):
+            ok = (last_end[cdd] != NAT_US) & (first_row[cdk] >= 0)
+            rows, dep_c = first_row[cdk[ok]], cdd[ok]
+            np.maximum.at(ready, rows, last_end[dep_c])
             # data moved to the task's worker: transfers of its dependencies to that worker
-            tr = tl.transfers
-            if len(tr):
-                tr = tr[(tr["stop"] != NAT_US) & tr["destination"].notna()]
-                wk = pd.DataFrame(
-                    {"key": d["key"].to_numpy(), "dependency": d["dependency"].to_numpy()}
+            if len(tk):
+                wcodes, _ = pd.factorize(
+                    np.concatenate([_obj(ex["worker"]), _obj(tr["destination"])])
                 )
-                wk["row"] = fk.reindex(wk["key"].to_numpy()).to_numpy()
-                wk["destination"] = ex["worker"].to_numpy(dtype=object)[wk["row"].to_numpy()]
-                g = tr.groupby(["key", "destination"], sort=False).agg(
-                    stop=("stop", "max"), nbytes=("nbytes", "sum")
+                W = int(wcodes.max()) + 1
+                ex_w, tr_w = wcodes[:n], wcodes[n:]
+                pair_tr = ctk.astype("int64") * W + tr_w
+                g = (
+                    pd.DataFrame(
+                        {
+                            "pair": pair_tr,
+                            "stop": tr["stop"].to_numpy(),
+                            "nbytes": tr["nbytes"].to_numpy(),
+                        }
+                    )
+                    .groupby("pair", sort=True)
+                    .agg(stop=("stop", "max"), nbytes=("nbytes", "sum"))
                 )
-                m = wk.merge(
-                    g, left_on=["dependency", "destination"], right_index=True, how="inner"
-                )
-                if len(m):
-                    a = m.groupby("row").agg(stop=("stop", "max"), nbytes=("nbytes", "sum"))
-                    arrival[a.index.to_numpy()] = a["stop"].to_numpy(dtype="int64")
-                    incoming[a.index.to_numpy()] = a["nbytes"].to_numpy(dtype="int64")
+                keys_sorted = g.index.to_numpy()
+                pair_dep = dep_c.astype("int64") * W + ex_w[rows]
+                pos = np.searchsorted(keys_sorted, pair_dep)
+                pos = np.clip(pos, 0, max(len(keys_sorted) - 1, 0))
+                hit = keys_sorted[pos] == pair_dep if len(keys_sorted) else np.zeros(0, bool)
+                if hit.any():
+                    np.maximum.at(arrival, rows[hit], g["stop"].to_numpy()[pos[hit]])
+                    np.add.at(incoming, rows[hit], g["nbytes"].to_numpy()[pos[hit]])
         roots = first & (ready == NAT_US)
-        if len(tl.submitted):
-            sub = tl.submitted.reindex(keys[roots]).to_numpy(dtype="float64")
-            got = ~np.isnan(sub)
-            idx = np.flatnonzero(roots)[got]
-            ready[idx] = sub[got].astype("int64")
+        if len(sk):
+            sub_t = np.full(U, NAT_US, dtype="int64")
+            sub_t[csk] = tl.submitted.to_numpy(dtype="int64")
+            idx = np.flatnonzero(roots)
+            ready[idx] = sub_t[ck[idx]]
     # later attempts wait from the previous attempt's end (a retry)
     prev_end = np.full(n, NAT_US, dtype="int64")
     if (~first).any():
@@ -468,10 +488,19 @@ def blame(tl: Timeline) -> Blame:
     wait = integral(R_wait, wa, wb, wok)
     xfer = integral(R_xfer, xa, xb, xok)
     io_s = np.zeros(n)
-    if tl.has_io and len(tl.io):
-        per = tl.io.groupby(["key", "attempt"])["seconds"].sum()
-        idx = pd.MultiIndex.from_arrays([keys.astype(str), attempt])
-        io_s = np.nan_to_num(per.reindex(idx).to_numpy(dtype="float64"), nan=0.0)
+    if len(cik):
+        # seconds per (key, attempt): pair codes, then a lookup for each execution
+        A = int(max(attempt.max(initial=0), tl.io["attempt"].max())) + 1
+        per = (
+            pd.Series(tl.io["seconds"].to_numpy(dtype="float64"))
+            .groupby(cik.astype("int64") * A + tl.io["attempt"].to_numpy(dtype="int64"))
+            .sum()
+        )
+        pk = per.index.to_numpy()
+        want = ck.astype("int64") * A + attempt
+        pos = np.clip(np.searchsorted(pk, want), 0, len(pk) - 1)
+        hit = pk[pos] == want
+        io_s[hit] = per.to_numpy()[pos[hit]]
     cap_at = np.r_[P, P[-1:]] if len(P) else np.ones(1)
     capacity = cap_at[np.clip(np.searchsorted(times, s, side="right") - 1, 0, max(len(P) - 1, 0))]
     out = ex.assign(
@@ -503,6 +532,11 @@ def blame(tl: Timeline) -> Blame:
         notes=notes,
         latency=latency,
     )
+
+
+def _obj(s: pd.Series) -> np.ndarray:
+    """A text column as a numpy object array (hashing it is then fast, whatever its dtype)."""
+    return s.to_numpy(dtype=object, na_value=None)
 
 
 def _count(

@@ -127,7 +127,7 @@ def cause_phrase(row: Any) -> str:
         return f"{_s(s)} {more} compute in `{p}`{extra}"
     if c == "worker":
         r = ev.get("ratio_to_median")
-        times = f": its `{p}` tasks took {r:.2f}x the prefix's median" if r else ""
+        times = f": its `{p}` tasks took {r:.2f}x the other workers' median" if r else ""
         return f"{_s(s)} {more} on worker {row['worker']}{times}"
     if c == "parallelism":
         sb, so = ev.get("slots", [0, 0])
