@@ -158,34 +158,6 @@ def task_streams(base: Blame, other: Blame, ex: Explanation) -> Any:
     return p
 
 
-def campaign_figure(c: Comparison) -> Any:
-    """One bar per run: its difference from the baseline, outliers in red."""
-    from bokeh.models import ColumnDataSource, FactorRange
-    from bokeh.plotting import figure
-
-    t = c.runs
-    src = ColumnDataSource(
-        {
-            "run": t["run"].tolist(),
-            "d": t["difference_s"].astype(float).tolist(),
-            "color": np.where(t["outlier"], "#d62728", "#1f77b4").tolist(),
-            "top": [str(x) if x is not None else "" for x in t["top_cause"]],
-        }
-    )
-    p = figure(
-        x_range=FactorRange(*t["run"].tolist()),
-        height=320,
-        sizing_mode="stretch_width",
-        tools="hover,save,reset",
-        title=f"makespan minus the baseline's ({c.baseline}); outliers in red",
-        name="compare-campaign",
-    )
-    p.vbar(x="run", top="d", width=0.8, color="color", source=src)
-    p.xaxis.major_label_orientation = 1.0
-    p.hover.tooltips = [("run", "@run"), ("difference", "@d{+0.000} s"), ("top cause", "@top")]
-    return p
-
-
 def _explanation_sections(page: Any, c: Comparison, ex: Explanation, sid: str, nav: bool) -> None:
     from metaprov.compare.render import explanation_lines
     from metaprov.report.page import esc, table
@@ -306,7 +278,7 @@ def _explanation_sections(page: Any, c: Comparison, ex: Explanation, sid: str, n
 
 def render(c: Comparison, title: str | None = None) -> str:
     """The page's HTML text."""
-    from metaprov.report import require_bokeh
+    from metaprov.report import figures, require_bokeh
     from metaprov.report.page import Page, deterministic_ids, table
 
     require_bokeh()
@@ -321,7 +293,7 @@ def render(c: Comparison, title: str | None = None) -> str:
     with deterministic_ids():
         if len(exs) > 1:
             page.section("campaign", "Runs against the baseline")
-            page.figure("compare-campaign", campaign_figure(c))
+            page.figure("compare-campaign", figures.campaign_runs(c))
             page.html(
                 table(
                     c.runs.assign(flag=np.where(c.runs["outlier"], "outlier", "")),

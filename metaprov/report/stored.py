@@ -198,8 +198,8 @@ def store_facts(view: StoreView) -> dict[str, Any]:
 
 def _add_why(page: Any, view: StoreView) -> None:
     """Each run against the run of median makespan: its difference, top cause, outliers."""
-    from metaprov.compare.page import campaign_figure
     from metaprov.compare.render import explanation_lines
+    from metaprov.report import figures
     from metaprov.report.page import esc, table
 
     c = view.comparison
@@ -210,7 +210,7 @@ def _add_why(page: Any, view: StoreView) -> None:
         "--baseline median</code> gives the same numbers); outliers: more than 3.5 scaled "
         "median absolute deviations from the median makespan.</p>"
     )
-    page.figure("store-why-runs", campaign_figure(c))
+    page.figure("store-why-runs", figures.campaign_runs(c))
     page.html(
         table(
             c.runs.assign(flag=np.where(c.runs["outlier"], "outlier", "")),
