@@ -42,12 +42,17 @@ def pair(root: Path, n: int) -> dict[str, float]:
         if not (p / "truth.json").is_file():
             generate_run(p, n, seed=seed)
         paths.append(p)
-    t = time.perf_counter()
-    records = [read_run(p, darshan=False) for p in paths]
-    read_s = time.perf_counter() - t
-    t = time.perf_counter()
-    timelines = [timeline_from_records(r, p.name) for r, p in zip(records, paths, strict=True)]
-    t_tl = time.perf_counter() - t
+    # one run's records in memory at a time: read, make its timeline, let the records go
+    read_s = t_tl = 0.0
+    timelines = []
+    for p in paths:
+        t = time.perf_counter()
+        records = read_run(p, darshan=False)
+        read_s += time.perf_counter() - t
+        t = time.perf_counter()
+        timelines.append(timeline_from_records(records, p.name))
+        t_tl += time.perf_counter() - t
+        del records
     t = time.perf_counter()
     blames = [blame(tl) for tl in timelines]
     t_blame = time.perf_counter() - t

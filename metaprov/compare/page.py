@@ -72,7 +72,11 @@ def waterfall(ex: Explanation) -> Any:
     names = [f"baseline {ex.baseline}", *uniq, f"other {ex.other}"]
     starts = base + np.r_[0.0, np.cumsum(values)[:-1]] if values else np.zeros(0)
     tops = starts + np.asarray(values)
-    lo = [0.0, *np.minimum(starts, tops).tolist(), 0.0]
+    # the axis starts near the smallest level reached, so that seconds of a long run show
+    levels = np.r_[base, starts, tops, base + float(np.sum(values))]
+    span = float(levels.max() - levels.min()) or max(base, 1e-3)
+    bottom = max(0.0, float(levels.min()) - 0.6 * span)
+    lo = [bottom, *np.minimum(starts, tops).tolist(), bottom]
     hi = [base, *np.maximum(starts, tops).tolist(), base + float(np.sum(values))]
     src = ColumnDataSource(
         {
@@ -88,14 +92,15 @@ def waterfall(ex: Explanation) -> Any:
         height=380,
         sizing_mode="stretch_width",
         tools="hover,save,reset",
-        title="makespan: the baseline, each cause's seconds, the other run (causes add up exactly)",
+        title="makespan: the baseline, each cause's seconds, the other run (causes add up "
+        "exactly; the axis does not start at 0)",
         name="compare-waterfall",
     )
     p.vbar(x="name", bottom="lo", top="hi", width=0.8, color="color", source=src)
     p.xaxis.major_label_orientation = 0.9
     p.yaxis.axis_label = "seconds"
     p.hover.tooltips = [("", "@name"), ("seconds", "@delta{+0.000}")]
-    p.y_range.start = 0 if min(lo) >= 0 else None
+    p.y_range.start = bottom
     return p
 
 
