@@ -355,19 +355,11 @@ class EndpointTarget:
         if len(text) <= self.max_request:
             self._post(text, f"updating graph <{graph}>")
             return
-        if drop:
-            # The final graph does not fit one request: load it whole, then drop the provisional
-            # graph (readers see the complete provisional graph until the final one is whole...
-            # except while the final graph's load is under way: see docs/live.md).
-            self.store.drop(graph) if graph in set(self.store.graphs()) else None
-            self.store.load_chunks(graph, iter(added), source="follow")
-            for g in drop:
-                self._post(f"DROP SILENT GRAPH <{g}>".encode(), f"dropping graph <{g}>")
-            return
         if not self.split_warned:
             log.warning(
-                "a refresh of <%s> is larger than %d bytes: sent as several requests (readers may "
-                "see a state between two refreshes)",
+                "a refresh of <%s> is larger than %d bytes: sent as several requests (until the "
+                "last one, readers see a state between two refreshes; a final graph being "
+                "written beside the provisional one)",
                 graph,
                 self.max_request,
             )
@@ -383,6 +375,9 @@ class EndpointTarget:
                 size += len(line)
             if piece:
                 self._post(_data_block(keyword, graph, piece), f"updating graph <{graph}>")
+        # the final graph is whole: only now is the provisional one dropped
+        for g in drop:
+            self._post(f"DROP SILENT GRAPH <{g}>".encode(), f"dropping graph <{g}>")
 
 
 def derive_update(query_url: str) -> str:

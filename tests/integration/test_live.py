@@ -560,3 +560,21 @@ def test_a_run_whose_client_and_worker_files_hold_only_their_header_reads(tmp_pa
     records = metaprov.read_run(run, darshan=False)
     assert len(records.tasks) == 40
     assert len(records.clients) == 0
+
+
+@pytest.mark.server
+def test_endpoint_refreshes_larger_than_a_request_are_split_and_still_exact(
+    oxigraph_server: str,
+) -> None:
+    from metaprov.live.follow import EndpointTarget
+    from metaprov.store import EndpointStore
+
+    target = EndpointTarget(EndpointStore(oxigraph_server + "/query"), max_request=600)
+    g, final = "http://x/split/prov", "http://x/split/final"
+    line = lambda i: f'<http://x/s{i}> <http://x/p> "{i}" .\n'.encode()  # noqa: E731
+    target.apply(g, [], [line(i) for i in range(40)])
+    target.apply(g, [line(i) for i in range(0, 40, 2)], [line(i) for i in range(40, 50)])
+    assert target.current(g) == {line(i) for i in (*range(1, 40, 2), *range(40, 50))}
+    target.apply(final, [], [line(i) for i in range(60)], drop=(g,))
+    assert target.current(final) == {line(i) for i in range(60)}
+    assert target.current(g) == set()
