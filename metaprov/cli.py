@@ -1036,6 +1036,9 @@ def _serve_follow(
     port: int,
     interval: float,
     quiet_period: float,
+    base: str | None = None,
+    detail: str = "tasks",
+    darshan: bool = True,
 ) -> None:
     import signal
     import threading
@@ -1075,6 +1078,9 @@ def _serve_follow(
         port=port,
         interval=interval,
         quiet=quiet_period,
+        base=base,
+        detail=detail,
+        darshan=darshan,
         on_listen=listening,
         on_refresh=refreshed,
         on_complete=complete,
@@ -1135,6 +1141,15 @@ def _serve_follow(
     show_default=True,
     help="Largest SPARQL Update request sent to a server, in bytes (a larger change is split).",
 )
+@click.option(
+    "--serve",
+    "serve_too",
+    is_flag=True,
+    help="Also serve the embedded store while following (as metaprov serve --follow).",
+)
+@click.option(
+    "--port", type=int, default=7878, show_default=True, help="With --serve: TCP port (0: any)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each refresh as a JSON line.")
 @click.pass_context
 def follow_cmd(
@@ -1150,6 +1165,8 @@ def follow_cmd(
     detail: str,
     no_darshan: bool,
     max_request: int,
+    serve_too: bool,
+    port: int,
     as_json: bool,
 ) -> None:
     """Keep a store's graph of RUN current while RUN is being written.
@@ -1167,6 +1184,7 @@ def follow_cmd(
     Example:
       metaprov follow runs/now --endpoint http://127.0.0.1:7878/query
       metaprov follow runs/now --store live-store --interval 5
+      metaprov follow runs/now --store live-store --serve --port 0
     """
     import signal
     import threading
@@ -1174,6 +1192,23 @@ def follow_cmd(
     from metaprov.live.follow import follow
     from metaprov.live.server import describe_refresh
 
+    if serve_too:
+        from metaprov.errors import UsageError
+
+        if endpoint is not None:
+            raise UsageError(
+                "--serve serves an embedded store: give --store DIR, not --endpoint",
+                hint="a server you run already serves what follow --endpoint writes",
+            )
+        import os
+
+        from metaprov.store import DEFAULT_STORE, ENV_STORE
+
+        path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+        _serve_follow(
+            ctx, run, path, "127.0.0.1", port, interval, quiet_period, base, detail, not no_darshan
+        )
+        return
     stop = threading.Event()
 
     def _stop(*_: Any) -> None:
