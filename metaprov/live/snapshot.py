@@ -117,6 +117,8 @@ def in_progress(run: str | Path) -> bool:
     """Whether ``run`` is a capture still being written (``metaprov-run.json`` says
     ``recording``, or the workers' part files are there unmerged)."""
     status, _ = read_status(Path(run))
+    if status == "complete":
+        return False  # parts left behind by a worker that never closed do not make it running
     return status == "recording" or (Path(run) / PARTS_DIR).is_dir()
 
 
