@@ -196,7 +196,14 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if seen is not None:
             stale.append(seen - t_done)
     refreshes = [ln for ln in err.splitlines() if ln.startswith("refresh ")]
+    durations = []
+    for ln in refreshes:
+        if " in progress" in ln and ") in " in ln:
+            durations.append(float(ln.split(") in ")[1].split(" s")[0]))
     counts = [s["tasks"] for s in snapshots if s["tasks"] is not None]
+    refresh_median = statistics.median(durations) if durations else None
+    refresh_max = max(durations) if durations else None
+    bound = None if refresh_max is None else 2 * args.interval + refresh_max
     return {
         "tasks": done,
         "waves": args.waves,
@@ -207,6 +214,12 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "last_refreshes": refreshes[-3:],
         "snapshots": snapshots,
         "snapshot_task_counts_only_grow": counts == sorted(counts) and len(counts) >= 5,
+        "refresh_s": {
+            "median": None if refresh_median is None else round(refresh_median, 2),
+            "max": None if refresh_max is None else round(refresh_max, 2),
+        },
+        "bound_two_intervals_plus_slowest_refresh_s": None if bound is None else round(bound, 2),
+        "waves_within_bound": None if bound is None else sum(x <= bound for x in stale),
         "staleness_s": {
             "waves_measured": len(stale),
             "median": round(statistics.median(stale), 2) if stale else None,
