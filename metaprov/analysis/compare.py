@@ -230,6 +230,15 @@ def align(base: Blame, other: Blame) -> Alignment:
     Raises:
         InputError: the runs have no task prefix in common (nothing can be compared).
     """
+    for bl in (base, other):
+        if not len(bl.executions):
+            raise InputError(
+                f"run {bl.timeline.label} has no timed task execution"
+                + (f" ({bl.untimed:,} without a start or end)" if bl.untimed else "")
+                + ", so where its time went cannot be told",
+                hint="a run needs worker or scheduler transitions with execution times "
+                "(metaprov inspect RUN shows what it holds)",
+            )
     tb, to = _tasks(base), _tasks(other)
     pb, po = set(tb.prefix), set(to.prefix)
     common = pb & po
