@@ -230,10 +230,12 @@ def add_facts(ctx: MapContext) -> Iterator[Block]:
         return
     rec = ctx.records
     f = FactIris(ctx.iris)
+    # only rows naming a callable: a task of kind data or alias (dask.array and dask.dataframe
+    # graphs hold many) runs none, so it has no mp:Function and no mp:implementation
     funcs = pd.concat(
         [
-            rec.functions[["module", "qualname", "kind"]],
-            rec.fused_ops[["module", "qualname", "kind"]],
+            _named(rec.functions)[["module", "qualname", "kind"]],
+            _named(rec.fused_ops)[["module", "qualname", "kind"]],
         ],
         ignore_index=True,
     )
