@@ -586,6 +586,25 @@ def link_io(
     corr = np.rint(offset_of_seg * _US).astype(np.int64)
     start_c = seg_start - corr
     end_c = seg_end - corr
+    # A segment linked to an execution happened during it; its corrected times can still lie a
+    # little outside the window (the tolerance rule accepts up to `tolerance`, and an offset is
+    # an estimate within its uncertainty): they are clipped into the window, so an I/O usage
+    # never ends after its execution, and the note says by how much (issue 25).
+    if has_link.any() and len(ex):
+        li = link_ex[has_link]
+        lo = ex_start[li]
+        hi = np.where(ex_end_raw.isna().to_numpy()[li], np.iinfo(np.int64).max, ex_end[li])
+        s0, e0 = start_c[has_link], end_c[has_link]
+        s1, e1 = np.clip(s0, lo, hi), np.clip(e0, lo, hi)
+        moved = np.maximum(np.abs(s1 - s0), np.abs(e1 - e0))
+        if (moved > 0).any():
+            notes.append(
+                f"{int((moved > 0).sum())} linked segment(s) lay partly outside their "
+                f"execution's window after the clock correction (by at most "
+                f"{int(moved.max())} µs, within the linking tolerance or the offset's "
+                "uncertainty): their times are clipped into the window"
+            )
+        start_c[has_link], end_c[has_link] = s1, e1
     pid_seg = pid_arr[seg_log] if n else np.zeros(0)
     links = pd.DataFrame(
         {
