@@ -44,6 +44,7 @@ logs :mod:`.darshan` writes.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,7 @@ from metaprov.synthetic.csvfiles import (
 )
 from metaprov.synthetic.csvtext import _take, format_floats
 from metaprov.synthetic.io_plan import IO_FILES, _io_plan, _io_truth, _write_darshan
-from metaprov.synthetic.plan import _events, _plan
+from metaprov.synthetic.plan import _Events, _events, _Plan, _plan
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,30 +176,16 @@ def generate_run(
     Raises:
         UsageError: a parameter is out of range.
     """
-    if not 1 <= n_tasks < 2**31:
-        raise UsageError(f"n_tasks must be within [1, 2^31), got {n_tasks}")
-    if not 1 <= workers <= 192 or threads < 1:
-        raise UsageError(f"need 1 <= workers <= 192 and threads >= 1, got {workers} and {threads}")
-    if graphs < 1 or graphs > n_tasks or clients < 1:
-        raise UsageError(
-            f"need 1 <= graphs <= n_tasks and clients >= 1, got {graphs} and {clients}"
-        )
-    for name, v in (
-        ("transfer_fraction", transfer_fraction),
-        ("tuple_key_fraction", tuple_key_fraction),
-        ("erred_fraction", erred_fraction),
-        ("retried_fraction", retried_fraction),
-        ("io_fraction", io_fraction),
-    ):
-        if not 0.0 <= v <= 1.0:
-            raise UsageError(f"{name} must be within [0, 1], got {v}")
-    if retried_fraction > 0.5:
-        raise UsageError(f"retried_fraction must be <= 0.5, got {retried_fraction}")
-    if io_files < 1:
-        raise UsageError(f"io_files must be >= 1, got {io_files}")
+    fractions = {
+        "transfer_fraction": transfer_fraction,
+        "tuple_key_fraction": tuple_key_fraction,
+        "erred_fraction": erred_fraction,
+        "retried_fraction": retried_fraction,
+        "io_fraction": io_fraction,
+    }
+    _check(n_tasks, workers, threads, graphs, clients, io_files, fractions)
     run = Path(path)
     run.mkdir(parents=True, exist_ok=True)
-
     params: dict[str, Any] = dict(
         n_tasks=n_tasks,
         seed=seed,
@@ -217,35 +204,97 @@ def generate_run(
     )
     if io_fraction > 0:  # absent otherwise: truth.json of runs without I/O is unchanged
         params.update(io_fraction=io_fraction, io_files=io_files)
-    p = _plan(
-        n_tasks,
-        seed=seed,
-        workers=workers,
-        threads=threads,
-        transfer_fraction=transfer_fraction,
-        tuple_key_fraction=tuple_key_fraction,
-        graphs=graphs,
-        clients=clients,
-        erred_fraction=erred_fraction,
-        retried_fraction=retried_fraction,
-        wide_thread_ids=wide_thread_ids,
-    )
+    p = _plan_of(params)
     # A second stream for latencies, so the plan does not depend on which files are written.
     rng = np.random.Generator(np.random.PCG64([seed, 1]))
     ev = _events(p, rng)
     _release()
+    rows = _write_csv_files(run, p, ev, rng, params, chunk_rows)
+    io_truth: dict[str, Any] | None = None
+    if io_fraction > 0:
+        io = _io_plan(p, seed, io_fraction, io_files)
+        _write_darshan(run, p, io)
+        io_truth = _io_truth(p, io, io_fraction, io_files)
+        del io
+    truth = _truth(run, p, ev, params, rows, io_truth)
+    (run / TRUTH_FILE).write_text(json.dumps(truth, indent=2, sort_keys=True) + "\n")
+    return run
 
+
+def _check(
+    n_tasks: int,
+    workers: int,
+    threads: int,
+    graphs: int,
+    clients: int,
+    io_files: int,
+    fractions: dict[str, float],
+) -> None:
+    """Raise :class:`UsageError` for a parameter out of range."""
+    if not 1 <= n_tasks < 2**31:
+        raise UsageError(f"n_tasks must be within [1, 2^31), got {n_tasks}")
+    if not 1 <= workers <= 192 or threads < 1:
+        raise UsageError(f"need 1 <= workers <= 192 and threads >= 1, got {workers} and {threads}")
+    if graphs < 1 or graphs > n_tasks or clients < 1:
+        raise UsageError(
+            f"need 1 <= graphs <= n_tasks and clients >= 1, got {graphs} and {clients}"
+        )
+    for name, v in fractions.items():
+        if not 0.0 <= v <= 1.0:
+            raise UsageError(f"{name} must be within [0, 1], got {v}")
+    if fractions["retried_fraction"] > 0.5:
+        raise UsageError(f"retried_fraction must be <= 0.5, got {fractions['retried_fraction']}")
+    if io_files < 1:
+        raise UsageError(f"io_files must be >= 1, got {io_files}")
+
+
+def _plan_of(params: dict[str, Any]) -> _Plan:
+    """The run plan of the parameters recorded in ``truth.json``."""
+    return _plan(
+        params["n_tasks"],
+        seed=params["seed"],
+        workers=params["workers"],
+        threads=params["threads"],
+        transfer_fraction=params["transfer_fraction"],
+        tuple_key_fraction=params["tuple_key_fraction"],
+        graphs=params["graphs"],
+        clients=params["clients"],
+        erred_fraction=params["erred_fraction"],
+        retried_fraction=params["retried_fraction"],
+        wide_thread_ids=params["wide_thread_ids"],
+    )
+
+
+@dataclass
+class _Rows:
+    """What the CSV writers wrote: rows per file, transfers, wanted keys."""
+
+    files: dict[str, int]
+    transfers: int
+    wanted: int
+
+
+def _write_csv_files(
+    run: Path,
+    p: _Plan,
+    ev: _Events,
+    rng: np.random.Generator,
+    params: dict[str, Any],
+    chunk_rows: int,
+) -> _Rows:
+    """The six CSV files (a transition file not asked for is removed, as are the Darshan logs
+    an earlier run left in ``run``)."""
     files: dict[str, int] = {}
     for stale in ("scheduler_transition.csv", "worker_transition.csv", *_old_logs(run)):
         (run / stale).unlink(missing_ok=True)
-    if with_scheduler_transitions:
+    if params["with_scheduler_transitions"]:
         files["scheduler_transition.csv"] = _write_scheduler(
             run / "scheduler_transition.csv", p, ev, chunk_rows
         )
     _release()
-    if with_worker_transitions:
+    if params["with_worker_transitions"]:
         files["worker_transition.csv"] = _write_worker_transitions(
-            run / "worker_transition.csv", p, ev, chunk_rows, fetch_transitions
+            run / "worker_transition.csv", p, ev, chunk_rows, params["fetch_transitions"]
         )
     _release()
     transfer_rows, n_transfers = _write_transfers(
@@ -255,20 +304,26 @@ def generate_run(
     files["graph.csv"], n_wanted = _write_graph(run / "graph.csv", p, chunk_rows)
     files["worker.csv"] = _write_workers(run / "worker.csv", p)
     files["client.csv"] = _write_clients(run / "client.csv", p)
-    io_truth: dict[str, Any] | None = None
-    if io_fraction > 0:
-        io = _io_plan(p, seed, io_fraction, io_files)
-        _write_darshan(run, p, io)
-        io_truth = _io_truth(p, io, io_fraction, io_files)
-        del io
+    return _Rows(files, n_transfers, n_wanted)
 
+
+def _truth(
+    run: Path,
+    p: _Plan,
+    ev: _Events,
+    params: dict[str, Any],
+    rows: _Rows,
+    io_truth: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The ground truth a reader must reproduce (``truth.json``)."""
+    files = rows.files
     n_edges = int((p.dep1 >= 0).sum() + (p.dep2 >= 0).sum())
     truth: dict[str, Any] = {
         "generator": "metaprov.synthetic",
         "generator_version": GENERATOR_VERSION,
         "params": params,
-        "tasks": n_tasks,
-        "executions": n_tasks + len(p.retry_task),
+        "tasks": p.n,
+        "executions": p.n + len(p.retry_task),
         "retried": len(p.retry_task),
         "erred": int(p.erred.sum()),  # final state erred (scheduler processing->erred)
         # executions that ended executing->error: erred tasks plus failed first attempts
@@ -276,28 +331,27 @@ def generate_run(
         "tuple_keys": p.n_tuple,
         "scheduler_transitions": files.get("scheduler_transition.csv", 0),
         "worker_transitions": files.get("worker_transition.csv", 0),
-        "transfer_rows": transfer_rows,
-        "transfers": n_transfers,
-        "transfer_rows_distinct": 2 * n_transfers,
-        "duplicate_transfer_rows": n_transfers,
+        "transfer_rows": files["worker_transfer.csv"],
+        "transfers": rows.transfers,
+        "transfer_rows_distinct": 2 * rows.transfers,
+        "duplicate_transfer_rows": rows.transfers,
         "edges": n_edges,
-        "wanted": n_wanted,
-        "workers": workers,
-        "threads": workers * threads,
-        "clients": clients,
-        "graphs": graphs,
+        "wanted": rows.wanted,
+        "workers": p.workers,
+        "threads": p.workers * p.threads,
+        "clients": p.clients,
+        "graphs": p.graphs,
         "rows": files,
         "rows_total": int(sum(files.values())),
         "bytes": {name: (run / name).stat().st_size for name in files},
     }
-    if with_worker_transitions:
+    if params["with_worker_transitions"]:
         # Without them, executions are the scheduler's startstops, which for a fetching task
         # start with its transfer: the count would be another one (not written).
         truth["replica_uses"] = _replica_uses(p, ev)
     if io_truth is not None:
         truth["io"] = io_truth
-    (run / TRUTH_FILE).write_text(json.dumps(truth, indent=2, sort_keys=True) + "\n")
-    return run
+    return truth
 
 
 def load_truth(path: str | Path) -> dict[str, Any]:
@@ -340,19 +394,7 @@ def expected_io(path: str | Path) -> pd.DataFrame:
     prm = dict(truth["params"])
     if "io_fraction" not in prm:
         raise UsageError(f"{path}: generated without I/O (io_fraction = 0): no Darshan logs")
-    p = _plan(
-        prm["n_tasks"],
-        seed=prm["seed"],
-        workers=prm["workers"],
-        threads=prm["threads"],
-        transfer_fraction=prm["transfer_fraction"],
-        tuple_key_fraction=prm["tuple_key_fraction"],
-        graphs=prm["graphs"],
-        clients=prm["clients"],
-        erred_fraction=prm["erred_fraction"],
-        retried_fraction=prm["retried_fraction"],
-        wide_thread_ids=prm["wide_thread_ids"],
-    )
+    p = _plan_of(prm)
     io = _io_plan(p, prm["seed"], prm["io_fraction"], prm["io_files"])
     on_task = io.task >= 0
     tk = np.maximum(io.task, 0)

@@ -135,20 +135,66 @@ def _under_failed_attempts(p: _Plan) -> np.ndarray:
 
 def _io_plan(p: _Plan, seed: int, io_fraction: float, io_files: int) -> _IOPlan:
     """The run's I/O: which tasks do it, on which files, when; plus the processes' own I/O."""
+    # Its own stream: the CSV files do not depend on the I/O options. The steps draw from it in
+    # this order, so their order is part of the output.
+    rng = np.random.Generator(np.random.PCG64([seed, 2]))
+    procs = _processes(p, rng)
+    tasks, task_segs = _task_io(p, rng, io_fraction, io_files)
+    paths, n_spill = _paths(p, rng, io_files)
+    proc_segs = _process_io(p, rng, procs, n_spill, io_files)
+    segs = _Segs.concat(task_segs, proc_segs).sorted()
+    return _IOPlan(
+        worker=segs.worker,
+        task=segs.task,
+        pthread=segs.pthread,
+        path=segs.path,
+        write=segs.write,
+        offset=_sequential_offsets(segs, p.workers),
+        length=segs.length,
+        start=segs.start,
+        end=segs.end,
+        paths=paths,
+        io_tasks=len(tasks),
+        pid=procs.pid,
+        hostnames=procs.hostnames,
+        log_start_ns=procs.log_start_ns,
+        log_end_ns=procs.log_end_ns,
+        late=procs.late,
+        main_thread=procs.main_thread,
+        log_names=procs.log_names,
+        jobid=procs.jobid,
+        uid=procs.uid,
+    )
+
+
+@dataclass
+class _Processes:
+    """The worker processes as Darshan sees them (one per worker)."""
+
+    jobid: int
+    uid: int
+    pid: np.ndarray
+    hostnames: list[str]
+    log_start_ns: np.ndarray  # Darshan's recorded job start (int ns)
+    log_end_ns: np.ndarray
+    late: np.ndarray  # Darshan clock minus worker clock (s)
+    removed: np.ndarray  # when the worker left (s), as in worker.csv
+    main_thread: np.ndarray  # pthread ids of the threads that run no task
+    offload_thread: np.ndarray
+    log_names: list[str]
+
+
+def _processes(p: _Plan, rng: np.random.Generator) -> _Processes:
+    """Per worker process: pid, host, Darshan's start/end, clock lateness, non-task threads."""
     from metaprov.synthetic.darshan import log_file_name
 
-    # Its own stream: the CSV files do not depend on the I/O options.
-    rng = np.random.Generator(np.random.PCG64([seed, 2]))
-    nw, n = p.workers, p.n
-
-    # ---- worker processes: pid, host, Darshan's start/end, clock lateness, non-task threads
+    nw = p.workers
     jobid = int(rng.integers(1_000_000, 2_000_000))
     uid = int(rng.integers(20_000, 40_000))
     pid = np.sort(rng.choice(np.arange(10_000, 60_000), size=nw, replace=False)).astype(np.int64)
     rng.shuffle(pid)
     node = rng.choice(560, size=(nw + 3) // 4, replace=False)
     host_names = [f"x{3001 + int(v) // 28}c{int(v) % 28 // 7}s{int(v) % 7}b0n0" for v in node]
-    hostnames = [host_names[w // 4] for w in range(nw)]
     proc_start = p.worker_added - rng.uniform(1.0, 1.6, nw)
     log_start_ns = np.round(proc_start * 1e6).astype(np.int64) * 1000
     late = rng.uniform(_IO_LATE[0], _IO_LATE[1], nw)
@@ -160,13 +206,64 @@ def _io_plan(p: _Plan, seed: int, io_fraction: float, io_files: int) -> _IOPlan:
     # wide): never equal to any task thread of any worker.
     top = p.thread_ids[:: p.threads] & np.uint64(0x7FFF_FFFF_FFFF_F000)
     main_thread = (top + np.uint64(0x800_0000)) | np.uint64(0x740)
-    offload_thread = main_thread + np.uint64(0x80_1000)
-    log_names = [
-        log_file_name(_IO_USER, "python3", jobid, int(pid[w]), int(log_start_ns[w]) / 1e9)
-        for w in range(nw)
-    ]
+    return _Processes(
+        jobid=jobid,
+        uid=uid,
+        pid=pid,
+        hostnames=[host_names[w // 4] for w in range(nw)],
+        log_start_ns=log_start_ns,
+        log_end_ns=log_end_ns,
+        late=late,
+        removed=removed,
+        main_thread=main_thread,
+        offload_thread=main_thread + np.uint64(0x80_1000),
+        log_names=[
+            log_file_name(_IO_USER, "python3", jobid, int(pid[w]), int(log_start_ns[w]) / 1e9)
+            for w in range(nw)
+        ],
+    )
 
-    # ---- task I/O: which tasks, read or write, which file, how many segments
+
+@dataclass
+class _Segs:
+    """DXT segments as columns (times: worker clock, float epoch seconds)."""
+
+    worker: np.ndarray
+    task: np.ndarray  # -1: process-level I/O
+    pthread: np.ndarray
+    path: np.ndarray
+    write: np.ndarray
+    length: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def concat(cls, a: _Segs, b: _Segs) -> _Segs:
+        return cls(*(np.concatenate([x, y]) for x, y in zip(a.columns(), b.columns(), strict=True)))
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.worker,
+            self.task,
+            self.pthread,
+            self.path,
+            self.write,
+            self.length,
+            self.start,
+            self.end,
+        )
+
+    def sorted(self) -> _Segs:
+        """By (worker, start)."""
+        order = np.lexsort((self.start, self.worker))
+        return _Segs(*(a[order] for a in self.columns()))
+
+
+def _task_io(
+    p: _Plan, rng: np.random.Generator, io_fraction: float, io_files: int
+) -> tuple[np.ndarray, _Segs]:
+    """Which tasks do I/O, read or write, on which file, how many segments, when."""
+    n = p.n
     dur = p.end - p.start
     eligible = np.flatnonzero((dur >= _IO_MIN_DURATION) & ~_under_failed_attempts(p))
     k = min(int(round(io_fraction * n)), len(eligible))
@@ -189,52 +286,76 @@ def _io_plan(p: _Plan, seed: int, io_fraction: float, io_files: int) -> _IOPlan:
     seg_len = slot * rng.uniform(0.15, 0.85, m)
     # Segments of a task follow one another, each inside its own slot of the inner window.
     t_start = p.start[tk] + (edge + j * slot + (slot - seg_len) * rng.random(m))
-    t_end = t_start + seg_len
     bandwidth = np.exp(rng.normal(np.log(8e8), 0.7, m))
-    t_length = np.maximum(np.floor(seg_len * bandwidth), 512).astype(np.int64)
+    return tasks, _Segs(
+        worker=(p.thread[tk] // p.threads).astype(np.int64),
+        task=tk,
+        pthread=p.thread_ids[p.thread[tk]],
+        path=t_file[owner].astype(np.int64),
+        write=t_write[owner],
+        length=np.maximum(np.floor(seg_len * bandwidth), 512).astype(np.int64),
+        start=t_start,
+        end=t_start + seg_len,
+    )
+
+
+def _paths(p: _Plan, rng: np.random.Generator, io_files: int) -> tuple[list[str], np.ndarray]:
+    """Every file path: the data files, the start-up files, each worker's log file, then each
+    worker's spill files (how many per worker: the second value)."""
     width = max(4, len(str(io_files)))
     paths = [
         f"/lus/grand/projects/{_IO_PROJECT}/data/part-{i + 1:0{width}d}.h5" for i in range(io_files)
     ]
-
-    # ---- process-level I/O (threads that run no task): startup reads on the main thread,
-    # spills on the offload thread during the run, log writes on the main thread at the end.
-    n_startup = len(_IO_STARTUP_FILES)
     paths += list(_IO_STARTUP_FILES)
     paths += [
         f"/lus/grand/projects/{_IO_PROJECT}/logs/worker-{a.split('//')[-1].replace(':', '-')}.log"
         for a in p.addresses.to_pylist()
     ]
-    spill_base = len(paths)
-    n_spill = rng.integers(0, 4, nw)
-    spill_dir = _hex(rng.integers(0, 256, size=(nw, 4), dtype=np.uint8))
-    for w in range(nw):
+    n_spill = rng.integers(0, 4, p.workers)
+    spill_dir = _hex(rng.integers(0, 256, size=(p.workers, 4), dtype=np.uint8))
+    for w in range(p.workers):
         d8 = spill_dir[w].tobytes().decode()
         paths += [
             f"/local/scratch/dask-scratch-space/worker-{d8}/storage/spill-{i}.bin"
             for i in range(int(n_spill[w]))
         ]
+    return paths, n_spill
+
+
+def _process_io(
+    p: _Plan,
+    rng: np.random.Generator,
+    procs: _Processes,
+    n_spill: np.ndarray,
+    io_files: int,
+) -> _Segs:
+    """Process-level I/O on threads that run no task: start-up reads on the main thread, spills
+    on the offload thread during the run, log writes on the main thread at the end."""
+    n_startup = len(_IO_STARTUP_FILES)
     pw: list[np.ndarray] = []
     pth: list[np.ndarray] = []
     ppath: list[np.ndarray] = []
     pwrite: list[np.ndarray] = []
     pstart: list[np.ndarray] = []
     plen: list[np.ndarray] = []
-    spill_at = spill_base
-    t_run0 = float(p.start.min()) if n else float(p.worker_added.max())
-    for w in range(nw):  # a handful of rows per worker (<= 192 workers): not the hot path
+    spill_at = io_files + n_startup + p.workers  # the first spill file (see _paths)
+    t_run0 = float(p.start.min()) if p.n else float(p.worker_added.max())
+    for w in range(p.workers):  # a handful of rows per worker (<= 192 workers): not the hot path
         ns = int(rng.integers(10, n_startup + 1))
         files = np.sort(rng.choice(n_startup, size=ns, replace=False)) + io_files
-        t0 = int(log_start_ns[w]) / 1e9
+        t0 = int(procs.log_start_ns[w]) / 1e9
         st = np.sort(rng.uniform(t0 + 0.05, float(p.worker_added[w]) - 0.05, ns))
         nl = int(rng.integers(2, 5))
-        lt = np.sort(rng.uniform(p.end_time + 0.05, float(removed[w]) - 0.02, nl))
+        lt = np.sort(rng.uniform(p.end_time + 0.05, float(procs.removed[w]) - 0.02, nl))
         ks = int(n_spill[w])
         sp = np.sort(rng.uniform(t_run0, max(p.end_time - 0.05, t_run0), ks))
         pw.append(np.full(ns + nl + ks, w, np.int64))
         pth.append(
             np.concatenate(
-                [np.full(ns + nl, main_thread[w], np.uint64), np.full(ks, offload_thread[w])]
+                [
+                    np.full(ns + nl, procs.main_thread[w], np.uint64),
+                    np.full(ks, procs.offload_thread[w]),
+                ]
             )
         )
         ppath.append(
@@ -260,53 +381,32 @@ def _io_plan(p: _Plan, seed: int, io_fraction: float, io_files: int) -> _IOPlan:
         )
     p_start = np.concatenate(pstart)
     p_len = np.concatenate(plen)
-    p_end = p_start + rng.uniform(2e-5, 3e-4, len(p_start)) + p_len / 2e9
-
-    # ---- all segments, sorted by (worker, start)
-    worker = np.concatenate([(p.thread[tk] // p.threads).astype(np.int64), np.concatenate(pw)])
-    task = np.concatenate([tk, np.full(len(p_start), -1, np.int64)])
-    pthread = np.concatenate([p.thread_ids[p.thread[tk]], np.concatenate(pth)])
-    path = np.concatenate([t_file[owner].astype(np.int64), np.concatenate(ppath)])
-    write = np.concatenate([t_write[owner], np.concatenate(pwrite)])
-    length = np.concatenate([t_length, p_len])
-    start = np.concatenate([t_start, p_start])
-    end = np.concatenate([t_end, p_end])
-    order = np.lexsort((start, worker))
-    worker, task, pthread, path, write, length, start, end = (
-        a[order] for a in (worker, task, pthread, path, write, length, start, end)
+    return _Segs(
+        worker=np.concatenate(pw),
+        task=np.full(len(p_start), -1, np.int64),
+        pthread=np.concatenate(pth),
+        path=np.concatenate(ppath),
+        write=np.concatenate(pwrite),
+        length=p_len,
+        start=p_start,
+        end=p_start + rng.uniform(2e-5, 3e-4, len(p_start)) + p_len / 2e9,
     )
-    # Offsets: each (file, read|write) is accessed sequentially in time order, across tasks;
-    # process files per process.
-    group = (path * 2 + write) * (nw + 1) + np.where(task < 0, worker + 1, 0)
-    o = np.lexsort((start, group))
-    cum = np.cumsum(length[o]) - length[o]
+
+
+def _sequential_offsets(segs: _Segs, n_workers: int) -> np.ndarray:
+    """Offsets: each (file, read|write) is accessed sequentially in time order, across tasks;
+    process files per process."""
+    group = (segs.path * 2 + segs.write) * (n_workers + 1) + np.where(
+        segs.task < 0, segs.worker + 1, 0
+    )
+    o = np.lexsort((segs.start, group))
+    cum = np.cumsum(segs.length[o]) - segs.length[o]
     g = group[o]
     head = np.r_[True, g[1:] != g[:-1]]
     cum -= np.maximum.accumulate(np.where(head, cum, 0))
     offset = np.empty_like(cum)
     offset[o] = cum
-    return _IOPlan(
-        worker=worker,
-        task=task,
-        pthread=pthread,
-        path=path,
-        write=write,
-        offset=offset,
-        length=length,
-        start=start,
-        end=end,
-        paths=paths,
-        io_tasks=k,
-        pid=pid,
-        hostnames=hostnames,
-        log_start_ns=log_start_ns,
-        log_end_ns=log_end_ns,
-        late=late,
-        main_thread=main_thread,
-        log_names=log_names,
-        jobid=jobid,
-        uid=uid,
-    )
+    return offset
 
 
 def _write_darshan(run: Path, p: _Plan, io: _IOPlan) -> None:

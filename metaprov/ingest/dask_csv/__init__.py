@@ -127,17 +127,35 @@ def read_dask_csvs(
     records.missing = [n for n in CSV_FILES if not (run / n).exists()]
 
     if sched is not None and len(sched):
-        counts = pd.Series(
-            pd.Categorical.from_codes(
-                sched.address.codes,
-                dtype=pd.CategoricalDtype(_index_str(sched.address.cats)),
-                validate=False,
-            )
-        ).value_counts()
-        if len(counts) and counts.iloc[0] > 0:
-            records.scheduler["address"] = str(counts.index[0])
+        address = _scheduler_address(sched)
+        if address is not None:
+            records.scheduler["address"] = address
+    records.workers = _workers_table(records, workers, sched, work)
+    records.clients = _clients_table(records, clients)
+    consolidate(records, sched, work, graphs, transfer_keys)
 
-    # Workers: from worker.csv, plus every address that logged or ran something.
+
+def _scheduler_address(sched: _Trans) -> str | None:
+    """The address the scheduler's rows name most often."""
+    counts = pd.Series(
+        pd.Categorical.from_codes(
+            sched.address.codes,
+            dtype=pd.CategoricalDtype(_index_str(sched.address.cats)),
+            validate=False,
+        )
+    ).value_counts()
+    if len(counts) and counts.iloc[0] > 0:
+        return str(counts.index[0])
+    return None
+
+
+def _workers_table(
+    records: RunRecords,
+    workers: pd.DataFrame | None,
+    sched: _Trans | None,
+    work: _Trans | None,
+) -> pd.DataFrame:
+    """Workers: from worker.csv, plus every address that logged or ran something."""
     seen = [
         workers["id"] if workers is not None else None,
         _str(work.address.cats) if work is not None and len(work) else None,
@@ -161,8 +179,11 @@ def read_dask_csvs(
     if workers is not None:
         wdf = wdf.merge(workers.rename(columns={"id": "address"}), on="address", how="left")
     wdf["host"] = wdf["address"].str.extract(r"^[a-z]+://\[?([^\]/]+?)\]?:\d+$", expand=False)
-    records.workers = conform("workers", wdf)
+    return conform("workers", wdf)
 
+
+def _clients_table(records: RunRecords, clients: pd.DataFrame | None) -> pd.DataFrame:
+    """Clients: from client.csv, plus every client that submitted a graph."""
     cl = sorted(
         set(clients["id"])
         if clients is not None
@@ -172,6 +193,4 @@ def read_dask_csvs(
     cdf = pd.DataFrame({"client": cl})
     if clients is not None:
         cdf = cdf.merge(clients.rename(columns={"id": "client"}), on="client", how="left")
-    records.clients = conform("clients", cdf)
-
-    consolidate(records, sched, work, graphs, transfer_keys)
+    return conform("clients", cdf)

@@ -278,39 +278,25 @@ def consolidate(
     graphs: _Graphs | None,
     transfer_keys: _TransferKeys | None,
 ) -> None:
-    """Fill ``records.tasks``, ``executions``, ``transitions``, ``threads`` and ``dependencies``."""
+    """Fill ``records.tasks``, ``executions``, ``transitions``, ``threads`` and ``dependencies``.
+
+    The steps, largest table first, each freeing what no later step needs: one key index for
+    the run; the transitions; the dependencies; the executions; the tasks (what the transition
+    files say of each key, then its final execution, its graph); the threads.
+    """
     sched = sched if sched is not None and len(sched) else None
     work = work if work is not None and len(work) else None
-    # Every key text of the run, hashed once: the transition files' keys come first, so the first
-    # texts are their categories; sorted once, for the tasks and every sort by key.
     files = [f for f in (sched, work) if f is not None]
-    parts = [f.key.cats for f in files]
-    if graphs is not None:
-        parts.append(graphs.cats)
-    if transfer_keys is not None:
-        parts.append(transfer_keys.cats)
-    texts, maps = _union(parts)
-    keys, rank = _ranks(texts)
-    n = len(keys)
-    n_trans = max((int(m.max()) + 1 for m in maps[: len(files)]), default=0)
-    key_cats = texts.slice(0, n_trans)
-    for f, m in zip(files, maps, strict=False):
-        f.tkey = m[f.key.codes].astype(np.int32)
-        f.gkey = rank[f.tkey]
-        f.key = None
-    gmap = rank[maps[len(files)]] if graphs is not None else None
-    tmap = rank[maps[-1]] if transfer_keys is not None else None
-    del texts, maps, rank
-    # first the largest table, releasing what no later step needs
-    records.transitions = _transitions(files, key_cats)
-    del key_cats
+    ki = _key_index(files, graphs, transfer_keys)
+    keys, n = ki.keys, len(ki.keys)
+    records.transitions = _transitions(files, ki.key_cats)
+    ki.key_cats = None
     _release_memory()
+    membership = None
     if graphs is not None:
-        records.dependencies = _dependencies(graphs, gmap, keys)
-        graph_of, wanted_of = graphs.graph, graphs.wanted
-        gc = gmap[graphs.key]
-        graphs.cats = graphs.key = graphs.edge_graph = graphs.edge_key = graphs.edge_dep = None
-        del gmap
+        records.dependencies = _dependencies(graphs, ki.graph_keys, keys)
+        membership = _graph_membership(graphs, ki.graph_keys)
+        ki.graph_keys = None
     # worker addresses of executions, sorted
     wcats = _sorted_union(
         work.address.cats if work is not None else None,
@@ -318,13 +304,105 @@ def consolidate(
     )
     ex = _executions(sched, work, n, wcats, records.accounting)
     records.executions = _executions_table(ex, keys, wcats)
+    said = _from_transitions(sched, work, n)
+    moved = np.zeros(n, dtype=bool)  # moved between workers: it was in memory, so it ran
+    if transfer_keys is not None and len(transfer_keys.codes):
+        moved[ki.transfer_keys[transfer_keys.codes]] = True
+    tasks: dict[str, Any] = {"key": _str(keys), **said.columns()}
+    tasks["prefix"], tasks["group"] = _prefix_group(keys, said.prefix, said.group)
+    tasks.update(_final_execution(ex, wcats, n, said, moved))
+    tasks.update(_graph_columns(membership, records.graphs, n))
+    records.tasks = _table("tasks", tasks)
+    records.threads = _threads(ex, wcats)
 
-    tasks: dict[str, Any] = {"key": _str(keys)}
-    n_proc = np.zeros(n, dtype=np.int64)
-    erred = np.zeros(n, dtype=bool)
-    n_tr = np.zeros(n, dtype=np.int64)
-    prefix = group = state = None
-    nbytes = np.full(n, np.nan)
+
+@dataclass
+class _KeyIndex:
+    """Every key text of the run, sorted once (for the tasks and every sort by key)."""
+
+    keys: pa.Array
+    key_cats: pa.Array | None  # the transition files' key texts, in their code order
+    graph_keys: np.ndarray | None  # graph.csv's key codes -> index into keys
+    transfer_keys: np.ndarray | None  # worker_transfer.csv's key codes -> index into keys
+
+
+def _key_index(
+    files: list[_Trans], graphs: _Graphs | None, transfer_keys: _TransferKeys | None
+) -> _KeyIndex:
+    """Hash every key text once and sort the union; recode each transition file's keys
+    (``tkey``: into the transition key texts, ``gkey``: into the sorted index)."""
+    # the transition files' keys come first, so the first texts are their categories
+    parts = [f.key.cats for f in files]
+    if graphs is not None:
+        parts.append(graphs.cats)
+    if transfer_keys is not None:
+        parts.append(transfer_keys.cats)
+    texts, maps = _union(parts)
+    keys, rank = _ranks(texts)
+    n_trans = max((int(m.max()) + 1 for m in maps[: len(files)]), default=0)
+    for f, m in zip(files, maps, strict=False):
+        f.tkey = m[f.key.codes].astype(np.int32)
+        f.gkey = rank[f.tkey]
+        f.key = None
+    return _KeyIndex(
+        keys=keys,
+        key_cats=texts.slice(0, n_trans),
+        graph_keys=rank[maps[len(files)]] if graphs is not None else None,
+        transfer_keys=rank[maps[-1]] if transfer_keys is not None else None,
+    )
+
+
+@dataclass
+class _Membership:
+    """Which graph holds each submitted key (rows of graph.csv, key index per row)."""
+
+    graph_of: np.ndarray
+    wanted_of: np.ndarray
+    key: np.ndarray
+
+
+def _graph_membership(graphs: _Graphs, graph_keys: np.ndarray) -> _Membership:
+    out = _Membership(graphs.graph, graphs.wanted, graph_keys[graphs.key])
+    graphs.cats = graphs.key = graphs.edge_graph = graphs.edge_key = graphs.edge_dep = None
+    return out
+
+
+@dataclass
+class _Said:
+    """What the transition files say of each key (None: no scheduler / worker file)."""
+
+    prefix: pa.Array | None = None
+    group: pa.Array | None = None
+    state: pa.Array | None = None
+    sched_begins: np.ndarray | None = None
+    sched_ends: np.ndarray | None = None
+    nbytes: np.ndarray | None = None
+    n_proc: np.ndarray | None = None
+    erred: np.ndarray | None = None
+    n_transitions: np.ndarray | None = None
+
+    def columns(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.sched_begins is not None:
+            out["sched_begins"] = _utc(self.sched_begins)
+            out["sched_ends"] = _utc(self.sched_ends)
+        if self.state is not None:
+            out["state"] = _str(self.state)
+        if self.sched_begins is not None:
+            out["nbytes"] = pd.Series(self.nbytes).round().astype("Int64")
+        return out
+
+
+def _from_transitions(sched: _Trans | None, work: _Trans | None, n: int) -> _Said:
+    """Per key: prefix and group (the first scheduler row with one), state (the last row, the
+    scheduler's first), the scheduler's begins/ends and size (its last row carrying results),
+    how often it went to processing, whether it erred, its transition count. Frees the files."""
+    said = _Said(
+        nbytes=np.full(n, np.nan),
+        n_proc=np.zeros(n, dtype=np.int64),
+        erred=np.zeros(n, dtype=bool),
+        n_transitions=np.zeros(n, dtype=np.int64),
+    )
     if sched is not None:
         kc = sched.gkey
         # rows by (key, time, line): the first with a prefix, the last, the last carrying results
@@ -334,75 +412,87 @@ def consolidate(
         carries = ~sched.thread.na | (sched.begins != _NAT) | ~np.isnan(sched.size)
         fin = _last_in_order(kc, order, n, carries)
         del order
-        prefix = sched.prefix.take(first_pg).arrow()
-        group = sched.group.take(first_pg).arrow()
-        state = sched.to_state.take(last).arrow()
-        tasks["sched_begins"] = _utc(_at(sched.begins, fin, _NAT))
-        tasks["sched_ends"] = _utc(_at(sched.ends, fin, _NAT))
-        nbytes = _at(sched.size, fin, np.nan)
-        n_proc = np.bincount(kc[sched.to_state.is_in(("processing",))], minlength=n)
-        erred |= np.bincount(kc[sched.to_state.is_in(("erred",))], minlength=n) > 0
-        n_tr += np.bincount(kc, minlength=n)
+        said.prefix = sched.prefix.take(first_pg).arrow()
+        said.group = sched.group.take(first_pg).arrow()
+        said.state = sched.to_state.take(last).arrow()
+        said.sched_begins = _at(sched.begins, fin, _NAT)
+        said.sched_ends = _at(sched.ends, fin, _NAT)
+        said.nbytes = _at(sched.size, fin, np.nan)
+        said.n_proc = np.bincount(kc[sched.to_state.is_in(("processing",))], minlength=n)
+        said.erred |= np.bincount(kc[sched.to_state.is_in(("erred",))], minlength=n) > 0
+        said.n_transitions += np.bincount(kc, minlength=n)
         sched.release()
     if work is not None:
         kc = work.gkey
         last = _last_in_order(kc, _key_time_order(kc, work.time), n)
         wstate = work.to_state.take(last).arrow()
-        state = wstate if state is None else pc.coalesce(state, wstate)
-        erred |= np.bincount(kc[work.to_state.is_in(("error",))], minlength=n) > 0
-        n_tr += np.bincount(kc, minlength=n)
+        said.state = wstate if said.state is None else pc.coalesce(said.state, wstate)
+        said.erred |= np.bincount(kc[work.to_state.is_in(("error",))], minlength=n) > 0
+        said.n_transitions += np.bincount(kc, minlength=n)
         work.release()
-    if state is not None:
-        tasks["state"] = _str(state)
-    if sched is not None:
-        tasks["nbytes"] = pd.Series(nbytes).round().astype("Int64")
-    # prefix and group the scheduler never reported: from the key, as Dask derives them
+    return said
+
+
+def _prefix_group(
+    keys: pa.Array, prefix: pa.Array | None, group: pa.Array | None
+) -> tuple[pd.Series, pd.Series]:
+    """The scheduler's prefix and group; what it never reported, from the key as Dask does."""
     if prefix is None:
         grp, pre = key_split(_str(keys))
-    else:
-        pre, grp = _str(prefix), _str(group)
-        if pre.isna().any():
-            need = np.flatnonzero(pre.isna().to_numpy() | grp.isna().to_numpy())
-            g2, p2 = key_split(_str(keys.take(pa.array(need))))
-            pre.iloc[need] = pre.iloc[need].fillna(pd.Series(p2.array, index=need))
-            grp.iloc[need] = grp.iloc[need].fillna(pd.Series(g2.array, index=need))
-    tasks["prefix"], tasks["group"] = pre, grp
+        return pre, grp
+    pre, grp = _str(prefix), _str(group)
+    if pre.isna().any():
+        need = np.flatnonzero(pre.isna().to_numpy() | grp.isna().to_numpy())
+        g2, p2 = key_split(_str(keys.take(pa.array(need))))
+        pre.iloc[need] = pre.iloc[need].fillna(pd.Series(p2.array, index=need))
+        grp.iloc[need] = grp.iloc[need].fillna(pd.Series(g2.array, index=need))
+    return pre, grp
 
+
+def _final_execution(
+    ex: _Exec, wcats: pa.Array, n: int, said: _Said, moved: np.ndarray
+) -> dict[str, Any]:
+    """The columns a task takes from its final execution, and its execution counts."""
     final = _last_in_order(ex.key, None, n)  # ex is by key, then attempt
     n_exec = np.bincount(ex.key, minlength=n)
-    tasks["worker"] = _str(_decode(wcats, _at(ex.worker, final, -1)))
-    tasks["thread"] = ex.thread.take(final).array()
-    start, end = _at(ex.start, final, _NAT), _at(ex.end, final, _NAT)
-    tasks["start"], tasks["end"] = _utc(start), _utc(end)
-    tasks["time_source"] = _source_text(_at(ex.source, final, -1))
-    tasks["duration"] = (tasks["end"] - tasks["start"]).dt.total_seconds()
-    tasks["n_transitions"] = pd.array(n_tr, dtype="Int64")
-    tasks["n_executions"] = pd.array(n_exec, dtype="Int64")
+    cols: dict[str, Any] = {}
+    cols["worker"] = _str(_decode(wcats, _at(ex.worker, final, -1)))
+    cols["thread"] = ex.thread.take(final).array()
+    cols["start"] = _utc(_at(ex.start, final, _NAT))
+    cols["end"] = _utc(_at(ex.end, final, _NAT))
+    cols["time_source"] = _source_text(_at(ex.source, final, -1))
+    cols["duration"] = (cols["end"] - cols["start"]).dt.total_seconds()
+    cols["n_transitions"] = pd.array(said.n_transitions, dtype="Int64")
+    cols["n_executions"] = pd.array(n_exec, dtype="Int64")
     err_ex = pc.is_in(ex.outcome, pa.array(["error", "erred"])).to_numpy(zero_copy_only=False)
-    erred |= np.bincount(ex.key[err_ex], minlength=n) > 0
-    tasks["erred"] = pd.array(erred, dtype="boolean")
-    tasks["retried"] = pd.array((n_exec > 1) | (n_proc > 1), dtype="boolean")
+    erred = said.erred | (np.bincount(ex.key[err_ex], minlength=n) > 0)
+    cols["erred"] = pd.array(erred, dtype="boolean")
+    cols["retried"] = pd.array((n_exec > 1) | (said.n_proc > 1), dtype="boolean")
     # A key moved between workers, or with a result size, existed in memory: it ran somewhere.
-    moved = np.zeros(n, dtype=bool)
-    if transfer_keys is not None and len(transfer_keys.codes):
-        moved[tmap[transfer_keys.codes]] = True
-    tasks["never_ran"] = pd.array((n_exec == 0) & ~moved & np.isnan(nbytes), dtype="boolean")
-    if graphs is not None and len(gc):
-        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first, gc, graph_of)  # the first graph holding the key
-        graph = pd.array(np.where(first < np.iinfo(np.int64).max, first, 0), dtype="Int64")
-        graph[first == np.iinfo(np.int64).max] = pd.NA
-        tasks["graph"] = graph
-        wanted = np.zeros(n, dtype=bool)
-        wanted[gc[wanted_of]] = True
-        tasks["wanted"] = pd.array(wanted, dtype="boolean")
-        client_of = records.graphs.set_index("graph")["client"]
-        tasks["client"] = client_of.reindex(pd.Series(graph).astype("float64")).array
-    else:
-        tasks["wanted"] = pd.array(np.zeros(n, dtype=bool), dtype="boolean")
-    records.tasks = _table("tasks", tasks)
+    cols["never_ran"] = pd.array((n_exec == 0) & ~moved & np.isnan(said.nbytes), dtype="boolean")
+    return cols
 
-    # tasks per (worker, thread), executions without a worker or a thread left out
+
+def _graph_columns(m: _Membership | None, graphs: pd.DataFrame, n: int) -> dict[str, Any]:
+    """The first graph holding each key, its client, and whether the client wanted the key."""
+    if m is None or not len(m.key):
+        return {"wanted": pd.array(np.zeros(n, dtype=bool), dtype="boolean")}
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, m.key, m.graph_of)  # the first graph holding the key
+    graph = pd.array(np.where(first < np.iinfo(np.int64).max, first, 0), dtype="Int64")
+    graph[first == np.iinfo(np.int64).max] = pd.NA
+    wanted = np.zeros(n, dtype=bool)
+    wanted[m.key[m.wanted_of]] = True
+    client_of = graphs.set_index("graph")["client"]
+    return {
+        "graph": graph,
+        "wanted": pd.array(wanted, dtype="boolean"),
+        "client": client_of.reindex(pd.Series(graph).astype("float64")).array,
+    }
+
+
+def _threads(ex: _Exec, wcats: pa.Array) -> pd.DataFrame:
+    """Tasks per (worker, thread); executions without a worker or a thread left out."""
     sel = np.flatnonzero(~ex.thread.na & (ex.worker >= 0))
     w, t = ex.worker[sel], ex.thread.values[sel]
     o = np.lexsort((t, w))
@@ -416,7 +506,7 @@ def consolidate(
             "n_tasks": counts,
         }
     )
-    records.threads = conform("threads", th)
+    return conform("threads", th)
 
 
 _KEY_SPLIT = r"^(?P<head>[^-]*)(?P<rest>(?:-(?![0-9a-f]{8}(?:-|$))[A-Za-z]+(?=-|$))*)"
