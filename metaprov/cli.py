@@ -814,10 +814,24 @@ def export_cmd(
     "SPARQL queries in Oxigraph (any size, the reference); auto: pyshacl up to 300,000 "
     "triples, columnar above.",
 )
+@click.option(
+    "--twin",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="RDF_OR_RUN",
+    help="For a PROV-N/JSON/XML SOURCE: the RDF export (or run directory, exported with the "
+    "default options) it must state the same relations as. Default: an RDF export beside "
+    "SOURCE with the same stem (run.ttl for run.provn), if any.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def validate_cmd(
-    ctx: click.Context, source: Path, fmt: str | None, engine: str, as_json: bool
+    ctx: click.Context,
+    source: Path,
+    fmt: str | None,
+    engine: str,
+    twin: Path | None,
+    as_json: bool,
 ) -> None:
     """Check an export FILE (or a RUN directory, exported in memory) against the shipped SHACL shapes.
 
@@ -832,14 +846,21 @@ def validate_cmd(
     export of 10^6 tasks (35 M triples) in about a minute on 2 cores, within 2.5 GB.
 
     \b
+    A PROV-N/JSON/XML file is parsed back through prov, checked with the PROV sanity rules and
+    compared relation by relation with its RDF twin (--twin, or run.ttl beside run.provn).
+
+    \b
     Example:
       metaprov validate run.ttl
       metaprov validate big.nt --engine columnar
+      metaprov validate run.provn --twin run.ttl
     """
     from metaprov.errors import ValidationError
     from metaprov.validate import validate
 
-    report = validate(source, format=fmt, engine=engine, progress=progress_enabled(ctx))
+    report = validate(
+        source, format=fmt, engine=engine, progress=progress_enabled(ctx), twin=twin
+    )
     if as_json:
         _echo_json(report.to_dict())
     else:

@@ -25,6 +25,7 @@ folder, and every run-owned entity is recognised by :func:`owned_by` when a run 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -109,6 +110,9 @@ def render_report(records: Any, path: str) -> str | None:
     from metaprov.analysis.summary import summarize
     from metaprov.report.views import run_view
 
+    # the page names the run by its directory's name, not by where the builder read it from
+    # (an absolute path of the builder's machine has no place in a published crate)
+    records = dataclasses.replace(records, path=Path(str(records.path or path)).name)
     try:
         text, _facts = render([run_view(records, summarize(records))])
     except MetaprovError as exc:
