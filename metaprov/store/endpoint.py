@@ -6,13 +6,14 @@ query results. Credentials come from the environment or ``~/.netrc``, never the 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import pandas as pd
 
@@ -29,6 +30,14 @@ from metaprov.store.base import (
     _triples_frame,
     results_to_frame,
     split_lines,
+)
+from metaprov.store.http import (
+    Answer,
+    Credentials,
+    HttpClient,
+    clean,
+    env_timeout,
+    redact,
 )
 
 if TYPE_CHECKING:
@@ -79,17 +88,19 @@ def _check_url(url: str) -> None:
     example = "give e.g. --endpoint http://127.0.0.1:7878/query"
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise UsageError(
-            f"{url!r} holds spaces or control characters",
+            f"{redact(url)!r} holds spaces or control characters",
             hint="percent-encode them (a space is %20); " + example,
         )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
     except ValueError as exc:
-        raise UsageError(f"{url!r} is not a valid URL: {exc}", hint=example) from exc
+        raise UsageError(
+            f"{redact(url)!r} is not a valid URL: {redact(str(exc))}", hint=example
+        ) from exc
     if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
         raise UsageError(
-            f"{url!r} is not an http(s) URL",
+            f"{redact(url)!r} is not an http(s) URL",
             hint="give e.g. --endpoint http://127.0.0.1:7878/query",
         )
     if parts.username or parts.password:
@@ -126,33 +137,76 @@ def derive_gsp(query_url: str) -> str:
     if segs == ["sparql"]:
         return with_path("/sparql-graph-crud-auth")
     raise UsageError(
-        f"cannot tell the Graph Store endpoint of {query_url}",
+        f"cannot tell the Graph Store endpoint of {redact(query_url)}",
         hint="give it with --gsp URL (e.g. http://host:3030/ds/data for Fuseki)",
     )
 
 
-class _BearerAuth:
-    """``Authorization: Bearer <token>`` on every request (a requests auth callable)."""
+def resolve_credentials(query_url: str, *, interactive: bool | None = None) -> Credentials:
+    """Who to be to the server: a token (``$METAPROV_ENDPOINT_TOKEN``), else a user
+    (``$METAPROV_ENDPOINT_USER``) with the password from ``$METAPROV_ENDPOINT_PASSWORD`` or the
+    netrc entry of that user, else the netrc entry of the host (``$NETRC`` or ``~/.netrc``);
+    without a password, one is asked for on the terminal when a server wants it (interactive use
+    only). Never from the command line."""
+    token = os.environ.get(ENV_TOKEN)
+    if token:
+        return Credentials(token=token, source=ENV_TOKEN)
+    if interactive is None:
+        interactive = _interactive()
+    prompt = _tty_prompt if interactive else None
+    host = urlsplit(query_url).hostname or ""
+    entry = _netrc_entry(host)
+    user = os.environ.get(ENV_USER)
+    if user:
+        password = os.environ.get(ENV_PASSWORD)
+        if password is None and entry is not None and entry[0] == user:
+            password = entry[1]
+        return Credentials(user=user, password=password, source=ENV_USER, prompt=prompt)
+    if entry is not None:
+        return Credentials(user=entry[0], password=entry[1], source="netrc", prompt=prompt)
+    return Credentials(source="none", prompt=prompt)
 
-    def __init__(self, token: str) -> None:
-        self._token = token
 
-    def __call__(self, request: Any) -> Any:
-        request.headers["Authorization"] = f"Bearer {self._token}"
-        return request
+def _interactive() -> bool:
+    import sys
 
-    def __repr__(self) -> str:  # never show the token
-        return "_BearerAuth(<hidden>)"
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty() and os.path.exists("/dev/tty")
+    except (AttributeError, ValueError):
+        return False
+
+
+def _tty_prompt(user: str, where: str) -> tuple[str, str]:
+    """Ask on the terminal (the password is not echoed)."""
+    import getpass
+
+    try:
+        if not user:
+            with open("/dev/tty", "r+", encoding="utf-8") as tty:
+                tty.write(f"user for the SPARQL server at {where}: ")
+                tty.flush()
+                user = tty.readline().strip()
+            if not user:
+                return "", ""
+        password = getpass.getpass(f"password of {user} for the SPARQL server at {where}: ")
+    except (OSError, EOFError, KeyboardInterrupt):
+        return "", ""
+    return user, password
 
 
 class EndpointStore(Store):
     """A SPARQL 1.1 server over HTTP: GSP for loading/dropping graphs, the SPARQL protocol for queries.
 
+    Every request goes through :class:`metaprov.store.http.HttpClient` (timeouts, size caps,
+    same-origin redirects only, redacted messages).
+
     Args:
         query_url: the query endpoint.
         gsp_url: the Graph Store endpoint (default: derived, see :func:`derive_gsp`).
-        timeout: seconds to wait for the server to answer a request.
+        timeout: the longest one request may take, in seconds, whatever the server does
+            (default ``$METAPROV_ENDPOINT_TIMEOUT`` or 600).
         chunk_bytes: largest request body when loading (see :data:`DEFAULT_CHUNK_BYTES`).
+        interactive: ask for a missing password on the terminal (default: when on a terminal).
     """
 
     def __init__(
@@ -160,80 +214,67 @@ class EndpointStore(Store):
         query_url: str,
         gsp_url: str | None = None,
         *,
-        timeout: float = 600.0,
+        timeout: float | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        interactive: bool | None = None,
     ) -> None:
-        import requests
-
         self.endpoint = Endpoint.from_url(query_url, gsp_url)
-        self.location = self.endpoint.query
-        self.timeout = timeout
+        self.location = redact(self.endpoint.query)
+        if timeout is None:
+            timeout = env_timeout()
+        if not (timeout > 0) or timeout == float("inf"):
+            raise UsageError(f"the timeout must be a positive number of seconds, not {timeout}")
+        self.timeout = float(timeout)
         self.chunk_bytes = int(chunk_bytes)
-        self._session = requests.Session()
-        self._session.headers["User-Agent"] = _user_agent()
-        user, password, token = (
-            os.environ.get(ENV_USER),
-            os.environ.get(ENV_PASSWORD),
-            os.environ.get(ENV_TOKEN),
+        self.credentials = resolve_credentials(query_url, interactive=interactive)
+        self.auth_source = self.credentials.source
+        trusted = [self.endpoint.query, self.endpoint.gsp_given]
+        try:
+            trusted.append(self.endpoint.gsp)
+        except UsageError:
+            pass
+        self._http = HttpClient(
+            trusted,
+            self.credentials,
+            read_timeout=self.timeout,
+            deadline=self.timeout,
+            user_agent=_user_agent(),
         )
-        if token:
-            # As an auth object, not a bare header: requests would otherwise let a ~/.netrc
-            # entry for the host replace it with Basic auth.
-            self._session.auth = _BearerAuth(token)
-            self.auth_source = ENV_TOKEN
-        elif user:
-            self._session.auth = (user, password or "")
-            self.auth_source = ENV_USER
-        else:
-            # requests reads ~/.netrc (or $NETRC) for the host when no auth is set.
-            self.auth_source = "netrc" if _netrc_has(query_url) else "none"
 
     # --- HTTP --------------------------------------------------------------------------------
-    def _request(self, method: str, url: str, *, what: str, **kw: Any) -> Any:
-        import requests
-
-        kw.setdefault("timeout", (10.0, self.timeout))
-        try:
-            resp = self._session.request(method, url, **kw)
-        except requests.exceptions.ConnectionError as exc:
+    def _request(self, method: str, url: str, *, what: str, **kw: Any) -> Answer:
+        answer = self._http.request(method, url, what=what, **kw)
+        if answer.status in (401, 403):
+            word = "requires credentials" if answer.status == 401 else "refused access"
             raise StoreError(
-                f"cannot reach the SPARQL server at {url} ({what}): {_short(exc)}",
-                hint="is the server running, and is the URL (host, port, path) right?",
-            ) from exc
-        except requests.exceptions.Timeout as exc:
-            raise StoreError(
-                f"the SPARQL server at {url} did not answer within {self.timeout:.0f} s ({what})",
-                hint="the server may be overloaded; try again, or load smaller pieces",
-            ) from exc
-        except requests.exceptions.RequestException as exc:
-            raise StoreError(f"request to {url} failed ({what}): {_short(exc)}") from exc
-        if resp.status_code in (401, 403):
-            word = "requires credentials" if resp.status_code == 401 else "refused access"
-            raise StoreError(
-                f"the SPARQL server at {url} {word} (HTTP {resp.status_code}) while {what}",
+                f"the SPARQL server at {redact(url)} {word} (HTTP {answer.status}) while {what}",
                 hint=f"set {ENV_USER} and {ENV_PASSWORD} (or {ENV_TOKEN}) in the environment, or add "
-                f"'machine {urlsplit(url).hostname} login ... password ...' to ~/.netrc"
+                f"'machine {clean(urlsplit(url).hostname or '', limit=100)} login ... password ...' "
+                "to ~/.netrc"
                 + (
-                    "; the credentials given were not accepted"
+                    f"; the credentials given ({self.auth_source}) were not accepted"
                     if self.auth_source != "none"
                     else ""
                 ),
             )
-        return resp
+        return answer
 
-    def _fail(self, resp: Any, what: str, *, query: bool = False) -> None:
-        body = (resp.text or "").strip().replace("\n", " ")
-        msg = f"the SPARQL server at {resp.url} answered HTTP {resp.status_code} {resp.reason} while {what}"
+    def _fail(self, resp: Answer, what: str, *, query: bool = False) -> None:
+        body = resp.text()
+        msg = (
+            f"the SPARQL server at {redact(resp.url)} answered HTTP {resp.status} "
+            f"{resp.reason} while {what}"
+        )
         if body:
-            msg += f": {body[:500]}"
-        if query and resp.status_code == 400:
+            msg += f": {body}"
+        if query and resp.status == 400:
             raise QueryError(
                 msg,
                 hint="the server rejected the query; check its syntax and the server's SPARQL support",
             )
         hint = (
             "the server had a problem; see its log"
-            if resp.status_code >= 500
+            if resp.status >= 500
             else "check the URL and the request"
         )
         raise StoreError(msg, hint=hint)
@@ -259,11 +300,11 @@ class EndpointStore(Store):
                 gsp,
                 what=what,
                 params={"graph": graph},
-                data=piece,
+                body=piece,
                 headers=headers,
             )
             requests_made += 1
-            if resp.status_code >= 300:
+            if resp.status >= 300:
                 if not first:
                     log.warning(
                         "graph <%s> is incomplete on the server after a failed append", graph
@@ -285,11 +326,11 @@ class EndpointStore(Store):
                 self.endpoint.gsp,
                 what=f"replacing graph <{graph}>",
                 params={"graph": graph},
-                data=b"",
+                body=b"",
                 headers=headers,
             )
             requests_made += 1
-            if resp.status_code >= 300:
+            if resp.status >= 300:
                 self._fail(resp, f"replacing graph <{graph}>")
         self._check_stored(graph, triples, gsp)
         return LoadReport(graph, triples, time.perf_counter() - t0, replaced, source, requests_made)
@@ -310,59 +351,68 @@ class EndpointStore(Store):
         resp = self._request(
             "DELETE", self.endpoint.gsp, what=f"dropping graph <{graph}>", params={"graph": graph}
         )
-        if resp.status_code == 404:
+        if resp.status == 404:
             return False
-        if resp.status_code >= 300:
+        if resp.status >= 300:
             self._fail(resp, f"dropping graph <{graph}>")
         return True
 
     # --- reading -------------------------------------------------------------------------------
-    def _post_query(self, text: str, accept: str) -> Any:
+    def _post_query(self, text: str, accept: str) -> Answer:
         resp = self._request(
             "POST",
             self.endpoint.query,
             what="running a query",
-            data={"query": text},
+            body=urlencode({"query": text}).encode("ascii"),
             headers={"Accept": accept, "Content-Type": "application/x-www-form-urlencoded"},
         )
-        if resp.status_code >= 300:
+        if resp.status >= 300:
             self._fail(resp, "running a query", query=True)
         return resp
 
     def _select_json(self, text: str) -> dict[str, Any]:
         resp = self._post_query(text, _RESULTS_JSON)
+        where = redact(self.endpoint.query)
         try:
-            return dict(resp.json())
+            data = json.loads(resp.body)
+        except RecursionError as exc:
+            raise StoreError(
+                f"the SPARQL server at {where} sent JSON nested too deeply to read",
+                hint="this is not a SPARQL JSON result; is the URL the query endpoint?",
+            ) from exc
         except ValueError as exc:
-            ctype = resp.headers.get("Content-Type", "?")
+            ctype = resp.content_type or "?"
             if "sparql-results+json" in ctype:
                 # Servers stream answers: an error during evaluation cuts the JSON off, and the
                 # server's message is what follows the cut.
-                tail = (resp.text or "")[-300:].replace("\n", " ")
+                tail = clean(resp.body[-300:].decode("utf-8", "replace"), limit=300)
                 raise QueryError(
-                    f"the SPARQL server at {self.endpoint.query} failed while sending the answer: {tail}",
+                    f"the SPARQL server at {where} failed while sending the answer: {tail}",
                     hint="the query started but could not finish on the server; see the message",
                 ) from exc
             raise StoreError(
-                f"the SPARQL server at {self.endpoint.query} did not answer with SPARQL JSON results",
+                f"the SPARQL server at {where} did not answer with SPARQL JSON results",
                 hint=f"is this URL the query endpoint? (Content-Type was {ctype})",
             ) from exc
+        check_results(data, where)
+        return dict(data)
 
     def _ask(self, text: str) -> bool:
         return bool(self._select_json(text).get("boolean"))
 
     def _select_csv(self, text: str) -> bytes:
-        return bytes(self._post_query(text, "text/csv").content)
+        return self._post_query(text, "text/csv").body
 
     def _construct(self, text: str) -> pd.DataFrame:
         import pyoxigraph as ox
 
         resp = self._post_query(text, _NTRIPLES)
         try:
-            return _triples_frame(ox.parse(resp.content, ox.RdfFormat.N_TRIPLES))
+            return _triples_frame(ox.parse(resp.body, ox.RdfFormat.N_TRIPLES))
         except SyntaxError as exc:
             raise StoreError(
-                f"the SPARQL server at {self.endpoint.query} sent invalid N-Triples: {exc}"
+                f"the SPARQL server at {redact(self.endpoint.query)} sent invalid N-Triples: "
+                f"{clean(str(exc), limit=300)}"
             ) from exc
 
     def graphs(self) -> list[str]:
@@ -370,34 +420,68 @@ class EndpointStore(Store):
         return sorted(str(g) for g in df["g"]) if "g" in df else []
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    # urllib3 errors repeat the whole pool description; the last reason is what matters.
-    if "Caused by" in text or "Failed to establish" in text:
-        for marker in (
-            "Connection refused",
-            "Name or service not known",
-            "No route to host",
-            "timed out",
-        ):
-            if marker in text:
-                return marker
-    return text[:300]
+_TERM_TYPES = frozenset({"uri", "literal", "typed-literal", "bnode", "triple"})
 
 
-def _netrc_has(url: str) -> bool:
+def check_results(data: Any, where: str) -> None:
+    """Refuse SPARQL JSON results of the wrong shape (a server's answer is untrusted input).
+
+    Raises:
+        StoreError: naming what is wrong (``head.vars`` not a list of names, ``bindings`` not a
+            list of objects, a term without a string ``type``/``value``, ...).
+    """
+
+    def bad(what: str) -> StoreError:
+        return StoreError(
+            f"the SPARQL server at {where} sent malformed SPARQL JSON results: {what}",
+            hint="the server is not answering SPARQL 1.1 JSON results; is the URL the query endpoint?",
+        )
+
+    if not isinstance(data, dict):
+        raise bad(f"the answer is a JSON {type(data).__name__}, not an object")
+    if "boolean" in data:
+        if not isinstance(data["boolean"], bool):
+            raise bad("'boolean' is not true or false")
+        return
+    head, results = data.get("head"), data.get("results")
+    if not isinstance(head, dict) or not isinstance(head.get("vars", []), list):
+        raise bad("'head' has no list 'vars'")
+    if not all(isinstance(v, str) for v in head.get("vars", [])):
+        raise bad("'head.vars' holds something other than variable names")
+    if not isinstance(results, dict) or not isinstance(results.get("bindings"), list):
+        raise bad("'results.bindings' is not a list")
+    for i, row in enumerate(results["bindings"]):
+        if not isinstance(row, dict):
+            raise bad(f"row {i + 1} of 'results.bindings' is not an object")
+        for name, term in row.items():
+            if (
+                not isinstance(term, dict)
+                or term.get("type") not in _TERM_TYPES
+                or not isinstance(term.get("value"), (str, dict))
+                or not isinstance(term.get("datatype", ""), str)
+                or not isinstance(term.get("xml:lang", ""), str)
+            ):
+                raise bad(f"row {i + 1}, variable ?{clean(str(name), limit=60)} is not an RDF term")
+
+
+def _netrc_entry(host: str) -> tuple[str, str] | None:
+    """(login, password) of ``host`` in ``$NETRC`` or ``~/.netrc``, or None."""
+    import netrc
+
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
     try:
-        import netrc
-
-        path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
-        if not os.path.exists(path):
-            return False
-        return netrc.netrc(path).authenticators(urlsplit(url).hostname or "") is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
+        if not os.path.isfile(path):
+            return None
+        found = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError, UnicodeDecodeError):
+        return None
+    if found is None:
+        return None
+    login, _account, password = found
+    return (login or "", password or "")
 
 
 def _user_agent() -> str:
