@@ -164,7 +164,17 @@ def results_to_frame(data: Mapping[str, Any]) -> pd.DataFrame:
     cols: dict[str, pd.Series] = {}
     for name in names:
         cells = [r.get(name) for r in rows]
-        cols[name] = _column(cells)
+        try:
+            cols[name] = _column(cells)
+        except (ValueError, TypeError, OverflowError) as exc:
+            from metaprov.errors import StoreError
+            from metaprov.store.http import clean
+
+            raise StoreError(
+                f"the answer holds a value of ?{clean(name, limit=60)} that is not of its "
+                f"datatype: {clean(str(exc), limit=200)}",
+                hint="the store or server sent an invalid typed literal",
+            ) from exc
     return pd.DataFrame(cols, columns=names)
 
 

@@ -28,6 +28,7 @@ The policy (see docs/reliability.md, "SPARQL endpoint client"):
 from __future__ import annotations
 
 import base64
+import contextvars
 import hashlib
 import http.client
 import os
@@ -268,8 +269,18 @@ class _Timer:
         self._timer.cancel()
 
 
+#: Set by the command line's ``--timeout`` for the command it runs.
+TIMEOUT_OVERRIDE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "metaprov_endpoint_timeout", default=None
+)
+
+
 def env_timeout(default: float = DEFAULT_READ_TIMEOUT) -> float:
-    """``$METAPROV_ENDPOINT_TIMEOUT`` (seconds) when set to a positive number, else ``default``."""
+    """The request time limit: ``--timeout`` of the running command, else
+    ``$METAPROV_ENDPOINT_TIMEOUT`` (seconds) when set, else ``default``."""
+    given = TIMEOUT_OVERRIDE.get()
+    if given is not None:
+        return given
     raw = os.environ.get(ENV_TIMEOUT)
     if not raw:
         return default
@@ -280,7 +291,9 @@ def env_timeout(default: float = DEFAULT_READ_TIMEOUT) -> float:
     if not value > 0 or value != value or value == float("inf"):
         from metaprov.errors import UsageError
 
-        raise UsageError(f"{ENV_TIMEOUT}={clean(raw, limit=40)} is not a positive number of seconds")
+        raise UsageError(
+            f"{ENV_TIMEOUT}={clean(raw, limit=40)} is not a positive number of seconds"
+        )
     return value
 
 
@@ -295,7 +308,9 @@ def env_max_bytes() -> int:
     if value <= 0:
         from metaprov.errors import UsageError
 
-        raise UsageError(f"{ENV_MAX_BYTES}={clean(raw, limit=40)} is not a positive number of bytes")
+        raise UsageError(
+            f"{ENV_MAX_BYTES}={clean(raw, limit=40)} is not a positive number of bytes"
+        )
     return value
 
 
@@ -307,7 +322,7 @@ class HttpClient:
         trusted: URLs whose origins may receive the credentials (the configured endpoints).
         credentials: what to authenticate with (nothing by default).
         read_timeout: longest silence of the server, in seconds.
-        deadline: longest request, in seconds (default: twice ``read_timeout``, at least 60).
+        deadline: longest request, in seconds (default: ``read_timeout``).
         max_answer_bytes: largest answer body read.
     """
 
@@ -326,7 +341,7 @@ class HttpClient:
         self.credentials = credentials or Credentials()
         self.read_timeout = float(read_timeout)
         self.connect_timeout = min(float(connect_timeout), self.read_timeout)
-        self.deadline = float(deadline) if deadline else max(2 * self.read_timeout, 60.0)
+        self.deadline = float(deadline) if deadline else self.read_timeout
         self.max_answer_bytes = int(max_answer_bytes or env_max_bytes())
         self.user_agent = user_agent
         self._local = threading.local()
@@ -534,9 +549,7 @@ class HttpClient:
             return Answer(resp.status, clean(resp.reason or "", limit=80), resp.msg, data, url)
         raise AssertionError("unreachable")
 
-    def _read(
-        self, resp: http.client.HTTPResponse, url: str, what: str, timer: _Timer
-    ) -> bytes:
+    def _read(self, resp: http.client.HTTPResponse, url: str, what: str, timer: _Timer) -> bytes:
         cap = self.max_answer_bytes if resp.status < 300 else MAX_ERROR_BYTES
         length = resp.getheader("Content-Length")
         if length and length.strip().isdigit() and int(length) > cap and resp.status < 300:
@@ -562,7 +575,7 @@ class HttpClient:
         return StoreError(
             f"the SPARQL server at {redact(url)} did not finish {what} within "
             f"{self.deadline:g} s (the total time allowed for one request)",
-            hint="a slow or stuck server; raise --timeout (the deadline is twice it) if the "
+            hint="a slow or stuck server; raise --timeout (or $METAPROV_ENDPOINT_TIMEOUT) if the "
             "server is just busy",
         )
 
