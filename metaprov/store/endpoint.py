@@ -25,6 +25,7 @@ from metaprov.store.base import (
     ENV_PASSWORD,
     ENV_TOKEN,
     ENV_USER,
+    XSD,
     LoadReport,
     Store,
     _triples_frame,
@@ -228,6 +229,8 @@ class EndpointStore(Store):
         self.chunk_bytes = int(chunk_bytes)
         self.credentials = resolve_credentials(query_url, interactive=interactive)
         self.auth_source = self.credentials.source
+        #: The server is Virtuoso (told by its ``Server`` header): see :func:`_exact_doubles`.
+        self.virtuoso = False
         trusted = [self.endpoint.query, self.endpoint.gsp_given]
         try:
             trusted.append(self.endpoint.gsp)
@@ -244,6 +247,8 @@ class EndpointStore(Store):
     # --- HTTP --------------------------------------------------------------------------------
     def _request(self, method: str, url: str, *, what: str, **kw: Any) -> Answer:
         answer = self._http.request(method, url, what=what, **kw)
+        if (answer.headers.get("Server") or "").startswith("Virtuoso/"):
+            self.virtuoso = True
         if answer.status in (401, 403):
             word = "requires credentials" if answer.status == 401 else "refused access"
             raise StoreError(
@@ -371,6 +376,18 @@ class EndpointStore(Store):
         return resp
 
     def _select_json(self, text: str) -> dict[str, Any]:
+        if self.virtuoso:
+            exact = _with_lexical_forms(text)
+            if exact is not None:
+                return _exact_doubles(self._select_json_once(exact[0]), exact[1])
+        data = self._select_json_once(text)
+        if self.virtuoso and _has_doubles(data):
+            exact = _with_lexical_forms(text)
+            if exact is not None:  # learnt from this very answer that the server is Virtuoso
+                return _exact_doubles(self._select_json_once(exact[0]), exact[1])
+        return data
+
+    def _select_json_once(self, text: str) -> dict[str, Any]:
         resp = self._post_query(text, _RESULTS_JSON)
         where = redact(self.endpoint.query)
         try:
@@ -401,7 +418,22 @@ class EndpointStore(Store):
         return bool(self._select_json(text).get("boolean"))
 
     def _select_csv(self, text: str) -> bytes:
-        return self._post_query(text, "text/csv").body
+        if not self.virtuoso:
+            self._probe()
+        exact = _with_lexical_forms(text, only=True) if self.virtuoso else None
+        if exact is None:
+            return self._post_query(text, "text/csv").body
+        # Virtuoso writes doubles with 6 digits in CSV too: ask for STR() of every column (the
+        # same text as CSV for IRIs and literals) and give the columns their own names back.
+        body = self._post_query(exact[0], "text/csv").body
+        head, nl, rest = body.partition(b"\n")
+        return head.replace(_LEX.encode(), b"") + nl + rest
+
+    def _probe(self) -> None:
+        """One small query, once: tells a Virtuoso server by its Server header."""
+        if not getattr(self, "_probed", False):
+            self._probed = True
+            self._post_query("ASK {}", _RESULTS_JSON)
 
     def _construct(self, text: str) -> pd.DataFrame:
         import pyoxigraph as ox
@@ -424,6 +456,80 @@ class EndpointStore(Store):
 
 
 _TERM_TYPES = frozenset({"uri", "literal", "typed-literal", "bnode", "triple"})
+
+
+_DOUBLES = frozenset({XSD + "double", XSD + "float"})
+_LEX = "__metaprov_lexical_"
+
+
+def _with_lexical_forms(text: str, *, only: bool = False) -> tuple[str, list[str]] | None:
+    """The query wrapped so that it also returns ``STR(?v)`` (as ``?__metaprov_lexical_v``) of
+    every variable it returns, in the same order; or None when it cannot be (``SELECT *``, an
+    ORDER BY on something it does not return).
+
+    Virtuoso 7.2 writes ``xsd:double`` values with 6 significant digits in every SELECT result
+    format (``0.0794634`` for ``0.079463354231058``; upstream issue openlink/virtuoso-opensource
+    #1006), while ``STR()`` of the same value gives all its digits: asking for both and taking
+    the digits from the second keeps doubles exact, with one query. (Virtuoso refuses ``STR()``
+    of an aggregate's name in the same projection, hence the sub-select.)"""
+    from metaprov.store.sparql import _matching_close, _where_open, projection, tokens
+
+    toks = list(tokens(text))
+    i = next(
+        (k for k, t in enumerate(toks) if t.kind == "word" and t.text.upper() == "SELECT"), None
+    )
+    if i is None:
+        return None
+    names = projection(text)
+    if not names or any(t.text == "*" for t in toks[i + 1 : i + 3]):
+        return None
+    where = _where_open(toks, "SELECT")
+    if where is None:
+        return None
+    close = _matching_close(toks, where)
+    order = next(
+        (
+            k
+            for k in range(close + 1, len(toks))
+            if toks[k].kind == "word" and toks[k].text.upper() in ("ORDER", "LIMIT", "OFFSET")
+        ),
+        None,
+    )
+    modifiers = text[toks[order].start :] if order is not None else ""
+    if order is not None and any(t.kind == "var" and t.text[1:] not in names for t in toks[order:]):
+        return None
+    if any(t.kind == "word" and t.text.upper() == "VALUES" for t in toks[close + 1 :]):
+        return None
+    inner = text[toks[i].start :]
+    extra = " ".join(
+        (f"(STR(?{n}) AS ?{_LEX}{n})" if only else f"?{n} (STR(?{n}) AS ?{_LEX}{n})") for n in names
+    )
+    wrapped = f"{text[: toks[i].start]}SELECT {extra}\nWHERE {{\n{inner}\n}}\n{modifiers}"
+    return wrapped, names
+
+
+def _has_doubles(data: dict[str, Any]) -> bool:
+    for row in data.get("results", {}).get("bindings", []):
+        for term in row.values():
+            if term.get("datatype") in _DOUBLES:
+                return True
+    return False
+
+
+def _exact_doubles(data: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """Results of :func:`_with_lexical_forms`' query: each double takes its lexical form from its
+    companion; the companions are removed."""
+    head = data.get("head", {})
+    head["vars"] = [v for v in head.get("vars", []) if not v.startswith(_LEX)]
+    for row in data.get("results", {}).get("bindings", []):
+        for name in names:
+            lex = row.pop(_LEX + name, None)
+            term = row.get(name)
+            if term is not None and lex is not None and term.get("datatype") in _DOUBLES:
+                term["value"] = lex.get("value", term.get("value"))
+        for key in [k for k in row if k.startswith(_LEX)]:
+            del row[key]
+    return data
 
 
 def check_results(data: Any, where: str) -> None:

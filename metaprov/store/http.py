@@ -503,8 +503,17 @@ class HttpClient:
                 if conn.sock is None:
                     conn.connect()
                 conn.sock.settimeout(self.read_timeout)
-                conn.request(method, target, body=body, headers=hdrs)
-                resp = conn.getresponse()
+                try:
+                    conn.request(method, target, body=body, headers=hdrs)
+                except (BrokenPipeError, ConnectionResetError):
+                    # A server may answer (401, 413) and hang up before the body is all sent:
+                    # its answer is what matters; without one, the error below stands.
+                    if timer.fired:
+                        raise
+                    resp = conn.getresponse()
+                    resp.will_close = True
+                else:
+                    resp = conn.getresponse()
                 data = self._read(resp, url, what, timer)
             except StoreError:
                 self._forget(key)
