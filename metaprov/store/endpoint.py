@@ -448,8 +448,13 @@ class EndpointStore(Store):
             ) from exc
 
     def graphs(self) -> list[str]:
-        df = results_to_frame(self._select_json("SELECT DISTINCT ?g WHERE { GRAPH ?g { } }"))
-        return sorted(str(g) for g in df["g"]) if "g" in df else []
+        # ``GRAPH ?g { }`` lists the graphs without reading them (Oxigraph, Fuseki), but
+        # Virtuoso 7.2 answers it with one unbound row: there, ask for the graphs of the quads.
+        data = self._select_json("SELECT DISTINCT ?g WHERE { GRAPH ?g { } }")
+        if self.virtuoso or any("g" not in row for row in data["results"]["bindings"]):
+            data = self._select_json("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
+        df = results_to_frame(data)
+        return sorted(str(g) for g in df["g"].dropna()) if "g" in df else []
 
     def close(self) -> None:
         self._http.close()
