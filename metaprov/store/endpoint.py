@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metaprov")
 
+ENV_CONCURRENCY = "METAPROV_ENDPOINT_CONCURRENCY"
+
 
 # ---------------------------------------------------------------------------------------------
 # Remote endpoints
@@ -207,6 +209,8 @@ class EndpointStore(Store):
         timeout: the longest one request may take, in seconds, whatever the server does
             (default ``$METAPROV_ENDPOINT_TIMEOUT`` or 600).
         chunk_bytes: largest request body when loading (see :data:`DEFAULT_CHUNK_BYTES`).
+        concurrency: request bodies in flight at once when loading (each a transaction of its
+            own on the server); default ``$METAPROV_ENDPOINT_CONCURRENCY`` or 1.
         interactive: ask for a missing password on the terminal (default: when on a terminal).
     """
 
@@ -217,6 +221,7 @@ class EndpointStore(Store):
         *,
         timeout: float | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        concurrency: int | None = None,
         interactive: bool | None = None,
     ) -> None:
         self.endpoint = Endpoint.from_url(query_url, gsp_url)
@@ -227,6 +232,16 @@ class EndpointStore(Store):
             raise UsageError(f"the timeout must be a positive number of seconds, not {timeout}")
         self.timeout = float(timeout)
         self.chunk_bytes = int(chunk_bytes)
+        raw = concurrency if concurrency is not None else os.environ.get(ENV_CONCURRENCY) or 1
+        try:
+            self.concurrency = int(raw)
+        except ValueError:
+            self.concurrency = 0
+        if not 1 <= self.concurrency <= 64:
+            raise UsageError(
+                f"the number of requests in flight must be 1 to 64, not {clean(str(raw), limit=20)}",
+                hint=f"check {ENV_CONCURRENCY}",
+            )
         self.credentials = resolve_credentials(query_url, interactive=interactive)
         self.auth_source = self.credentials.source
         #: The server is Virtuoso (told by its ``Server`` header): see :func:`_exact_doubles`.
@@ -286,6 +301,11 @@ class EndpointStore(Store):
 
     # --- writing -------------------------------------------------------------------------------
     def load_chunks(self, graph: str, chunks: Iterable[bytes], *, source: str = "") -> LoadReport:
+        """Replace ``graph`` on the server: one PUT with the first piece, then POSTs of the rest,
+        ``self.concurrency`` of them in flight (each its own connection and transaction), then
+        a count through the query endpoint to check that the server holds every triple."""
+        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
         from metaprov.store.sparql import make_term
 
         make_term(graph, "iri", name="graph")
@@ -294,49 +314,44 @@ class EndpointStore(Store):
         replaced = graph in set(self.graphs())
         triples = 0
         requests_made = 0
-        first = True
         headers = {"Content-Type": _NTRIPLES}
-        for piece in split_lines(chunks, self.chunk_bytes):
-            triples += piece.count(b"\n")
-            method = "PUT" if first else "POST"
-            what = f"{'replacing' if first else 'appending to'} graph <{graph}>"
+
+        def send(method: str, piece: bytes, sent_before: int) -> None:
+            what = f"{'replacing' if method == 'PUT' else 'appending to'} graph <{graph}>"
             resp = self._request(
-                method,
-                gsp,
-                what=what,
-                params={"graph": graph},
-                body=piece,
-                headers=headers,
+                method, gsp, what=what, params={"graph": graph}, body=piece, headers=headers
             )
-            requests_made += 1
             if resp.status >= 300:
-                if not first:
+                if method != "PUT":
                     log.warning(
                         "graph <%s> is incomplete on the server after a failed append", graph
                     )
-                self._fail(
-                    resp,
-                    what
-                    + (
-                        ""
-                        if first
-                        else f" (after {triples} triples; the graph is incomplete: load it again)"
-                    ),
-                )
-            first = False
-        if first:
-            # An empty graph still replaces what was there.
-            resp = self._request(
-                "PUT",
-                self.endpoint.gsp,
-                what=f"replacing graph <{graph}>",
-                params={"graph": graph},
-                body=b"",
-                headers=headers,
-            )
-            requests_made += 1
-            if resp.status >= 300:
-                self._fail(resp, f"replacing graph <{graph}>")
+                    what += (
+                        f" (after {sent_before:,} triples; the graph is incomplete: load it again)"
+                    )
+                self._fail(resp, what)
+
+        pieces = split_lines(chunks, self.chunk_bytes)
+        first = next(pieces, b"")  # an empty graph still replaces what was there
+        send("PUT", first, 0)
+        triples += first.count(b"\n")
+        requests_made += 1
+        pending: set[Future[None]] = set()
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            try:
+                for piece in pieces:
+                    while len(pending) >= self.concurrency:  # at most this many bodies in memory
+                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in done:
+                            f.result()
+                    pending.add(pool.submit(send, "POST", piece, triples))
+                    triples += piece.count(b"\n")
+                    requests_made += 1
+                for f in pending:
+                    f.result()
+            finally:
+                for f in pending:
+                    f.cancel()
         self._check_stored(graph, triples, gsp)
         return LoadReport(graph, triples, time.perf_counter() - t0, replaced, source, requests_made)
 
@@ -346,8 +361,8 @@ class EndpointStore(Store):
         held = self.count(graph)
         if held != sent:
             raise StoreError(
-                f"the server accepted {sent:,} triples for <{graph}> at {gsp}, but its query "
-                f"endpoint {self.endpoint.query} finds {held:,} in that graph",
+                f"the server accepted {sent:,} triples for <{graph}> at {redact(gsp)}, but its "
+                f"query endpoint {redact(self.endpoint.query)} finds {held:,} in that graph",
                 hint="check that --gsp and --endpoint are the Graph Store and query endpoints of "
                 "the same dataset, and that the server keeps what it is sent; then load again",
             )
