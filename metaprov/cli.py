@@ -340,6 +340,7 @@ def report_cmd(
 @click.option(
     "--endpoint", metavar="URL", default=None, help="RUNS are run ids in this SPARQL endpoint."
 )
+@timeout_option
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option("--rows", default=12, show_default=True, help="Cause rows shown in the text answer.")
 @click.pass_context
