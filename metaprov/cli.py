@@ -104,6 +104,29 @@ quiet_option = click.option(
 )
 
 
+def _set_endpoint_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> None:
+    if value is None:
+        return
+    if not value > 0 or value == float("inf"):
+        raise click.BadParameter("give a positive number of seconds")
+    from metaprov.store.http import TIMEOUT_OVERRIDE
+
+    token = TIMEOUT_OVERRIDE.set(value)
+    ctx.call_on_close(lambda: TIMEOUT_OVERRIDE.reset(token))
+
+
+timeout_option = click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    expose_value=False,
+    callback=_set_endpoint_timeout,
+    help="With --endpoint: the longest one request to the server may take, whatever it does "
+    "[default: $METAPROV_ENDPOINT_TIMEOUT or 600].",
+)
+
+
 #: ``-f table|csv|json`` of the commands that print an answer (query, runs).
 answer_format_option = click.option(
     "-f",
@@ -208,6 +231,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     default=None,
     help="Compare the runs of this SPARQL query endpoint (instead of RUNS).",
 )
+@timeout_option
 @click.option(
     "--run",
     "run_ids",
@@ -316,6 +340,7 @@ def report_cmd(
 @click.option(
     "--endpoint", metavar="URL", default=None, help="RUNS are run ids in this SPARQL endpoint."
 )
+@timeout_option
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option("--rows", default=12, show_default=True, help="Cause rows shown in the text answer.")
 @click.pass_context
@@ -389,6 +414,7 @@ _GSP_HELP = "The server's Graph Store endpoint [default: $METAPROV_GSP or derive
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
 @click.option(
     "--base",
@@ -483,6 +509,7 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option(
     "--file",
     "files",
@@ -1009,6 +1036,7 @@ def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, c
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs dropped as JSON.")
 @click.pass_context
@@ -1048,6 +1076,7 @@ def drop_cmd(
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @answer_format_option
 def runs_cmd(store: Path | None, endpoint: str | None, fmt: str) -> None:
     """List the runs a store holds (the packaged question 'runs').
