@@ -215,10 +215,16 @@ class SchedulerCapture(SchedulerPlugin):
             await self.finalize()
 
     def flush(self) -> None:
-        """Write the buffered rows of the scheduler's files."""
+        """Write the buffered rows of the scheduler's files, then ``metaprov-run.json`` with the
+        rows written so far and the time (``updated``): a reader following the run sees the
+        capture alive (``status: recording``) until it writes ``complete``."""
         if self._started and self._summary is None:
             for sink in self._sinks.values():
                 sink.flush()
+            try:
+                self._write_run_json(status="recording")
+            except OSError:  # a full disk must not stop the scheduler; the rows are what count
+                log.warning("metaprov capture: metaprov-run.json not updated", exc_info=True)
 
     async def finalize(self) -> dict[str, Any]:
         """Stop recording; make workers flush; merge their parts; write ``metaprov-run.json``.
@@ -520,6 +526,8 @@ class SchedulerCapture(SchedulerPlugin):
             "started_epoch": self._t0,
             "stopped": None if stopped is None else utc_stamp(stopped),
             "stopped_epoch": stopped,
+            "updated": utc_stamp(updated := now()),
+            "updated_epoch": updated,
             "user": _user(),
             # Versions of the scheduler's process; each worker's are in workers_info.csv.
             "versions": {**versions(), "platform": platform.platform()},

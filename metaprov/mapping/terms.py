@@ -75,7 +75,7 @@ MP_TERMS: frozenset[str] = frozenset(
     run partOfJob node task taskGroup taskPrefix inGraph dependsOn source destination
     observedBy execution file usedReplica inputTransferCount inputTransferSeconds inputTransferBytes
     prefix partOfRun process fileScope fileSystem candidateWorker unmatchedReason
-    runId runName missingInput software exporter jobId jobProperty userName hostname role
+    runId runName missingInput liveState liveUpdated liveLag software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
     pid threadId taskCount
