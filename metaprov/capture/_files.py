@@ -33,6 +33,8 @@ CONFIG_DIRECTORY = "metaprov.capture.directory"
 NFRAMES = "distributed.diagnostics.computations.nframes"
 #: Sub-directory where every worker process writes its own part files until they are merged.
 PARTS_DIR = "metaprov-parts"
+#: Sub-directory holding one environment record per process (metaprov.capture.environment).
+ENV_DIR = "environment"
 #: Version of the capture directory layout written to ``metaprov-run.json``.
 LAYOUT = "metaprov-capture/1"
 
@@ -376,6 +378,8 @@ def existing_outputs(directory: Path) -> list[str]:
     names = [n for n in OUTPUT_NAMES if (directory / n).exists()]
     if (directory / PARTS_DIR).exists():
         names.append(PARTS_DIR + "/")
+    if (directory / ENV_DIR).exists():
+        names.append(ENV_DIR + "/")
     return names
 
 

@@ -118,8 +118,13 @@ class SchedulerCapture(SchedulerPlugin):
         arguments: bool = False,
         argument_limit: int = 256,
         fused_ops: bool = False,
+        environment: bool = True,
+        anonymous: bool = False,
     ) -> None:
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
+        self.environment = environment
+        self.anonymous = anonymous
+        self._env_job: Any = None
         self.overwrite = overwrite
         self.flush_rows = flush_rows
         self.flush_interval = flush_interval
@@ -196,9 +201,17 @@ class SchedulerCapture(SchedulerPlugin):
             self._preexisting["workers"].append(address)
             self._sinks["worker"].append((address, "add", None, self._t0))
             self._remember_worker(address, added=self._t0)
-        scheduler.set_metadata(
-            keys=[METADATA_KEY], value={"directory": str(run_dir), "started": self._t0}
-        )
+        scheduler.set_metadata(keys=[METADATA_KEY], value=self._metadata())
+        if self.environment:
+            from metaprov.capture.environment import Background
+
+            # on a thread: listing the installed distributions stays off the start-up path
+            self._env_job = Background(
+                run_dir,
+                "scheduler",
+                anonymous=self.anonymous,
+                process={"address": self._address},
+            )
         self._started = True
         self._write_run_json(status="recording")
         self._timer = None
@@ -242,10 +255,11 @@ class SchedulerCapture(SchedulerPlugin):
 
         merged = merge_parts(self.run_dir, scheduler_workers=self._workers)
         self._summary = self._write_run_json(status="complete", stopped=t_end, merged=merged)
+        if self._env_job is not None:
+            self._env_job.join()
         try:
             self.scheduler.set_metadata(
-                keys=[METADATA_KEY],
-                value={"directory": self.directory, "started": self._t0, "stopped": t_end},
+                keys=[METADATA_KEY], value={**self._metadata(), "stopped": t_end}
             )
         except Exception:
             pass
@@ -489,6 +503,15 @@ class SchedulerCapture(SchedulerPlugin):
             self._sinks["client"].append((client, "remove", now()))
 
     # -- info --------------------------------------------------------------------------------
+
+    def _metadata(self) -> dict[str, Any]:
+        """What workers read from the scheduler: the directory and the environment options."""
+        return {
+            "directory": str(self.run_dir),
+            "started": self._t0,
+            "environment": self.environment,
+            "anonymous": self.anonymous,
+        }
 
     def _remember_worker(self, address: str, *, added: float) -> None:
         ws = self.scheduler.workers.get(address)
