@@ -187,8 +187,8 @@ class WorkerCapture(WorkerPlugin):
         self._setup_time = now()
         self._tap_transfer_logs(worker)
         self._write_info(closed=None)
-        environment = self.environment if self.environment is not None else meta.get(
-            "environment", True
+        environment = (
+            self.environment if self.environment is not None else meta.get("environment", True)
         )
         if environment:
             from metaprov.capture.environment import Background

@@ -287,6 +287,7 @@ def _from_job_files(
                         None, [("spack", n, v) for n, v, _ in pkgs], [name]
                     ),
                     "spack_environment": name,
+                    "python_version": next((v for n, v, _ in pkgs if n == "python"), None),
                     "n_packages": len(pkgs),
                 }
             )
@@ -295,11 +296,14 @@ def _from_job_files(
     if logs is None or not len(logs):
         return
     spack_id = env_rows[0]["environment"] if env_rows else None
+    spack_name = env_rows[0]["spack_environment"] if env_rows else None
     for r in logs.itertuples(index=False):
         exe = _s(getattr(r, "exe", None))
         if not exe:
             continue
         mounts = _s(getattr(r, "mounts", None)) or ""
+        # a process ran in the Spack environment only when its executable lives in it
+        in_spack = bool(spack_name) and f"/environments/{spack_name}/" in exe
         row = {
             "process": f"darshan:{r.log}",
             "role": _s(getattr(r, "role", None)) or "unknown",
@@ -309,8 +313,8 @@ def _from_job_files(
             "python_version": _python_version(exe),
             "hostname": _s(getattr(r, "hostname", None)),
             "container_runtime": _container_from_mounts(mounts),
-            "spack_environment": spack_env.split(":", 1)[1] if spack_env else None,
-            "environment": spack_id,
+            "spack_environment": spack_name if in_spack else None,
+            "environment": spack_id if in_spack else None,
             "mounts": len([m for m in mounts.splitlines() if m.strip()]) or None,
             "n_packages": 0,
         }
