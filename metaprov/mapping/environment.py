@@ -4,7 +4,7 @@ Input: ``records.environments`` and ``records.packages`` (see :mod:`metaprov.ing
 both empty for runs without them, which then map exactly as before). Output:
 
 - mp:SoftwarePackage per (manager, name, version), IRI ``<base>/package/<manager>/<name>/<version>``:
-  shared by every environment (and every run) holding that version (decision 40);
+  shared by every environment (and every run) holding that version (docs/model.md, decision 31);
 - mp:SoftwareEnvironment per content id, IRI ``<base>/environment/<id>``: interpreter, venv,
   conda or Spack environment, ``mp:containerImage`` and ``mp:package`` of its packages;
 - mp:ContainerImage per runtime and image;

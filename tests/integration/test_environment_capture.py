@@ -295,3 +295,43 @@ def test_worker_records_are_complete(proof: dict) -> None:
     assert all(r["errors"] == [] for r in recorded)
     assert all(r["packages"] for r in recorded)
     assert sorted(r["process"]["name"] for r in recorded) == ["new", "old"]
+
+
+def _validator_issues(path: Path, cache: Path, severity: str) -> set[str]:
+    from rocrate_validator import services
+    from rocrate_validator.models import Severity
+
+    settings = services.ValidationSettings(
+        rocrate_uri=str(path.absolute()),
+        profile_identifier="provenance-run-crate-0.5",
+        requirement_severity=getattr(Severity, severity),
+        offline=True,
+        cache_path=cache,
+    )
+    return {f"{i.check.identifier}: {i.message}" for i in services.validate(settings).get_issues()}
+
+
+def test_crate_passes_roc_validator_with_no_new_recommended_finding(
+    proof: dict, crated: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("rocrate_validator")
+    shared = Path(__file__).resolve().parents[3] / "shared"
+    seeder = shared / "tools" / "seed-rocrate-validator-cache"
+    if not seeder.is_file():
+        pytest.skip("roc-validator cache seeder not found (../shared/tools)")
+    cache = tmp_path / "http_cache"
+    subprocess.run([sys.executable, str(seeder), str(cache)], check=True, capture_output=True)
+    assert _validator_issues(crated, cache, "REQUIRED") == set()
+    # the same run without its environment records: the findings at RECOMMENDED are the same
+    from metaprov.crate import crate
+
+    bare = tmp_path / "bare-run"
+    import shutil
+
+    shutil.copytree(proof["run"], bare, ignore=shutil.ignore_patterns("environment"))
+    out = tmp_path / "bare-crate"
+    crate([bare], out, formats=("turtle",), report=False, license="CC-BY-4.0")
+    with_env = _validator_issues(crated, cache, "RECOMMENDED")
+    without = _validator_issues(out, cache, "RECOMMENDED")
+    norm = lambda s: {x.replace(str(bare), "").replace(str(proof["run"]), "") for x in s}  # noqa: E731
+    assert norm(with_env) <= norm(without)
