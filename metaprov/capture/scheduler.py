@@ -211,6 +211,7 @@ class SchedulerCapture(SchedulerPlugin):
                 "scheduler",
                 anonymous=self.anonymous,
                 process={"address": self._address},
+                script=_runs_user_script(),
             )
         self._started = True
         self._write_run_json(status="recording")
@@ -591,6 +592,23 @@ def _spec_identity(run_spec: Any) -> Any:
     if inner is not None and hasattr(func, "keywords"):  # functools.partial: one per task
         return ("partial", id(inner))
     return id(func)
+
+
+def _runs_user_script() -> bool:
+    """True when this scheduler runs inside the user's own script (a ``LocalCluster`` started by
+    it, e.g. under ``metaprov capture script.py``), not under an installed entry point
+    (``dask scheduler``): the script is then recorded with the scheduler's environment."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    file = getattr(main, "__file__", None)
+    if not file:
+        return False
+    try:
+        path = Path(file).resolve()
+        return path.is_file() and not path.is_relative_to(Path(sys.prefix).resolve())
+    except (OSError, ValueError):
+        return False
 
 
 def _user() -> str | None:
