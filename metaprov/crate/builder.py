@@ -651,7 +651,6 @@ class CrateBuilder:
                     {
                         "@type": "SoftwareApplication",
                         "name": str(r.name),
-                        "version": str(r.version),
                         "softwareVersion": str(r.version),
                     },
                 )

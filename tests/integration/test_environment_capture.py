@@ -131,7 +131,7 @@ def test_the_worker_difference_is_recorded_and_reported(proof: dict) -> None:
     assert sorted(env["role"]) == ["client", "scheduler", "worker", "worker"]
     # client and scheduler share one process and one environment; the workers each have theirs
     assert env["environment"].nunique() == 3
-    assert env.loc[env["role"] == "client", "script"].notna().all()
+    assert env.loc[env["role"] == "client", "client"].notna().all()  # tied to its Dask client
     probe = rec.packages[rec.packages["name"] == PROBE]
     assert sorted(probe["version"]) == ["1.0.0", "2.1.0"]
     diff = process_differences(rec)
