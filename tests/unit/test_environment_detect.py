@@ -328,3 +328,35 @@ def test_anonymous_leaves_out_host_and_user_names(tmp_path: Path) -> None:
     assert "alice" not in text and "nid001" not in text
     assert os.uname().nodename not in text or os.uname().nodename in ("", "localhost")
     assert rec["host"]["hostname"] is None and rec["anonymous"] is True
+
+
+def _dist(root: Path, dirname: str, name: str, version: str, meta: str = "METADATA") -> None:
+    d = root / dirname
+    d.mkdir(parents=True)
+    (d / meta).write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_distributions_read_like_importlib_metadata(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    from metaprov.capture.environment import distributions
+
+    first, second = tmp_path / "overlay", tmp_path / "site"
+    _dist(first, "Pkg_A-2.0.dist-info", "Pkg.A", "2.0")
+    _dist(second, "pkg_a-1.0.dist-info", "pkg-a", "1.0")  # shadowed by the overlay
+    _dist(second, "zzz-0.1.dist-info", "zzz", "0.1")
+    _dist(second, "devpkg.egg-info", "devpkg", "0.3.dev1", meta="PKG-INFO")  # no version in name
+    got = distributions([str(first), str(second)])
+    assert [(d["name"], d["version"], Path(d["location"]).name) for d in got] == [
+        ("devpkg", "0.3.dev1", "site"),
+        ("Pkg_A", "2.0", "overlay"),
+        ("zzz", "0.1", "site"),
+    ]
+    # on this interpreter's own sys.path: the same names and versions importlib.metadata finds
+    ref: dict[str, str] = {}
+    for d in metadata.distributions():
+        ref.setdefault(d.metadata["Name"].lower().replace("_", "-").replace(".", "-"), d.version)
+    mine = {
+        d["name"].lower().replace("_", "-").replace(".", "-"): d["version"] for d in distributions()
+    }
+    assert mine == ref
