@@ -26,6 +26,8 @@ PLUGIN_NAME = "metaprov-capture"
 METADATA_KEY = "metaprov-capture"
 #: Environment variable naming the capture directory (used by ``--preload`` and by default).
 ENV_DIRECTORY = "METAPROV_CAPTURE_DIR"
+#: Environment variable: leave host and user names out of the environment records ("1").
+ENV_ANONYMOUS = "METAPROV_CAPTURE_ANONYMOUS"
 #: Dask config key naming the capture directory (``DASK_METAPROV__CAPTURE__DIRECTORY``).
 CONFIG_DIRECTORY = "metaprov.capture.directory"
 #: Dask config key: how many code frames a client sends with each graph (0 by default). The

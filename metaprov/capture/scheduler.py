@@ -33,6 +33,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from metaprov.capture._files import (
     CLIENT,
     CONFIG_JSON,
+    ENV_ANONYMOUS,
     GRAPH,
     GRAPH_SUBMISSION,
     LAYOUT,
@@ -119,10 +120,12 @@ class SchedulerCapture(SchedulerPlugin):
         argument_limit: int = 256,
         fused_ops: bool = False,
         environment: bool = True,
-        anonymous: bool = False,
+        anonymous: bool | None = None,
     ) -> None:
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
         self.environment = environment
+        if anonymous is None:  # preloaded (``metaprov capture --anonymous``): from the variable
+            anonymous = os.environ.get(ENV_ANONYMOUS, "").lower() in ("1", "true", "yes")
         self.anonymous = anonymous
         self._env_job: Any = None
         self.overwrite = overwrite
