@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow as pa
 
+from metaprov.mapping.agents import client_table
 from metaprov.mapping.block import Block, lit_int, lit_str
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat, quote_array
 
@@ -79,6 +80,12 @@ def _agent_iris(ctx: MapContext, env: pd.DataFrame) -> tuple[pa.Array, list[str]
     if procs is not None and len(procs):
         m = procs.dropna(subset=["worker"])
         linked = dict(zip(m["log"].astype(str), m["worker"].astype(str), strict=True))
+    from metaprov.mapping.agents import worker_table
+
+    # only agents the agents step describes (a record of a process the run's tables do not know
+    # is kept in the tables and the run's prov:used, never as an undescribed agent)
+    known_workers = set(worker_table(ctx)["address"].dropna().astype(str))
+    known_clients = set(client_table(ctx)["client"].dropna().astype(str))
     w = ctx.records.workers.dropna(subset=["pid", "address"]).drop_duplicates("pid", keep=False)
     by_pid = dict(zip(w["pid"].astype(int), w["address"].astype(str), strict=True))
     out: list[str | None] = []
@@ -89,13 +96,13 @@ def _agent_iris(ctx: MapContext, env: pd.DataFrame) -> tuple[pa.Array, list[str]
         role = str(role)
         if role == "worker" and not isinstance(address, str) and not pd.isna(pid):
             address = by_pid.get(int(pid))  # anonymous records leave host-name addresses out
-        if role == "worker" and isinstance(address, str):
+        if role == "worker" and isinstance(address, str) and address in known_workers:
             out.append(iris.processes(iris.workers([address]))[0].as_py())
             classes.append(MP.WorkerProcess)
         elif role == "scheduler" and str(process).startswith(("scheduler-",)):
             out.append(iris.scheduler)
             classes.append(MP.Scheduler)
-        elif role == "client" and isinstance(client, str):
+        elif role == "client" and isinstance(client, str) and client in known_clients:
             out.append(iris.clients([client])[0].as_py())
             classes.append(MP.Client)
         elif str(process).startswith("darshan:"):
@@ -230,7 +237,7 @@ def add_environment(ctx: MapContext) -> Iterator[Block]:
         sb.add(MP.gitDirty, pa.array(dirty, LARGE), "typed", XSD.boolean)
         sb.add(MP.run, ctx.iris.run)
         yield sb
-        clients = scripts["client"].notna().to_numpy()
+        clients = scripts["client"].isin(client_table(ctx)["client"].dropna()).to_numpy()
         if clients.any():
             cb2 = Block(ctx.iris.clients(scripts["client"][clients]))
             cb2.add(RDF.type, MP.Client)

@@ -172,3 +172,21 @@ def test_container_image_of_a_registry_reference() -> None:
         SimpleNamespace(container_runtime="shifter", container_image="docker:nersc/pytorch:24.06")
     )
     assert (got["registry"], got["name"], got["tag"]) == ("docker.io", "nersc/pytorch", "24.06")
+
+
+def test_every_engine_checks_the_environment_shapes(tmp_path: Path) -> None:
+    from metaprov.validate import validate
+
+    rec = metaprov.read_run(_run_with_records(tmp_path, {}), darshan=False)
+    buf = io.BytesIO()
+    write(to_prov(rec), buf, "nt")
+    lines = buf.getvalue().decode().splitlines(keepends=True)
+    good, bad = tmp_path / "good.nt", tmp_path / "bad.nt"
+    good.write_text("".join(lines))
+    bad.write_text(
+        "".join(ln for ln in lines if "#packageVersion>" not in ln and "#environmentId>" not in ln)
+    )
+    for engine in ("shacl", "columnar", "sparql"):
+        assert validate(good, engine=engine).conforms, engine
+        shapes = {v.shape for v in validate(bad, engine=engine).violations}
+        assert {"SoftwarePackageShape", "SoftwareEnvironmentShape"} <= shapes, (engine, shapes)
