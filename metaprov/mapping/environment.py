@@ -8,24 +8,25 @@ both empty for runs without them, which then map exactly as before). Output:
 - mp:SoftwareEnvironment per content id, IRI ``<base>/environment/<id>``: interpreter, venv,
   conda or Spack environment, ``mp:containerImage`` and ``mp:package`` of its packages;
 - mp:ContainerImage per runtime and image;
-- on each process agent (client, scheduler, worker process; a traced process of a Mofka run)
-  ``mp:environment``; the run ``prov:used`` every environment and client script;
-- on each mp:Node its operating system, kernel, CPU model and count, memory, GPU models;
-- mp:ClientScript per client record with a script (path, SHA-256, git commit, branch, dirty).
+- mp:ClientScript per client record with a script (path, SHA-256, git commit, branch, dirty);
+- on nodes other steps describe (columns they ask for through :func:`add_env_columns`, so no
+  triple is stated twice): ``mp:environment`` of each process agent (client, scheduler, worker
+  process, a traced process of a Mofka run), ``mp:script`` of a client, the host facts of each
+  mp:Node (operating system, kernel, CPU model and count, memory, GPU models), and the run's
+  ``prov:used`` of every environment and script (:func:`run_used`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
 
-from metaprov.mapping.agents import client_table
 from metaprov.mapping.block import Block, lit_int, lit_str
-from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat, quote_array
+from metaprov.mapping.terms import MP, RDF, XSD, concat, quote_array
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
@@ -70,54 +71,136 @@ def _container_iris(ctx: MapContext, df: pd.DataFrame) -> pa.Array:
     return pa.array([g if i else s for g, s, i in zip(shared, scoped, image, strict=True)], LARGE)
 
 
-def _agent_iris(ctx: MapContext, env: pd.DataFrame) -> tuple[pa.Array, list[str]]:
-    """The agent IRI of each environment row (null when the process is not an agent we know)
-    and its class."""
+def _agent_iris(ctx: MapContext, env: pd.DataFrame) -> list[str | None]:
+    """The agent IRI of each environment row (None when the process is no agent we name)."""
     iris = ctx.iris
     linked: dict[str, str] = {}
-    io = ctx.records.io
-    procs = getattr(io, "processes", None)
+    procs = getattr(ctx.records.io, "processes", None)
     if procs is not None and len(procs):
         m = procs.dropna(subset=["worker"])
         linked = dict(zip(m["log"].astype(str), m["worker"].astype(str), strict=True))
-    from metaprov.mapping.agents import worker_table
-
-    # only agents the agents step describes (a record of a process the run's tables do not know
-    # is kept in the tables and the run's prov:used, never as an undescribed agent)
-    known_workers = set(worker_table(ctx)["address"].dropna().astype(str))
-    known_clients = set(client_table(ctx)["client"].dropna().astype(str))
     w = ctx.records.workers.dropna(subset=["pid", "address"]).drop_duplicates("pid", keep=False)
     by_pid = dict(zip(w["pid"].astype(int), w["address"].astype(str), strict=True))
     out: list[str | None] = []
-    classes: list[str] = []
     for role, address, client, process, pid in zip(
         env["role"], env["address"], env["client"], env["process"], env["pid"], strict=True
     ):
-        role = str(role)
+        role, process = str(role), str(process)
         if role == "worker" and not isinstance(address, str) and not pd.isna(pid):
             address = by_pid.get(int(pid))  # anonymous records leave host-name addresses out
-        if role == "worker" and isinstance(address, str) and address in known_workers:
+        if role == "worker" and isinstance(address, str):
             out.append(iris.processes(iris.workers([address]))[0].as_py())
-            classes.append(MP.WorkerProcess)
-        elif role == "scheduler" and str(process).startswith(("scheduler-",)):
+        elif role == "scheduler" and process.startswith("scheduler-"):
             out.append(iris.scheduler)
-            classes.append(MP.Scheduler)
-        elif role == "client" and isinstance(client, str) and client in known_clients:
+        elif role == "client" and isinstance(client, str):
             out.append(iris.clients([client])[0].as_py())
-            classes.append(MP.Client)
-        elif str(process).startswith("darshan:"):
-            log = str(process)[len("darshan:") :]
+        elif process.startswith("darshan:"):
+            log = process[len("darshan:") :]
             worker = linked.get(log)
-            if worker:
-                out.append(iris.processes(iris.workers([worker]))[0].as_py())
-                classes.append(MP.WorkerProcess)
-            else:
-                out.append(iris.os_processes([log])[0].as_py())
-                classes.append(MP.Process)
+            out.append(
+                iris.processes(iris.workers([worker]))[0].as_py()
+                if worker
+                else iris.os_processes([log])[0].as_py()
+            )
         else:
             out.append(None)
-            classes.append("")
-    return pa.array(out, LARGE), classes
+    return out
+
+
+def _script_iris(ctx: MapContext, scripts: pd.DataFrame) -> pa.Array:
+    return concat(f"{ctx.iris.run}/script/", quote_array(scripts["process"]))
+
+
+def _maps(ctx: MapContext) -> dict[str, Any]:
+    """Per subject IRI, the environment facts other steps' blocks carry (cached per export)."""
+
+    def make() -> dict[str, Any]:
+        env = ctx.records.environments
+        out: dict[str, Any] = {"agent": {}, "script": {}, "node": {}, "used": []}
+        if not len(env):
+            return out
+        has = env["environment"].notna().to_numpy()
+        env_iris = environment_iris(ctx.iris.base, env["environment"].fillna("")).to_pylist()
+        for agent, e, h in zip(_agent_iris(ctx, env), env_iris, has, strict=True):
+            if agent and h:
+                out["agent"].setdefault(agent, set()).add(e)
+        scripts = env[env["script_kind"].notna()].sort_values("process", kind="stable")
+        s_iris = _script_iris(ctx, scripts).to_pylist()
+        for client, si in zip(scripts["client"], s_iris, strict=True):
+            if isinstance(client, str):
+                out["script"].setdefault(ctx.iris.clients([client])[0].as_py(), set()).add(si)
+        out["used"] = sorted({e for e, h in zip(env_iris, has, strict=True) if h}) + sorted(s_iris)
+        hosts = env[env["source"].eq("capture").fillna(False)].dropna(subset=["hostname"])
+        hosts = hosts.sort_values(["hostname", "process"], kind="stable")
+        for host, grp in hosts.groupby("hostname", sort=True):
+            first = grp.bfill().iloc[0]
+            gpus = sorted(
+                {g.get("name") for v in grp["gpus"].dropna() for g in _gpus(v) if g.get("name")}
+            )
+            out["node"][ctx.iris.nodes([host])[0].as_py()] = {
+                "roles": sorted(set(grp["role"].dropna().astype(str))),
+                MP.operatingSystem: first["os"],
+                MP.kernelRelease: first["kernel"],
+                MP.cpuModel: first["cpu_model"],
+                MP.cpuCount: first["cpus"],
+                MP.memoryBytes: first["memory_bytes"],
+                MP.gpuModel: gpus or None,
+            }
+        return out
+
+    return ctx.cached("environment_maps", make)
+
+
+def env_hosts(ctx: MapContext) -> list[tuple[str, str]]:
+    """(host, role) of every process an environment record names: the job step's nodes."""
+    env = ctx.records.environments
+    if not len(env):
+        return []
+    rows = env[env["source"].eq("capture").fillna(False)].dropna(subset=["hostname"])
+    return sorted({(str(h), str(r)) for h, r in zip(rows["hostname"], rows["role"], strict=True)})
+
+
+def run_used(ctx: MapContext) -> list[str]:
+    """The environments and client scripts the run ``prov:used`` (the job step adds them)."""
+    return list(_maps(ctx)["used"])
+
+
+def add_env_columns(ctx: MapContext, blk: Block, what: str) -> None:
+    """Add the environment facts of ``blk``'s subjects: ``what`` is ``agent`` (clients,
+    scheduler, processes: ``mp:environment``, and ``mp:script`` of a client) or ``node``
+    (the host facts). Nothing for runs without environment records."""
+    if not len(ctx.records.environments):
+        return
+    maps = _maps(ctx)
+    subjects = blk.subjects.to_pylist()
+    if what == "agent":
+        for pred, table in ((MP.environment, maps["agent"]), (MP.script, maps["script"])):
+            col = [sorted(table[s]) if s in table else None for s in subjects]
+            if any(c is not None for c in col):
+                blk.add(pred, pa.array(col, pa.large_list(LARGE)))
+        return
+    facts = [maps["node"].get(s) for s in subjects]
+    if not any(f is not None for f in facts):
+        return
+
+    def col(pred: str) -> list[Any]:
+        return [None if f is None or _na(f[pred]) else f[pred] for f in facts]
+
+    blk.add(MP.operatingSystem, lit_str(pd.Series(col(MP.operatingSystem), dtype=object)), "str")
+    blk.add(MP.kernelRelease, lit_str(pd.Series(col(MP.kernelRelease), dtype=object)), "str")
+    blk.add(MP.cpuModel, lit_str(pd.Series(col(MP.cpuModel), dtype=object)), "str")
+    blk.add(MP.cpuCount, lit_int(pd.Series(col(MP.cpuCount), dtype="Int64")), "typed", XSD.integer)
+    blk.add(
+        MP.memoryBytes,
+        lit_int(pd.Series(col(MP.memoryBytes), dtype="Int64")),
+        "typed",
+        XSD.integer,
+    )
+    blk.add(MP.gpuModel, pa.array(col(MP.gpuModel), pa.large_list(LARGE)), "str")
+
+
+def _na(v: Any) -> bool:
+    return v is None or (not isinstance(v, list) and pd.isna(v))
 
 
 def add_environment(ctx: MapContext) -> Iterator[Block]:
@@ -198,29 +281,9 @@ def add_environment(ctx: MapContext) -> Iterator[Block]:
         cb.add(MP.containerId, lit_str(cdf["container_id"]), "str")
         yield cb
 
-    # --- process agents -> their environment -----------------------------------------------------
-    agents, classes = _agent_iris(ctx, env)
-    env_iris = environment_iris(base, env["environment"].fillna("")).to_pylist()
-    rows = pd.DataFrame(
-        {
-            "agent": agents.to_pylist(),
-            "cls": classes,
-            "env": env_iris,
-            "has": env["environment"].notna().to_numpy(),
-        }
-    )
-    rows = rows[rows["agent"].notna() & rows["has"]].drop_duplicates(["agent", "env"])
-    for cls in sorted(set(rows["cls"])):
-        part = rows[rows["cls"] == cls].sort_values("agent", kind="stable")
-        grouped = part.groupby("agent", sort=True)["env"].agg(list)
-        ab = Block(pa.array(list(grouped.index), LARGE))
-        ab.add(RDF.type, cls)
-        ab.add(MP.environment, pa.array(list(grouped), pa.large_list(LARGE)))
-        yield ab
-
     # --- client scripts ----------------------------------------------------------------------------
     scripts = env[env["script_kind"].notna()].sort_values("process", kind="stable")
-    script_iris = concat(f"{ctx.iris.run}/script/", quote_array(scripts["process"]))
+    script_iris = _script_iris(ctx, scripts)
     if len(scripts):
         sb = Block(script_iris)
         sb.add(RDF.type, MP.ClientScript)
@@ -237,44 +300,6 @@ def add_environment(ctx: MapContext) -> Iterator[Block]:
         sb.add(MP.gitDirty, pa.array(dirty, LARGE), "typed", XSD.boolean)
         sb.add(MP.run, ctx.iris.run)
         yield sb
-        clients = scripts["client"].isin(client_table(ctx)["client"].dropna()).to_numpy()
-        if clients.any():
-            cb2 = Block(ctx.iris.clients(scripts["client"][clients]))
-            cb2.add(RDF.type, MP.Client)
-            cb2.add(MP.script, script_iris.filter(pa.array(clients)))
-            yield cb2
-
-    # --- the run used its environments and scripts -------------------------------------------------
-    used = sorted(set(e for e, h in zip(env_iris, env["environment"].notna(), strict=True) if h))
-    used += sorted(script_iris.to_pylist())
-    if used:
-        rb = Block(pa.array([ctx.iris.run], LARGE))
-        rb.add(RDF.type, MP.Run)
-        rb.add(PROV.used, pa.array([used], pa.large_list(LARGE)))
-        yield rb
-
-    # --- host facts on the nodes -------------------------------------------------------------------
-    hosts = env.dropna(subset=["hostname"]).sort_values(["hostname", "process"], kind="stable")
-    if len(hosts):
-        first = hosts.groupby("hostname", sort=True).first()
-        gpu_models = hosts.groupby("hostname", sort=True)["gpus"].agg(
-            lambda s: sorted({g.get("name") for v in s.dropna() for g in _gpus(v) if g.get("name")})
-        )
-        nb = Block(ctx.iris.nodes(list(first.index)))
-        nb.add(RDF.type, MP.Node)
-        nb.add(MP.hostname, lit_str(list(first.index)), "str")
-        nb.add(MP.operatingSystem, lit_str(first["os"]), "str")
-        nb.add(MP.kernelRelease, lit_str(first["kernel"]), "str")
-        nb.add(MP.cpuModel, lit_str(first["cpu_model"]), "str")
-        nb.add(MP.cpuCount, lit_int(first["cpus"]), "typed", XSD.integer)
-        nb.add(MP.memoryBytes, lit_int(first["memory_bytes"]), "typed", XSD.integer)
-        nb.add(
-            MP.gpuModel,
-            pa.array([g or None for g in gpu_models.reindex(first.index)], pa.large_list(LARGE)),
-            "str",
-        )
-        nb.add(MP.run, ctx.iris.run)
-        yield nb
 
 
 def _gpus(text: str) -> list[dict]:
