@@ -288,6 +288,91 @@ def report_cmd(
         click.echo(result.summary(), err=True)
 
 
+# --- compare (issue 27) ---
+@cli.command("compare")
+@quiet_option
+@click.argument("runs", nargs=-1, required=True)
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="RUN|median",
+    help="The run the others are compared with: 'median' (the run of median makespan), a run's "
+    "directory name or id, or its 0-based number [default: the first run].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON (for scripts).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write an offline HTML page of the comparison (needs the report extra).",
+)
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="RUNS are run ids (or names) in this embedded store.",
+)
+@click.option(
+    "--endpoint", metavar="URL", default=None, help="RUNS are run ids in this SPARQL endpoint."
+)
+@click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option("--rows", default=12, show_default=True, help="Cause rows shown in the text answer.")
+@click.pass_context
+def compare_cmd(
+    ctx: click.Context,
+    runs: tuple[str, ...],
+    baseline: str | None,
+    as_json: bool,
+    output: Path | None,
+    store: Path | None,
+    endpoint: str | None,
+    no_darshan: bool,
+    rows: int,
+) -> None:
+    """Why was one run slower? Compare RUNS of one workflow and explain the difference.
+
+    The first run is the baseline (or --baseline). Tasks are matched by key, else by
+    prefix and tuple index, else by prefix; the difference in makespan is cut into
+    named causes (compute, parallelism, waiting, transfers, io, retries, worker,
+    startup, tail, unexplained) whose seconds add up to it exactly, each with its
+    noise and evidence. With more than two runs: one row per run against the
+    baseline, outliers flagged. RUNS are run directories, or run ids with --store
+    or --endpoint. See docs/compare.md.
+
+    \b
+    Example:
+      metaprov compare runs/R3 runs/R7
+      metaprov compare runs/R3 runs/R7 --json > why.json
+      metaprov compare runs/R* --baseline median -o campaign.html
+      metaprov compare --store prov-store 9f2c41d07a3e5b68 a5ff956e623079dc
+    """
+    from metaprov.compare import compare
+    from metaprov.errors import UsageError
+
+    if store is not None and endpoint is not None:
+        raise UsageError("give --store or --endpoint, not both")
+    result = compare(
+        list(runs),
+        baseline=baseline,
+        store=store,
+        endpoint=endpoint,
+        darshan=not no_darshan,
+        progress=progress_enabled(ctx),
+    )
+    if output is not None:
+        from metaprov.compare.page import write_page
+
+        written = write_page(result, output)
+        obj = ctx.find_object(Context)
+        if not (obj and obj.quiet):
+            click.echo(f"wrote {written}", err=True)
+    if as_json:
+        _echo_json(result.to_dict())
+    else:
+        click.echo(result.text(limit=rows))
+
+
 # --- load and query (issue 4) ---
 _STORE_HELP = "Embedded store directory [default: $METAPROV_STORE or ./metaprov-store]."
 _ENDPOINT_HELP = (

@@ -38,6 +38,7 @@ RANKS = {
     "crate": 7,
     "report": 7,
     "capture": 7,
+    "compare": 7,
     "synthetic": 7,
     "cli": 8,
     "__main__": 8,
