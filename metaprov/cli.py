@@ -616,26 +616,38 @@ def query_cmd(
     help="Run directory to write (a second cluster of the script writes OUTPUT-2, ...).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an earlier capture in OUTPUT.")
+@click.option(
+    "--anonymous",
+    is_flag=True,
+    help="Leave host names and user names out of the environment records (environment/).",
+)
 @click.pass_context
 def capture_cmd(
-    ctx: click.Context, script: Path, script_args: tuple[str, ...], output: Path, overwrite: bool
+    ctx: click.Context,
+    script: Path,
+    script_args: tuple[str, ...],
+    output: Path,
+    overwrite: bool,
+    anonymous: bool,
 ) -> None:
     """Run SCRIPT with metaprov's capture on every Dask cluster it starts.
 
     The script runs unchanged; each LocalCluster/scheduler and worker it starts is
-    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files).
-    Everything after SCRIPT is passed to the script, untouched.
+    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files, and
+    what each process ran in: packages, venv/conda, container, batch job, host, the script
+    and its git commit). Everything after SCRIPT is passed to the script, untouched.
 
     \b
     Example:
       metaprov capture -o runs/my-run my_pipeline.py --input data/ --chunks 100
+      metaprov capture --anonymous -o runs/shared-run my_pipeline.py
     """
     from metaprov.errors import MetaprovError, ScriptFailed, require
 
     require("distributed", extra="capture", feature="metaprov capture")
     from metaprov.capture.script import run_script
 
-    result = run_script(script, output, args=script_args, overwrite=overwrite)
+    result = run_script(script, output, args=script_args, overwrite=overwrite, anonymous=anonymous)
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
         for d, meta in zip(result.directories, result.summaries, strict=True):
