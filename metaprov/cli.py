@@ -78,9 +78,21 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
         level = logging.INFO
     elif verbose >= 2:
         level = logging.DEBUG
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    # The handler itself filters too: records that other libraries' loggers pass up to it
+    # (distributed logs INFO lines on its own loggers' levels) are held back as metaprov's are.
+    for handler in root.handlers:
+        if handler not in before:
+            handler.setLevel(level)
+            _OWN_HANDLERS.append(handler)
     logging.getLogger("metaprov").setLevel(level)
     ctx.obj = Context(quiet=quiet, debug=debug, verbose=verbose)
+
+
+#: The stderr handler(s) this process's CLI installed (``-q`` after a command raises their level).
+_OWN_HANDLERS: list[logging.Handler] = []
 
 
 def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -90,6 +102,8 @@ def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> boo
         if obj is not None:
             obj.quiet = True
         logging.getLogger("metaprov").setLevel(logging.ERROR)
+        for handler in _OWN_HANDLERS:
+            handler.setLevel(logging.ERROR)
     return value
 
 
