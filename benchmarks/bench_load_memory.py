@@ -64,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run", type=Path, help="a run directory (benchmarks/generate.py)")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory [a new temp dir]")
     ap.add_argument("--label", default="", help="a name for this measurement (e.g. the git rev)")
+    ap.add_argument(
+        "--load-only",
+        action="store_true",
+        help="measure metaprov load alone (export and Oxigraph's own load measured before)",
+    )
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-load-", dir=args.work))
     metaprov = [sys.executable, "-m", "metaprov", "-q"]
@@ -74,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             "export": metaprov + ["export", str(args.run), "-o", str(work / "run.nt")],
             "load": metaprov + ["load", str(args.run), "--store", str(work / "store"), "--json"],
         }
+        if args.load_only:
+            del steps["export"]
         for name, cmd in steps.items():
             wrapped = [sys.executable, __file__, "--one", json.dumps(cmd)]
             out[name] = json.loads(
@@ -82,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {out[name]}", flush=True)
         reports = json.loads(out["load"].pop("stdout"))
         graph, triples = reports[0]["graph"], reports[0]["triples"]
+        out["triples"] = triples
+        if args.load_only:
+            return _table(out, args)
         own = [sys.executable, "-c", _OWN, str(work / "own"), str(work / "run.nt"), graph]
         wrapped = [sys.executable, __file__, "--one", json.dumps(own)]
         out["oxigraph_own"] = json.loads(
@@ -91,9 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oxigraph_own: {out['oxigraph_own']}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return _table(out, args)
+
+
+def _table(out: dict, args: argparse.Namespace) -> int:
     out["loadavg_end"] = os.getloadavg()
     print(f"{'step':<14}{'wall s':>9}{'CPU s':>9}{'peak RSS MB':>13}")
     for name in ("export", "load", "oxigraph_own"):
+        if name not in out:
+            continue
         r = out[name]
         print(f"{name:<14}{r['wall_s']:>9}{r['cpu_s']:>9}{r['peak_rss_mb']:>13,}")
     print(

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from metaprov._version import __version__
+from metaprov._version import __version__, docs_url
 from metaprov.errors import MetaprovError
 
 
@@ -69,7 +69,9 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
 
     \b
     Example:
-      metaprov inspect examples/run
+      metaprov inspect RUN_DIR
+
+    Documentation: https://metaprov.github.io/metaprov/
     """
     level = logging.WARNING
     if quiet:
@@ -554,7 +556,7 @@ def capture_cmd(
         raise MetaprovError(
             f"{script} started no Dask scheduler, so nothing was recorded",
             hint="the script must start its own cluster (e.g. LocalCluster()); for a running "
-            "cluster use 'dask scheduler --preload metaprov.capture' (docs/capture.md)",
+            f"cluster use 'dask scheduler --preload metaprov.capture' ({docs_url('capture')})",
         )
 
 
@@ -666,7 +668,7 @@ def export_cmd(
     OUTPUT, with a manifest.json; runs are converted in parallel on Dask (the
     backend chosen, and why, is printed). A run that fails does not stop the
     others (exit code 10); running the same command again skips the shards whose
-    inputs did not change. See docs/scaling.md.
+    inputs did not change. See https://metaprov.github.io/metaprov/scaling/
 
     \b
     Example:
@@ -812,7 +814,9 @@ def records_cmd(
     no_darshan: bool,
     as_json: bool,
 ) -> None:
-    """Write the consolidated record tables of RUNS (docs/records.md) for pandas, polars, DuckDB.
+    """Write the consolidated record tables of RUNS for pandas, polars, DuckDB.
+
+    The tables and their columns: https://metaprov.github.io/metaprov/records/
 
     One run: OUTPUT/<table>.parquet per table (tasks, executions, transitions,
     transfers, ..., darshan_links) and OUTPUT/run.json (job, software, missing
@@ -1064,7 +1068,7 @@ def crate_cmd(
     Each run becomes a CreateAction with its task graphs as the workflow, the Dask scheduler
     as the engine, one step per task prefix, its PROV files (Turtle, JSON-LD, PROV-N) and its
     record files (listed with size and sha256, or copied with --include-inputs). Needs the
-    crate extra: pip install 'metaprov[crate]'. See docs/crate.md.
+    crate extra: pip install 'metaprov[crate]'. See https://metaprov.github.io/metaprov/crate/
 
     \b
     Example:
