@@ -135,6 +135,7 @@ def serve(
     if not 0 <= int(port) <= 65535:
         raise UsageError(f"port {port} is out of range", hint="give a port from 1 to 65535, or 0")
     port = free_port(host) if int(port) == 0 else int(port)
+    _check_port_free(host, port)  # else another program answering there looks like our server
     cmd = [
         oxigraph_command(),
         "serve-read-only",
@@ -160,7 +161,7 @@ def serve(
                 f"Oxigraph's server did not start on {host}:{port}: {out[-500:] or 'no message'}",
                 hint="is the port in use (try --port 0), or is the store being loaded right now?",
             )
-        if _listening(host, port):
+        if _listening(host, port) and proc.poll() is None:
             server.owner = owner_file(path)
             _write(
                 server.owner,
@@ -176,6 +177,20 @@ def serve(
         time.sleep(0.05)
     server.stop()
     raise StoreError(f"Oxigraph's server did not listen on {host}:{port} within {wait:.0f} s")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Raise StoreError when ``host:port`` cannot be bound (another program listens there)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise StoreError(
+                f"cannot serve on {host}:{port}: {exc.strerror or exc}",
+                hint="another program uses the port: give another --port, or --port 0 (any free one)",
+            ) from exc
 
 
 def _url_host(host: str) -> str:

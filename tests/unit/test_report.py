@@ -13,7 +13,7 @@ pytest.importorskip("bokeh", reason="the report needs the 'report' extra (Bokeh)
 
 from metaprov.analysis.critical_path import critical_path  # noqa: E402
 from metaprov.analysis.summary import summarize  # noqa: E402
-from metaprov.errors import FormatError  # noqa: E402
+from metaprov.errors import MissingDependency  # noqa: E402
 from metaprov.ingest import read_run  # noqa: E402
 from metaprov.link import link_io  # noqa: E402
 from metaprov.report import read_facts, render, write_report  # noqa: E402
@@ -152,7 +152,7 @@ def test_comparison_of_two_runs(tmp_path, synthetic):
 
 def test_missing_bokeh_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "bokeh", None)
-    with pytest.raises(FormatError, match=r"metaprov\[report\]"):
+    with pytest.raises(MissingDependency, match=r"metaprov\[report\]"):
         write_report([EXAMPLE], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
 
