@@ -150,6 +150,17 @@ def test_crate_names_the_container_image_and_the_packages(tmp_path: Path) -> Non
     req = graph[tools[0]["softwareRequirements"][0]["@id"]]
     assert req["@type"] == "SoftwareApplication" and req["softwareVersion"]
     assert any(i.endswith("packages.csv") for i in graph)
+    # CQ1 of the Workflow Run Crate: what container images were used by the run?
+    from crategraph import PREFIXES, crate_graph
+
+    cq1 = crate_graph(out).query(
+        PREFIXES + "SELECT ?execution ?type ?name WHERE { ?execution a s:CreateAction ; "
+        "wfrun:containerImage ?c . ?c a wfrun:ContainerImage ; s:additionalType ?type ; "
+        "s:name ?name }"
+    )
+    assert [(str(r[1]).rsplit("#", 1)[-1], str(r[2])) for r in cq1] == [
+        ("SIFImage", "/scratch/images/analysis.sif")
+    ]
 
 
 def test_container_image_of_a_registry_reference() -> None:

@@ -45,6 +45,7 @@ RANKS = {
     "": 9,  # metaprov/__init__.py: the public API, imports any stage lazily
 }
 
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
