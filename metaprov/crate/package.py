@@ -46,8 +46,22 @@ def check_output(output: Path, *, force: bool, in_place: bool) -> None:
             f"cannot write {output}: {parent} is not a writable directory",
             hint="choose an output in a directory you can write to",
         )
+    from metaprov.write.output import is_store_dir
+
+    if is_store_dir(parent):
+        raise UsageError(
+            f"refusing to write {output}: {parent} is a store directory (writing there destroys "
+            "the store)",
+            hint="write the crate outside the store directory",
+        )
     if in_place:
         return
+    if output.exists() and not (output.is_dir() or output.is_file()):
+        raise UsageError(
+            f"{output} is neither a file nor a directory (a FIFO, a device or a socket); "
+            "refusing to replace it",
+            hint="give a new directory or FILE.zip",
+        )
     if is_zip_path(output):
         if output.is_dir():
             raise UsageError(f"{output} is a directory", hint="give a new FILE.zip")

@@ -160,6 +160,9 @@ def write_records(
             f"unknown records format {format!r}", hint=f"use one of: {', '.join(RECORD_FORMATS)}"
         )
     out = Path(output)
+    from metaprov.write.output import check_parent
+
+    check_parent(out)  # the folder exists, is a directory and not a store (never created)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(
             f"{out} already exists and is not an empty directory",
@@ -175,7 +178,6 @@ def write_records(
         )
     partitioned = len(dirs) > 1
     result = RecordsResult(str(out), format)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.part-", dir=out.parent))
     try:
         seen: dict[str, str] = {}
