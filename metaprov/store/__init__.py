@@ -287,22 +287,6 @@ def _drop(st: Store, wanted: list[str]) -> list[tuple[str, str]]:
     return found
 
 
-def __getattr__(name: str) -> Any:
-    # Deprecated path: running packaged questions is the questions' job, not the store's.
-    if name == "query":
-        import warnings
-
-        warnings.warn(
-            "metaprov.store.query moved to metaprov.queries.query (or metaprov.query)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        from metaprov.queries import query
-
-        return query
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "DEFAULT_STORE",
     "DEFAULT_CHUNK_BYTES",

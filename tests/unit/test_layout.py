@@ -1,10 +1,10 @@
 """The package layout follows the data flow: imports run one way and nothing imports in a cycle.
 
 Read from the modules' own source (every ``import`` and ``from ... import``, at module level or
-inside functions), so the rule holds for lazy imports too. Imports under ``if TYPE_CHECKING:`` run
-only for type checkers: they count for the direction rule, not for cycles. A package's
-``__getattr__`` that resolves a deprecated name on first access is an alias, not a dependency. See
-docs/architecture.md for the stages and where each kind of change goes.
+inside functions, ``__getattr__`` included), so the rule holds for lazy imports too and has no
+exceptions: no alias module, no deprecated name resolved on first access. Imports under
+``if TYPE_CHECKING:`` run only for type checkers: they count for the direction rule, not for
+cycles. See docs/architecture.md for the stages and where each kind of change goes.
 """
 
 from __future__ import annotations
@@ -44,10 +44,6 @@ RANKS = {
     "": 9,  # metaprov/__init__.py: the public API, imports any stage lazily
 }
 
-#: Old import paths kept as deprecation aliases of the modules that moved (issue 11).
-ALIASES = {"metaprov.critical_path", "metaprov.ingest.darshan_write", "metaprov.queries.sparql"}
-
-
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -80,8 +76,6 @@ def _imports(path: Path, name: str, known: set[str]) -> list[tuple[str, bool]]:
         return out or [mod]
 
     def visit(node: ast.AST, typing_only: bool) -> None:
-        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__" and name != "metaprov":
-            return  # a deprecated name resolved on first access (see ALIASES)
         if isinstance(node, ast.If) and _is_type_checking(node):
             for child in node.body:
                 visit(child, True)
@@ -127,7 +121,7 @@ def _part(module: str) -> str:
 
 
 def test_every_part_of_the_package_has_a_rank() -> None:
-    parts = {_part(m) for m in _modules() if m not in ALIASES}
+    parts = {_part(m) for m in _modules()}
     assert parts <= set(RANKS), (
         f"add these to RANKS (and docs/architecture.md): {parts - set(RANKS)}"
     )
@@ -143,8 +137,6 @@ def test_imports_run_down_the_data_flow() -> None:
     _, edges = _graph()
     upward = []
     for m, targets in edges.items():
-        if m in ALIASES:
-            continue
         for t, _typing in targets:
             if t in RANKS or _part(t) not in RANKS:
                 continue
@@ -159,7 +151,7 @@ def test_no_stage_imports_the_generators() -> None:
         f"{m} -> {t}"
         for m, targets in edges.items()
         for t, _ in targets
-        if _part(t) == "synthetic" and _part(m) != "synthetic" and m not in ALIASES
+        if _part(t) == "synthetic" and _part(m) != "synthetic"
     )
     assert not users, "the synthetic generators are for tests and benchmarks only:\n" + "\n".join(
         users
@@ -194,11 +186,27 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     assert _imports(p, "metaprov.analysis.x", set(_modules())) == [("metaprov.store", True)]
 
 
-@pytest.mark.parametrize("old", sorted(ALIASES))
-def test_moved_modules_keep_working_with_a_warning(old: str) -> None:
-    import importlib
-    import sys
+def test_the_checker_reads_lazy_imports_in_getattr(tmp_path: Path) -> None:
+    # A lazily resolved name is an import like any other: a store that hands out a question through
+    # its module __getattr__ is an upward import (the 0.2 alias store.query was one, and a cycle).
+    src = "def __getattr__(name):\n    from metaprov.queries import query\n    return query\n"
+    p = tmp_path / "x.py"
+    p.write_text(src, encoding="utf-8")
+    assert _imports(p, "metaprov.store.x", set(_modules())) == [("metaprov.queries", False)]
 
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match="moved to"):
+
+@pytest.mark.parametrize(
+    "old",
+    ["metaprov.critical_path", "metaprov.ingest.darshan_write", "metaprov.queries.sparql"],
+)
+def test_the_02_aliases_are_gone(old: str) -> None:
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
+
+
+def test_the_store_does_not_hand_out_questions() -> None:
+    import metaprov.store
+
+    assert not hasattr(metaprov.store, "query")
