@@ -15,6 +15,7 @@ interrupted campaign resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -156,12 +157,20 @@ def _now() -> str:
 
 def _write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
+    from metaprov.errors import OutputError
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+    except OSError as exc:  # a full or read-only file system: an error naming the file
+        raise OutputError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint="free some space, or write the campaign where you may write (-o)",
+        ) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _read_json(path: Path) -> Any:
@@ -240,7 +249,7 @@ def _convert(job: dict[str, Any], entry: dict[str, Any], work: Any) -> dict[str,
     entry["seconds"] = round(time.perf_counter() - t0, 3)
     try:
         _write_json(entry_path, entry)
-    except OSError as exc:
+    except MetaprovError as exc:
         entry.update(status="failed", error=f"cannot write {entry_path}: {exc}")
     return entry
 
@@ -266,7 +275,7 @@ def _lost(job: dict[str, Any], exc: BaseException) -> dict[str, Any]:
     Path(job["shard"]).unlink(missing_ok=True)
     try:
         _write_json(Path(job["entry"]), entry)
-    except OSError:
+    except MetaprovError:
         pass
     return entry
 

@@ -178,7 +178,10 @@ def write_records(
         )
     partitioned = len(dirs) > 1
     result = RecordsResult(str(out), format)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.part-", dir=out.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.part-", dir=out.parent))
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
     try:
         seen: dict[str, str] = {}
         facts: list[dict[str, Any]] = []
@@ -207,11 +210,23 @@ def write_records(
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
+    except OSError as exc:  # a full or read-only file system while writing the tables
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _output_error(out, exc) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _output_error(out: Path, exc: OSError) -> Exception:
+    from metaprov.errors import OutputError
+
+    return OutputError(
+        f"cannot write the records to {out}: {exc.strerror or exc}; nothing was left there",
+        hint="free some space, or choose a place you may write to with -o",
+    )
 
 
 def _write_run(
