@@ -8,6 +8,7 @@ Public API (each a stage of the pipeline)::
     metaprov.write(graph, "run.ttl")                     # any RDF / PROV format
     metaprov.write_report(["runs/R1"], "r1.html")        # a self-contained HTML report
     metaprov.crate(["runs/R1"], "r1-crate.zip")           # runs + PROV -> RO-Crate (extra: crate)
+    metaprov.compare(["runs/R3", "runs/R7"]).pair.causes  # why was R7 slower than R3?
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _API = {
     "drop": "metaprov.store",
     "write_records": "metaprov.export.records",
     "export_campaign": "metaprov.export.campaign",
+    "compare": "metaprov.compare",
+    "follow": "metaprov.live",
 }
 
 __all__ = ["__version__", *_API]

@@ -83,6 +83,18 @@ def _num(v: Any, digits: int = 6) -> str:
     return _e(v)
 
 
+#: Resource usage terms that count things (bytes, tasks, calls): whole numbers.
+_COUNT = re.compile(r"(?i)bytes|count")
+
+
+def _count(v: Any) -> str:
+    """A count (bytes, tasks): a whole number, even when the JSON-LD holds it as a float
+    (``75851923.0`` -> ``75,851,923``, never ``75,851,923.000000``)."""
+    if isinstance(v, float) and v.is_integer():
+        return f"{int(v):,}"
+    return _num(v)
+
+
 def render_preview(crate: Any) -> str:
     """The preview page of ``crate`` (an ``rocrate.ROCrate``)."""
     root = crate.root_dataset
@@ -158,7 +170,12 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
         ("Agent", ", ".join(_link(crate, i) for i in ids_of(run.get("agent"))) or "(unknown)"),
         ("Workflow", ", ".join(_link(crate, i) for i in ids_of(run.get("instrument")))),
         ("Engine", ", ".join(_link(crate, i) for i in ids_of(org.get("instrument")))),
-        ("Resources", "; ".join(f"{_e(k)}: {_num(v)}" for k, v in u.items())),
+        (
+            "Resources",
+            "; ".join(
+                f"{_e(k)}: {_count(v) if _COUNT.search(str(k)) else _num(v)}" for k, v in u.items()
+            ),
+        ),
     ]
     out += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows]
     out.append("</table>")
@@ -208,12 +225,12 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             out.append(
                 "<tr>"
                 f"<td>{_e(tool.get('name') if tool is not None else a.get('name'))}</td>"
-                f"<td class=n>{_num(au.get('taskCount'))}</td>"
+                f"<td class=n>{_count(au.get('taskCount'))}</td>"
                 f"<td>{_e(str(a.get('actionStatus', '')).rsplit('/', 1)[-1].replace('ActionStatus', ''))}</td>"
                 f"<td>{_e(a.get('startTime'))}</td><td>{_e(a.get('endTime'))}</td>"
                 f"<td class=n>{_num(au.get('totalDuration'))}</td><td class=n>{_num(au.get('meanDuration'))}</td>"
                 f"<td class=n>{_num(au.get('maxDuration'))}</td>"
-                f"<td class=n>{_num(au.get('bytesRead'))}</td><td class=n>{_num(au.get('bytesWritten'))}</td>"
+                f"<td class=n>{_count(au.get('bytesRead'))}</td><td class=n>{_count(au.get('bytesWritten'))}</td>"
                 "</tr>"
             )
         out.append("</table>")

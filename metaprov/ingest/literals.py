@@ -606,73 +606,149 @@ def _scan(
 ) -> tuple[np.ndarray, np.ndarray, pa.Array, pa.Array, np.ndarray]:
     """Tier 1 on a column without nulls.
 
+    The steps work on the column's byte buffer at once; each marks in ``elig`` the cells it
+    cannot take (they go to tier 2, :func:`_parse_regex`): the delimiters (quotes, flat
+    parentheses), the tokens, the words (``set`` or an integer), ``set()``, the canonical
+    tuples, the grammar of the shape, then the items of the cells left.
+
     Returns:
         ``accepted`` (per cell) and, for the accepted cells' items in token order: cell, key text,
         value (see :class:`ParsedArrow`) and section (as in :func:`_parse_regex`).
     """
     n = len(arr)
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    empty_val = pa.array([], type=pa.float64() if shape == "dict_int" else pa.large_string())
-    if hi == lo:  # every cell empty
+    buf = _Bytes.of(arr)
+    if buf is None:  # every cell empty
+        empty_val = pa.array([], type=pa.float64() if shape == "dict_int" else pa.large_string())
         nothing = (np.array([], np.int64), pa.array([], type=pa.large_string()), empty_val)
         return (np.ones(n, dtype=bool), *nothing, np.array([], np.int8))
-    data = bufs[2]
-    b = np.frombuffer(data, dtype=np.uint8)[lo:hi]
-    itype = np.int32 if hi - lo < 2**31 - 2 else np.int64
-    offs = (offsets - lo).astype(itype)
     elig = np.ones(n, dtype=bool)
+    strings, tuples = _delimited(buf, elig)
+    tok = _tokens(buf, strings, tuples, elig)
+    del strings, tuples
+    _words(buf, tok, elig)
+    drop = _empty_sets(tok, elig)
+    _canonical_tuples(buf, tok, drop, elig)
+    tok = tok.take(~drop & elig[tok.cell])
+    del drop
+    kinds, depth = _grammar(tok, shape, elig, n)
+    cells, key, value, section = _items(buf, tok, kinds, depth, shape, elig)
+    return elig, cells, key, value, section
 
-    def cell_of(pos: np.ndarray) -> np.ndarray:
-        # the last cell starting at or before pos (empty cells share their start with the next)
-        return (np.searchsorted(offs, pos, side="right") - 1).astype(itype)
 
-    # one pass: the delimiters (quotes, parentheses) and the bytes tier 1 leaves to tier 2
-    found = _delimiters(b, itype)
-    kind = b[found]
-    elig[cell_of(found[(kind != ord("'")) & (kind != ord("(")) & (kind != ord(")"))])] = False
+@dataclass
+class _Bytes:
+    """The bytes of a string column (``b``, from ``lo`` to ``hi`` of ``data``) and its cell
+    offsets relative to ``lo`` (``offs``, of the narrowest integer type that holds them)."""
+
+    data: pa.Buffer
+    b: np.ndarray
+    lo: int
+    hi: int
+    offs: np.ndarray
+    itype: type
+
+    @classmethod
+    def of(cls, arr: pa.LargeStringArray) -> _Bytes | None:
+        n = len(arr)
+        bufs = arr.buffers()
+        offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        if hi == lo:
+            return None
+        itype = np.int32 if hi - lo < 2**31 - 2 else np.int64
+        b = np.frombuffer(bufs[2], dtype=np.uint8)[lo:hi]
+        return cls(bufs[2], b, lo, hi, (offsets - lo).astype(itype), itype)
+
+    def cell_of(self, pos: np.ndarray) -> np.ndarray:
+        """The last cell starting at or before ``pos`` (empty cells share their start with the
+        next)."""
+        return (np.searchsorted(self.offs, pos, side="right") - 1).astype(self.itype)
+
+    def spans(
+        self, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray | None = None
+    ) -> pa.Array:
+        """The texts of the byte ranges ``[starts, ends)`` (relative to ``lo``)."""
+        return _spans(
+            self.data, starts.astype(np.int64) + self.lo, ends.astype(np.int64) + self.lo, valid
+        )
+
+
+Pairs = tuple[np.ndarray, np.ndarray]
+
+
+def _delimited(buf: _Bytes, elig: np.ndarray) -> tuple[Pairs, Pairs]:
+    """One pass over the bytes: the string literals (quote pairs) and the tuples (parenthesis
+    pairs outside strings; each "(" must close before the next opens: flat tuples). A cell
+    holding a byte tier 1 leaves to tier 2, or delimiters that do not pair, is not eligible."""
+    found = _delimiters(buf.b, buf.itype)
+    kind = buf.b[found]
+    elig[buf.cell_of(found[(kind != ord("'")) & (kind != ord("(")) & (kind != ord(")"))])] = False
     q = found[kind == ord("'")]
-    opens, closes = _pairs(q, None, cell_of(q), elig)
+    opens, closes = _pairs(q, None, buf.cell_of(q), elig)
     del q
-    # parentheses outside strings: each "(" must close before the next opens (flat tuples)
     par = found[(kind == ord("(")) | (kind == ord(")"))]
     del found, kind
     outside = np.searchsorted(opens, par, side="right") == np.searchsorted(closes, par)
     par = par[outside]
-    lpar, rpar = _pairs(par, b[par] == ord("("), cell_of(par), elig)
-    del par, outside
+    lpar, rpar = _pairs(par, buf.b[par] == ord("("), buf.cell_of(par), elig)
+    return (opens, closes), (lpar, rpar)
 
-    tpos, tk, wend = _classify(b, offs, (opens, closes), (lpar, rpar), itype)
-    tcell = cell_of(tpos)
+
+@dataclass
+class _Tokens:
+    """Tokens in buffer order: start, end (exclusive), code (``_B_*`` / ``_T_*``), cell."""
+
+    pos: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    cell: np.ndarray
+
+    def take(self, keep: np.ndarray) -> _Tokens:
+        return _Tokens(self.pos[keep], self.end[keep], self.kind[keep], self.cell[keep])
+
+
+def _tokens(buf: _Bytes, strings: Pairs, tuples: Pairs, elig: np.ndarray) -> _Tokens:
+    """Token starts and codes (:func:`_classify`) and their ends: after a string's closing
+    quote, a tuple's ")", a word's last byte."""
+    tpos, tk, wend = _classify(buf.b, buf.offs, strings, tuples, buf.itype)
+    tcell = buf.cell_of(tpos)
     elig[tcell[tk == _B_BAD]] = False
     elig[tcell[(tk == _B_LPAR) | (tk == _B_RPAR)]] = False  # a paren of an ineligible cell
-    # token ends (exclusive): after a string's closing quote, a tuple's ")", a word's last byte
     tend = tpos + 1
+    (opens, closes), (lpar, rpar) = strings, tuples
     i = np.flatnonzero(tk == _T_STR)
     tend[i] = closes[np.searchsorted(opens, tpos[i])] + 1
     i = np.flatnonzero(tk == _T_TUP)
     tend[i] = rpar[np.searchsorted(lpar, tpos[i])] + 1
-    iw = np.flatnonzero(tk == _B_WORD)
-    tend[iw] = wend
-    del wend
+    tend[np.flatnonzero(tk == _B_WORD)] = wend
+    return _Tokens(tpos, tend, tk, tcell)
 
-    # words: "set" (of "set()") or an integer; anything else is tier 2's
-    if len(iw):
-        ws, we = tpos[iw], tend[iw]
-        last = len(b) - 1
-        is_set = (
-            (we - ws == 3)
-            & (b[ws] == ord("s"))
-            & (b[np.minimum(ws + 1, last)] == ord("e"))
-            & (b[np.minimum(ws + 2, last)] == ord("t"))
-        )
-        words = _spans(data, ws.astype(np.int64) + lo, we.astype(np.int64) + lo)
-        is_int = pc.match_substring_regex(words, _INT).to_numpy(zero_copy_only=False)
-        del words
-        tk[iw] = np.where(is_set, _T_SET, np.where(is_int, _T_NUM, _B_BAD))
-        elig[tcell[iw][~(is_set | is_int)]] = False
-    # "set()": the word set immediately followed by the empty tuple
+
+def _words(buf: _Bytes, tok: _Tokens, elig: np.ndarray) -> None:
+    """Words: ``set`` (of ``set()``) or an integer; a cell with any other word is tier 2's."""
+    iw = np.flatnonzero(tok.kind == _B_WORD)
+    if not len(iw):
+        return
+    b = buf.b
+    ws, we = tok.pos[iw], tok.end[iw]
+    last = len(b) - 1
+    is_set = (
+        (we - ws == 3)
+        & (b[ws] == ord("s"))
+        & (b[np.minimum(ws + 1, last)] == ord("e"))
+        & (b[np.minimum(ws + 2, last)] == ord("t"))
+    )
+    words = buf.spans(ws, we)
+    is_int = pc.match_substring_regex(words, _INT).to_numpy(zero_copy_only=False)
+    del words
+    tok.kind[iw] = np.where(is_set, _T_SET, np.where(is_int, _T_NUM, _B_BAD))
+    elig[tok.cell[iw][~(is_set | is_int)]] = False
+
+
+def _empty_sets(tok: _Tokens, elig: np.ndarray) -> np.ndarray:
+    """``set()``: the word ``set`` immediately followed by the empty tuple becomes one token;
+    returns the tokens to drop (those empty tuples)."""
+    tk, tpos, tend, tcell = tok.kind, tok.pos, tok.end, tok.cell
     iset = np.flatnonzero(tk == _T_SET)
     drop = np.zeros(len(tk), dtype=bool)
     if len(iset):
@@ -689,20 +765,24 @@ def _scan(
         tk[iset] = _T_EMPTYSET
         tend[iset] = tend[iset + 1]
         drop[iset + 1] = True
-    # tuples: only the canonical repr form (then the text is already str(key))
-    itup = np.flatnonzero((tk == _T_TUP) & ~drop)
+    return drop
+
+
+def _canonical_tuples(buf: _Bytes, tok: _Tokens, drop: np.ndarray, elig: np.ndarray) -> None:
+    """Tuples only in the canonical repr form (then the text is already ``str(key)``)."""
+    itup = np.flatnonzero((tok.kind == _T_TUP) & ~drop)
     if len(itup):
-        tup = _spans(data, tpos[itup].astype(np.int64) + lo, tend[itup].astype(np.int64) + lo)
+        tup = buf.spans(tok.pos[itup], tok.end[itup])
         canon = pc.match_substring_regex(tup, _CANON_TUPLE).to_numpy(zero_copy_only=False)
         del tup
-        elig[tcell[itup[~canon]]] = False
-    keep = ~drop & elig[tcell]
-    tpos, tend, tk, tcell = tpos[keep], tend[keep], tk[keep], tcell[keep]
-    del keep, drop
+        elig[tok.cell[itup[~canon]]] = False
 
-    # grammar, exactly as tier 2 checks it (a separator before and after each cell)
-    kinds = _TO_KIND[tk]
-    del tk
+
+def _grammar(tok: _Tokens, shape: str, elig: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The grammar of the shape, exactly as tier 2 checks it (a separator before and after each
+    cell). Returns each token's kind (``K_*``) and nesting depth."""
+    kinds = _TO_KIND[tok.kind]
+    tcell = tok.cell
     elig[tcell[kinds == K_BAD]] = False
     step = (kinds == K_OPEN).astype(np.int32) - (kinds == K_CLOSE).astype(np.int32)
     before = np.cumsum(step, dtype=np.int64) - step
@@ -724,12 +804,24 @@ def _scan(
     del prev, sym, first, last
     if shape == "dict_int":
         elig &= _pairs_ok(kinds, depth, tcell, n)
-    item = ((kinds == K_STR) | (kinds == K_TUP) | (kinds == K_NUM)) & elig[tcell]
+    return kinds, depth
 
+
+def _items(
+    buf: _Bytes,
+    tok: _Tokens,
+    kinds: np.ndarray,
+    depth: np.ndarray,
+    shape: str,
+    elig: np.ndarray,
+) -> tuple[np.ndarray, pa.Array, pa.Array, np.ndarray]:
+    """The items of the eligible cells, in token order: cell, key text, value, section."""
+    tpos, tend, tcell = tok.pos, tok.end, tok.cell
+    item = ((kinds == K_STR) | (kinds == K_TUP) | (kinds == K_NUM)) & elig[tcell]
     strk = (kinds == K_STR).astype(np.int64)
 
     def texts(sel: np.ndarray) -> pa.Array:  # without the quotes of a string
-        return _spans(data, tpos[sel] + strk[sel] + lo, tend[sel] - strk[sel] + lo)
+        return buf.spans(tpos[sel] + strk[sel], tend[sel] - strk[sel])
 
     if shape == "deps":
         sel = np.flatnonzero(item & ((depth == 1) | (depth == 2)))
@@ -746,9 +838,10 @@ def _scan(
         key = keys.take(pa.array(np.concatenate([owner, lone])))
         # values: the dependencies, then a null (an empty range at the end) per lone key
         d = sel[dep]
-        vs = np.concatenate([tpos[d] + strk[d], np.full(len(lone), hi - lo)]) + lo
-        ve = np.concatenate([tend[d] - strk[d], np.full(len(lone), hi - lo)]) + lo
-        value = _spans(data, vs, ve, np.r_[np.ones(len(d), bool), np.zeros(len(lone), bool)])
+        end = buf.hi - buf.lo
+        vs = np.concatenate([tpos[d] + strk[d], np.full(len(lone), end)])
+        ve = np.concatenate([tend[d] - strk[d], np.full(len(lone), end)])
+        value = buf.spans(vs, ve, np.r_[np.ones(len(d), bool), np.zeros(len(lone), bool)])
         section = np.r_[np.zeros(len(dep), np.int8), np.ones(len(lone), np.int8)]
     elif shape == "set":
         sel = np.flatnonzero(item & (depth == 1))
@@ -765,7 +858,7 @@ def _scan(
         key = texts(ki)
         value = pc.cast(texts(vi), pa.float64())
         section = np.zeros(len(ki), np.int8)
-    return elig, cells.astype(np.int64), key, value, section
+    return cells.astype(np.int64), key, value, section
 
 
 def _grammar_table(allowed: set[tuple[int, int]]) -> np.ndarray:

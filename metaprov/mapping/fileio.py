@@ -54,6 +54,7 @@ from metaprov.mapping.block import (
     lit_str,
     lit_time,
 )
+from metaprov.mapping.environment import add_env_columns
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, base_types, concat
 
 if TYPE_CHECKING:
@@ -463,21 +464,59 @@ def _node_of(ctx: MapContext, hosts: pd.Series) -> tuple[pd.Series, list[str]]:
 
 
 def io_tables(ctx: MapContext) -> IOTables:
-    """Group the run's traced calls per (activity, file, operation, link status)."""
-    from metaprov.mapping.tables import task_index
+    """Group the run's traced calls per (activity, file, operation, link status).
 
-    rec = ctx.records
+    The steps: the traced processes and their IRIs; the traced calls of those processes; the
+    activity of each call; the file of each call; the aggregates and their file versions; the
+    aggregates' IRIs; with segment detail, the calls themselves.
+    """
     iris = ctx.iris
-    dr = rec.darshan
-    links = rec.io.segments
     procs = _processes(ctx)
     w_iri = iris.processes(iris.workers(procs["worker"].astype(object)))
     o_iri = iris.os_processes(procs["log"])
     proc_iri = pc.if_else(pa.array(procs["mapped"].to_numpy(dtype=bool)), w_iri, o_iri)
     proc_act = iris.process_activities(proc_iri)
+    calls = _calls(ctx.records, procs)
+    acts = _activities(ctx, calls, proc_act)
+    ft, path = _call_files(ctx, procs, proc_iri, calls)
+    g, grouped, agg = _aggregates(calls, acts.act, path)
+    agg["version"] = _versions(agg)
+    version_iri, agg_iri = _aggregate_iris(ctx, agg, ft, acts.acts)
+    seg_table = _segment_table(calls, grouped) if ctx.io_detail == "segments" and len(g) else None
+    return IOTables(
+        procs=procs,
+        proc_iri=proc_iri,
+        proc_act=proc_act,
+        proc_code=acts.n_task + np.arange(len(procs)),
+        files=ft,
+        acts=acts.acts,
+        act_task=np.arange(len(acts.acts)) < acts.n_task,
+        act_row=acts.task_row,
+        agg=agg,
+        agg_iri=agg_iri,
+        version_iri=version_iri,
+        seg=seg_table,
+    )
 
-    # --- traced calls of the run's processes ---
-    seg = dr.segments
+
+@dataclass
+class _Calls:
+    """The traced calls of the run's processes: Darshan segments, their links, their process
+    (row of the processes table) and link status (index into ``STATUS``)."""
+
+    seg: pd.DataFrame
+    links: pd.DataFrame
+    proc: np.ndarray
+    status: np.ndarray
+
+    @property
+    def linked(self) -> np.ndarray:
+        return self.status == 0
+
+
+def _calls(rec: Any, procs: pd.DataFrame) -> _Calls:
+    seg = rec.darshan.segments
+    links = rec.io.segments
     if len(links) != len(seg):
         from metaprov.errors import UsageError
 
@@ -490,7 +529,6 @@ def io_tables(ctx: MapContext) -> IOTables:
     inc = proc >= 0
     seg = seg.loc[inc].reset_index(drop=True)
     lk = links.loc[inc].reset_index(drop=True)
-    proc = proc[inc]
     st = np.asarray(
         pc.fill_null(
             pc.index_in(as_text_array(lk["status"]), value_set=pa.array(STATUS, LARGE)),
@@ -498,48 +536,80 @@ def io_tables(ctx: MapContext) -> IOTables:
         ).to_numpy(zero_copy_only=False),
         dtype=np.int64,
     )
-    linked = st == 0
+    return _Calls(seg, lk, proc[inc], st)
 
-    # Activity of each call: its task execution when linked, else its process's activity.
-    # Executions are found in the run's key space shared with the tasks step (its IRIs reused),
-    # ordered by key then attempt; process activities follow, by log name.
+
+@dataclass
+class _Activities:
+    """Every activity with I/O (task executions, then process activities) and each call's."""
+
+    acts: pa.Array
+    n_task: int
+    task_row: np.ndarray  # the task row of each task-execution activity
+    act: np.ndarray  # per call: index into acts
+
+
+def _activities(ctx: MapContext, calls: _Calls, proc_act: pa.Array) -> _Activities:
+    """Activity of each call: its task execution when linked, else its process's activity.
+
+    Executions are found in the run's key space shared with the tasks step (its IRIs reused),
+    ordered by key then attempt; process activities follow, by log name.
+    """
+    from metaprov.mapping.tables import task_index
+
+    lk, linked = calls.links, calls.linked
     idx = task_index(ctx)
     key_row = idx.rows(as_text_array(lk.loc[linked, "key"]))
     attempt = lk.loc[linked, "attempt"].fillna(0).to_numpy(dtype=np.int64)
     width = int(attempt.max()) + 1 if len(attempt) else 1
     pair, pair_code = np.unique(key_row * width + attempt, return_inverse=True)
-    task_acts = iris.executions(idx.task_iri.take(pa.array(pair // width)), pa.array(pair % width))
+    task_acts = ctx.iris.executions(
+        idx.task_iri.take(pa.array(pair // width)), pa.array(pair % width)
+    )
     n_task = len(task_acts)
-    act = n_task + proc
+    act = n_task + calls.proc
     act[linked] = pair_code.reshape(-1)
-    acts = pa.concat_arrays([task_acts, proc_act])
-    act_task = np.arange(len(acts)) < n_task
+    return _Activities(pa.concat_arrays([task_acts, proc_act]), n_task, pair // width, act)
 
-    # --- files: traced calls (and, with segment detail, counter records), each identified by
-    # run + path, run + host + path or process + path (decision 16) ---
+
+def _call_files(
+    ctx: MapContext, procs: pd.DataFrame, proc_iri: pa.Array, calls: _Calls
+) -> tuple[FileTable, np.ndarray]:
+    """The files of the run and the file of each call.
+
+    Files come from the traced calls (and, with segment detail, the counter records), each
+    identified by run + path, run + host + path or process + path (decision 16).
+    """
+    seg, proc = calls.seg, calls.proc
     seg_path = _paths(seg)
     pair_proc, pair_path = [proc], [seg_path]
     if ctx.io_detail == "segments":
         # the per-file counter records name files that were only opened, stat'ed or mapped
-        counters = dr.counters
-        c_proc = log_index.get_indexer(counters["log"].astype(object))
+        counters = ctx.records.darshan.counters
+        c_proc = pd.Index(procs["log"].astype(object)).get_indexer(counters["log"].astype(object))
         c_in = c_proc >= 0
         pair_proc.append(c_proc[c_in])
         pair_path.append(_paths(counters.loc[c_in]))
     ft = _file_table(ctx, procs, proc_iri, np.concatenate(pair_proc), pa.concat_arrays(pair_path))
     path = ft.codes(proc, seg_path) if len(seg) else np.zeros(0, np.int64)
+    return ft, path
 
-    op = (seg["op"].astype(object) == "write").to_numpy(dtype=np.int64)
-    length = seg["length"].fillna(0).to_numpy(dtype=np.int64)
+
+def _aggregates(
+    calls: _Calls, act: np.ndarray, path: np.ndarray
+) -> tuple[pd.DataFrame, Any, pd.DataFrame]:
+    """The calls as a frame, grouped per (activity, file, operation, status), and the groups'
+    sums and extremes (sorted by those keys)."""
+    seg, lk = calls.seg, calls.links
     offset = seg["offset"].fillna(0).to_numpy(dtype=np.int64)
-    start = lk["start"]
-    end = lk["end"]
+    length = seg["length"].fillna(0).to_numpy(dtype=np.int64)
+    start, end = lk["start"], lk["end"]
     g = pd.DataFrame(
         {
             "act": act,
             "path": path,
-            "op": op,
-            "st": st,
+            "op": (seg["op"].astype(object) == "write").to_numpy(dtype=np.int64),
+            "st": calls.status,
             "length": length,
             "offset": offset,
             "end_off": offset + length,
@@ -548,8 +618,7 @@ def io_tables(ctx: MapContext) -> IOTables:
             "dur": (end - start).dt.total_seconds().to_numpy(),
         }
     )
-    keys = ["act", "path", "op", "st"]
-    grouped = g.groupby(keys, sort=True)
+    grouped = g.groupby(["act", "path", "op", "st"], sort=True)
     agg = grouped.agg(
         bytes=("length", "sum"),
         count=("length", "size"),
@@ -559,16 +628,26 @@ def io_tables(ctx: MapContext) -> IOTables:
         end_off=("end_off", "max"),
         io_time=("dur", "sum"),
     ).reset_index()
+    return g, grouped, agg
 
-    # Writes: file versions numbered per file by their generation instant, the last write (then
-    # activity IRI), so that wasRevisionOf runs forward in time (decision 16).
+
+def _versions(agg: pd.DataFrame) -> np.ndarray:
+    """Writes: file versions numbered per file by their generation instant, the last write (then
+    activity IRI), so that wasRevisionOf runs forward in time (decision 16); 0 for reads."""
     is_w = agg["op"].to_numpy() == 1
     w = agg.loc[is_w, ["path", "last", "act", "st"]]
     w = w.sort_values(["path", "last", "act", "st"], kind="stable")
     version = np.zeros(len(agg), np.int64)
     version[w.index.to_numpy()] = w.groupby("path").cumcount().to_numpy() + 1
-    agg["version"] = version
-    # usage label per (operation, status): read, write, read-ambiguous, write-unlinked, ...
+    return version
+
+
+def _aggregate_iris(
+    ctx: MapContext, agg: pd.DataFrame, ft: FileTable, acts: pa.Array
+) -> tuple[pa.Array, pa.Array]:
+    """The IRI of each write's file version, and of each aggregate: the generation of a write,
+    the usage of a read (labelled per operation and status: read, write-unlinked, ...)."""
+    iris = ctx.iris
     label_table = pa.array(
         [o if i <= 1 else f"{o}-{name}" for o in OPS for i, name in enumerate(STATUS)], LARGE
     )
@@ -579,47 +658,35 @@ def io_tables(ctx: MapContext) -> IOTables:
     usage_iri = iris.io_qualifiers(
         acts.take(pa.array(agg["act"].to_numpy())), labels, ft.path.take(a_path)
     )
-    agg_iri = pc.if_else(pa.array(is_w), iris.generations(version_iri), usage_iri)
+    is_w = agg["op"].to_numpy() == 1
+    return version_iri, pc.if_else(pa.array(is_w), iris.generations(version_iri), usage_iri)
 
-    seg_table = None
-    if ctx.io_detail == "segments" and len(g):
-        gid = grouped.ngroup().to_numpy()
-        s = pd.DataFrame(
-            {
-                "gid": gid,
-                "start": start,
-                "end": end,
-                "offset": seg["offset"],
-                "length": seg["length"],
-                "op": seg["op"].astype(object),
-                "module": seg["module"].astype(object),
-                "pthread": seg["pthread"],
-                "rule": lk["rule"].astype(object),
-                "reason": lk["reason"].astype(object),
-                # the evidence of the link (docs/darshan.md §3)
-                "clock": lk["clock"].astype(object),
-                "clock_offset": lk["clock_offset"].astype("float64"),
-                "offset_unc": lk["offset_uncertainty"].astype("float64"),
-                "candidates": lk["candidates"].astype(object),
-            }
-        )
-        s = s.sort_values(["gid", "start", "offset"], kind="stable").reset_index(drop=True)
-        s["ordinal"] = s.groupby("gid").cumcount()
-        seg_table = s
-    return IOTables(
-        procs=procs,
-        proc_iri=proc_iri,
-        proc_act=proc_act,
-        proc_code=n_task + np.arange(len(procs)),
-        files=ft,
-        acts=acts,
-        act_task=act_task,
-        act_row=pair // width,
-        agg=agg,
-        agg_iri=agg_iri,
-        version_iri=version_iri,
-        seg=seg_table,
+
+def _segment_table(calls: _Calls, grouped: Any) -> pd.DataFrame:
+    """Each call with its aggregate row (``gid``), its ordinal in it and the link's evidence."""
+    seg, lk = calls.seg, calls.links
+    s = pd.DataFrame(
+        {
+            "gid": grouped.ngroup().to_numpy(),
+            "start": lk["start"],
+            "end": lk["end"],
+            "offset": seg["offset"],
+            "length": seg["length"],
+            "op": seg["op"].astype(object),
+            "module": seg["module"].astype(object),
+            "pthread": seg["pthread"],
+            "rule": lk["rule"].astype(object),
+            "reason": lk["reason"].astype(object),
+            # the evidence of the link (docs/darshan.md §3)
+            "clock": lk["clock"].astype(object),
+            "clock_offset": lk["clock_offset"].astype("float64"),
+            "offset_unc": lk["offset_uncertainty"].astype("float64"),
+            "candidates": lk["candidates"].astype(object),
+        }
     )
+    s = s.sort_values(["gid", "start", "offset"], kind="stable").reset_index(drop=True)
+    s["ordinal"] = s.groupby("gid").cumcount()
+    return s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -784,6 +851,7 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         ob = Block(other)
         for cls in base_types(MP.Process):
             ob.add(RDF.type, cls)
+        add_env_columns(ctx, ob, "agent")  # a traced process's environment (Mofka runs)
         yield ob
     if new_hosts:
         nb = Block(iris.nodes(new_hosts))

@@ -223,7 +223,8 @@ def _walk(
     """Run a repeating step breadth-first from ``start``: each round gets the rows new in the
     last round; stops when a round finds nothing new or ``limit`` rows were added. New rows of
     a round are sorted (by their terms), so the rows kept at the limit do not depend on the
-    store's order."""
+    store's order. A column named ``distance`` (the walk's depth, counted by the step) is not
+    part of a row's identity: a node found again further away is not new (the nearest wins)."""
 
     def key(row: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
         return tuple(
@@ -235,7 +236,7 @@ def _walk(
             )
             if cell is not None
             else ("", "", "", "")
-            for cell in (row.get(v) for v in names)
+            for cell in (row.get(v) for v in names if v != "distance")
         )
 
     names = list(start["head"]["vars"])

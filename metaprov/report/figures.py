@@ -679,3 +679,31 @@ def store_runs(runs: pd.DataFrame) -> Any:
         p.x_range.start = 0
         p.ygrid.grid_line_color = None
     return row(span, count, name="store-runs")
+
+
+def campaign_runs(c: Any) -> Any:
+    """One bar per run of a :class:`metaprov.compare.Comparison`: its difference from the
+    baseline, outliers in red."""
+    from bokeh.models import FactorRange
+
+    t = c.runs
+    src = ColumnDataSource(
+        {
+            "run": t["run"].tolist(),
+            "d": t["difference_s"].astype(float).tolist(),
+            "color": np.where(t["outlier"], "#d62728", "#1f77b4").tolist(),
+            "top": [str(x) if x is not None else "" for x in t["top_cause"]],
+        }
+    )
+    p = figure(
+        x_range=FactorRange(*t["run"].tolist()),
+        height=320,
+        sizing_mode="stretch_width",
+        tools="hover,save,reset",
+        title=f"makespan minus the baseline's ({c.baseline}); outliers in red",
+        name="compare-campaign",
+    )
+    p.vbar(x="run", top="d", width=0.8, color="color", source=src)
+    p.xaxis.major_label_orientation = 1.0
+    p.hover.tooltips = [("run", "@run"), ("difference", "@d{+0.000} s"), ("top cause", "@top")]
+    return p

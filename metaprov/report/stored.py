@@ -34,6 +34,7 @@ class StoreView:
     prefixes: pd.DataFrame  # ``prefix-across-runs`` with ``total`` of ``prefix-summary``, ``label``
     slowest: pd.DataFrame  # per prefix: the run with the largest mean, its deviation
     notes: list[str] = field(default_factory=list)
+    comparison: Any = None  # metaprov.compare.Comparison of the runs against the median run
 
 
 def _label(i: int, name: Any, run_id: str) -> str:
@@ -94,12 +95,23 @@ def store_view(store: Store, run_ids: Sequence[str] | None = None) -> StoreView:
         slowest = pd.DataFrame(
             columns=["prefix", "label", "mean", "campaign_mean", "deviation", "runs"]
         )
+    comparison = None
+    if len(runs) >= 2:
+        from metaprov.compare import compare
+        from metaprov.errors import MetaprovError
+
+        try:
+            ids = list(runs["run_id"].head(MAX_RUNS_DRAWN))
+            comparison = compare(ids, baseline="median", store=store)
+        except MetaprovError as exc:
+            notes.append(f"the runs could not be compared: {exc}")
     return StoreView(
         location=str(store.location),
         runs=runs,
         prefixes=across,
         slowest=slowest.reset_index(drop=True),
         notes=notes,
+        comparison=comparison,
     )
 
 
@@ -152,13 +164,70 @@ PREFIX_COLUMNS = [
 
 def store_facts(view: StoreView) -> dict[str, Any]:
     """The figures shown on the page, as JSON types (the store's answers, row for row)."""
+    why = None
+    if view.comparison is not None:
+        from metaprov.compare.render import records
+
+        c = view.comparison
+        why = {
+            "baseline": c.baseline,
+            "runs": records(
+                c.runs[
+                    [
+                        "run",
+                        "run_id",
+                        "makespan_s",
+                        "difference_s",
+                        "top_cause",
+                        "top_prefix",
+                        "top_seconds",
+                        "outlier",
+                    ]
+                ]
+            ),
+        }
     return {
+        "why": why,
         "location": view.location,
         "runs": _json(view.runs, [*RUN_COLUMNS, "label"]),
         "prefixes": _json(view.prefixes, PREFIX_COLUMNS),
         "slowest": _json(view.slowest, ["prefix", "label", "mean", "deviation"]),
         "notes": list(view.notes),
     }
+
+
+def _add_why(page: Any, view: StoreView) -> None:
+    """Each run against the run of median makespan: its difference, top cause, outliers."""
+    from metaprov.compare.render import explanation_lines
+    from metaprov.report import figures
+    from metaprov.report.page import esc, table
+
+    c = view.comparison
+    page.section("store-why", "Why runs differ")
+    page.html(
+        f'<p class="muted">each run against the run of median makespan ({esc(c.baseline)}), '
+        "its difference cut into causes that add up to it (<code>metaprov compare --store ... "
+        "--baseline median</code> gives the same numbers); outliers: more than 3.5 scaled "
+        "median absolute deviations from the median makespan.</p>"
+    )
+    page.figure("store-why-runs", figures.campaign_runs(c))
+    page.html(
+        table(
+            c.runs.assign(flag=np.where(c.runs["outlier"], "outlier", "")),
+            [
+                ("run", "run", ""),
+                ("makespan_s", "makespan (s)", "s3"),
+                ("difference_s", "difference (s)", "s3"),
+                ("top_cause", "top cause", ""),
+                ("top_prefix", "prefix", ""),
+                ("top_seconds", "its seconds", "s3"),
+                ("flag", "", ""),
+            ],
+            name="store-why",
+        )
+    )
+    lines = [explanation_lines(e, top=2)[0] for e in c.explanations]
+    page.html('<ul class="muted">' + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>")
 
 
 def add_store(page: Any, view: StoreView) -> dict[str, Any]:
@@ -196,6 +265,9 @@ def add_store(page: Any, view: StoreView) -> dict[str, Any]:
             name="store-runs",
         )
     )
+
+    if view.comparison is not None:
+        _add_why(page, view)
 
     page.section("store-prefixes", "The same prefix across runs")
     per = view.prefixes.rename(columns={"label": "run", "total": "compute_s"})

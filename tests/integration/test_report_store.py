@@ -48,7 +48,8 @@ def _rows(df: pd.DataFrame, columns: list[str]) -> list[tuple]:
 def test_page_shows_the_stores_answers(campaign, tmp_path):
     res = write_store_report(tmp_path / "store.html", store=campaign["store"])
     facts = read_facts(res.path)
-    assert facts == res.facts and facts["sections"] == ["store-runs", "store-prefixes"]
+    assert facts == res.facts
+    assert facts["sections"] == ["store-runs", "store-why", "store-prefixes"]
     page = facts["store"]
     runs = query("runs", store=campaign["store"])
     assert [r["run_id"] for r in page["runs"]] == list(runs["run_id"])
@@ -135,7 +136,7 @@ def test_store_page_in_chromium(campaign, tmp_path):
         assert browser.errors() == []
         assert browser.sections() == res.facts["sections"]
         figures = browser.js("return document.querySelectorAll('div.mp-figure').length")
-        assert browser.rendered_roots() == figures == 2
+        assert browser.rendered_roots() == figures == 3  # spans, why runs differ, prefixes
         cells = browser.js(
             "return [...document.querySelectorAll('table[data-table=store-runs] tbody tr')]"
             ".map(r => r.cells[6].textContent)"
@@ -143,3 +144,25 @@ def test_store_page_in_chromium(campaign, tmp_path):
         assert cells == [f"{r['tasks']:,}" for r in res.facts["store"]["runs"]]
         shots = browser.screenshot_sections(tmp_path / "shots")
         assert [p.stem for p in shots] == res.facts["sections"]
+
+
+def test_why_runs_differ_as_compare_on_the_run_directories(campaign, tmp_path):
+    """The page's 'Why runs differ' (from the store) equals metaprov compare on the run dirs."""
+    from metaprov.compare import compare
+
+    res = write_store_report(tmp_path / "why.html", store=campaign["store"])
+    why = res.facts["store"]["why"]
+    c = compare(sorted(campaign["runs"].iterdir()), baseline="median")
+    assert why["baseline"] == c.baseline
+    got = {r["run"]: (r["difference_s"], r["top_cause"]) for r in why["runs"]}
+    want = dict(
+        zip(
+            c.runs["run"],
+            zip(c.runs["difference_s"], c.runs["top_cause"], strict=True),
+            strict=True,
+        )
+    )
+    assert got.keys() == want.keys() == {"run-1", "run-2"}
+    for run, (d, top) in want.items():
+        assert got[run][0] == pytest.approx(d, abs=1e-9) and got[run][1] == top
+    assert 'data-table="store-why"' in res.path.read_text()

@@ -259,7 +259,7 @@ def test_tasks_on_a_thread_never_overlap(plain_run: Path) -> None:
 def test_failed_first_attempts_also_fit_between_tasks(run: Path) -> None:
     # First attempts of retried tasks take their own slot on a thread (checked on the plan,
     # because the CSV files do not say which thread ran a failed attempt).
-    from metaprov.synthetic import _plan
+    from metaprov.synthetic.plan import _plan
 
     p = _plan(
         3000, seed=11, workers=8, threads=8, transfer_fraction=0.1, tuple_key_fraction=0.5,

@@ -1,0 +1,863 @@
+"""Why was one run slower than another: align two runs and explain their makespan difference.
+
+Input: two :class:`~metaprov.analysis.timeline.Blame` (each run's makespan shared out over its
+tasks, waits and gaps). Output: a :class:`Explanation` of typed tables:
+
+- ``alignment``: the tasks matched across the runs, by key (Dask keys are deterministic for the
+  same graph), else by prefix and tuple-key index, else by prefix (in start order), and what
+  exists in one run only;
+- ``causes``: the difference in makespan cut into named causes whose seconds add up to it
+  exactly: ``compute``, ``io``, ``worker`` and ``retries`` per prefix, ``waiting`` and
+  ``transfers`` per prefix, ``parallelism``, ``startup``, ``tail`` and ``unexplained``; each with
+  its noise (what the same comparison of two runs without a change would give) and evidence;
+- ``tasks``: the matched tasks whose duration changed most; ``workers``, ``hosts`` and ``files``.
+
+The method (docs/compare.md): per prefix ``p`` the seconds a run was held up by ``p``'s compute
+are ``S = C x k`` (``C`` its compute seconds, ``k`` the share of a compute second in the
+makespan, 1 for a task alone on the cluster, 1/4 for four tasks side by side). Between a
+baseline ``b`` and another run ``o``:
+``S_o - S_b = (C_o - C_b) k_b + C_o (k_o - k_b)``: the first term is the prefix's *compute*
+(of which the change in linked Darshan seconds is *io* and the change in the largest excess of
+one worker over the prefix's median is *worker*), the second *parallelism*. Failed attempts'
+shares and the waits before retries are *retries*; the waiting and transfer shares are compared
+per prefix; startup, tail and the gap (nothing running, nothing ready) directly. The terms
+telescope, so they add up to the difference; *unexplained* holds the gap's change and what
+rounding leaves, and is never hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from metaprov.analysis.timeline import Blame
+from metaprov.errors import InputError
+
+#: Names of the causes, in the order used when two have the same seconds.
+CAUSES = (
+    "compute",
+    "parallelism",
+    "waiting",
+    "transfers",
+    "io",
+    "retries",
+    "worker",
+    "startup",
+    "tail",
+    "unexplained",
+)
+#: Relative floor of the noise: a cause smaller than this share of the baseline makespan...
+NOISE_FLOOR_REL = 0.02
+#: ... or than this many seconds is within the noise (clocks, scheduler ticks).
+NOISE_FLOOR_S = 0.01
+#: Startup, tail and the gap are single intervals (no replicate inside a pair): their noise is
+#: this share of the larger makespan (the spread measured between identical runs, docs/compare.md)
+#: or NOISE_ROUND_TRIPS dispatch latencies of the slower run (see Blame.latency), if more.
+NOISE_INTERVAL_REL = 0.05
+NOISE_ROUND_TRIPS = 3
+#: A cause is named when it exceeds this many standard deviations of its noise (and the floor).
+NOISE_SIGMAS = 3.0
+
+CAUSE_COLUMNS = [
+    "cause",
+    "seconds",
+    "noise",
+    "significant",
+    "prefix",
+    "worker",
+    "file",
+    "evidence",
+]
+
+
+@dataclass
+class Alignment:
+    """Tasks matched across two runs.
+
+    Attributes:
+        pairs: key_b, key_o, prefix, rule ('key', 'index' or 'prefix').
+        counts: tasks matched per rule, and tasks in one run only.
+        added: prefixes only in the other run; removed: only in the baseline.
+        same_graph: every executed key of each run is in the other.
+    """
+
+    pairs: pd.DataFrame
+    counts: dict[str, int]
+    added: list[str]
+    removed: list[str]
+    same_graph: bool
+
+
+@dataclass
+class Explanation:
+    """Why ``other`` took longer (or shorter) than ``baseline``.
+
+    Attributes:
+        baseline, other: the two runs' labels.
+        difference_s: other's makespan minus baseline's (seconds).
+        causes: one row per cause (and prefix, worker or file where it applies), ranked: the
+            columns of :data:`CAUSE_COLUMNS`; ``seconds`` add up to ``difference_s``.
+        totals: seconds per cause name (every name of :data:`CAUSES`).
+        alignment: see :class:`Alignment`.
+        tasks: the matched tasks whose duration changed most.
+        workers: per run and worker: tasks, compute, share, slowness against the prefix medians.
+        hosts: per host: tasks and compute in each run.
+        files: per file: Darshan bytes and seconds in each run (both runs have linked I/O).
+        runs: per run: makespan, startup, window, tail, compute, concurrency, slots.
+        evidence: further evidence rows (kind, detail), e.g. a software environment difference.
+        notes: what could not be attributed, and why.
+    """
+
+    baseline: str
+    other: str
+    difference_s: float
+    causes: pd.DataFrame
+    totals: dict[str, float]
+    alignment: Alignment
+    tasks: pd.DataFrame
+    workers: pd.DataFrame
+    hosts: pd.DataFrame
+    files: pd.DataFrame
+    runs: pd.DataFrame
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def top(self) -> pd.Series | None:
+        """The first significant cause, or None when nothing is above the noise."""
+        sig = self.causes[self.causes["significant"]]
+        return sig.iloc[0] if len(sig) else None
+
+
+# -- alignment ---------------------------------------------------------------------------------
+
+_TUPLE = r"^\((['\"])(?P<name>.*?)\1,\s*(?P<index>.*)\)$"
+
+
+def _obj(values: Any) -> np.ndarray:
+    """Text as a numpy object array (hashing and taking are then fast, whatever the dtype)."""
+    if isinstance(values, pd.Series):
+        return values.to_numpy(dtype=object, na_value=None)
+    return np.asarray(values, dtype=object)
+
+
+@dataclass
+class _Keys:
+    """One row per executed key of a run, as numpy arrays (position = row)."""
+
+    key: np.ndarray
+    prefix: np.ndarray
+    start: np.ndarray
+    duration: np.ndarray
+    wait: np.ndarray
+    xfer: np.ndarray
+    attempts: np.ndarray
+    worker: np.ndarray
+    thread: np.ndarray
+
+
+def _tasks(bl: Blame) -> _Keys:
+    """One row per executed key: prefix, first start, compute, waits and transfers of all
+    attempts, worker and thread of the last attempt (computed once per run)."""
+    cached = bl.__dict__.get("_keys")
+    if cached is not None:
+        return cached
+    ex = bl.executions
+    codes, uniq = pd.factorize(_obj(ex["key"]))
+    m = len(uniq)
+    order = np.lexsort((ex["start"].to_numpy(), ex["attempt"].to_numpy(), codes))
+    c = codes[order]
+    first = np.r_[True, c[1:] != c[:-1]] if len(c) else np.zeros(0, bool)
+    last = np.r_[c[1:] != c[:-1], True] if len(c) else np.zeros(0, bool)
+    start = np.full(m, np.iinfo(np.int64).max, dtype="int64")
+    np.minimum.at(start, codes, ex["start"].to_numpy(dtype="int64"))
+    out = _Keys(
+        key=np.asarray(uniq, dtype=object),
+        prefix=_obj(ex["prefix"])[order[first]],
+        start=start,
+        duration=np.bincount(codes, weights=ex["duration"].to_numpy(), minlength=m),
+        wait=np.bincount(codes, weights=ex["wait"].to_numpy(), minlength=m),
+        xfer=np.bincount(codes, weights=ex["xfer"].to_numpy(), minlength=m),
+        attempts=np.bincount(codes, minlength=m),
+        worker=_obj(ex["worker"])[order[last]],
+        thread=ex["thread"].to_numpy(dtype=object, na_value=None)[order[last]],
+    )
+    bl.__dict__["_keys"] = out
+    return out
+
+
+def _tuple_index(keys: np.ndarray) -> np.ndarray:
+    """The index part of tuple keys ("('x-1f3a', 3, 2)" -> "3,2"); None for other keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(keys):
+        return np.zeros(0, dtype=object)
+    arr = pa.array(keys.tolist(), type=pa.large_string())
+    found = pc.extract_regex(arr, r"^\((?:'[^']*'|\"[^\"]*\"),\s*(?P<index>.*)\)$")
+    idx = pc.struct_field(found, [0])
+    idx = pc.replace_substring(idx, " ", "")
+    return np.asarray(idx.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _pair_by(
+    b_rows: np.ndarray, o_rows: np.ndarray, b_label: np.ndarray, o_label: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows matched by an int64 label that is unique on each side (labels < 0 never match)."""
+    both = np.concatenate([b_label, o_label]).astype("int64")
+    codes, _ = pd.factorize(both)
+    codes[both < 0] = -1
+    cb, co = codes[: len(b_label)], codes[len(b_label) :]
+    k = int(codes.max()) + 1 if len(codes) else 0
+    if k <= 0:
+        return b_rows[:0], o_rows[:0]
+    nb = np.bincount(cb[cb >= 0], minlength=k)
+    no = np.bincount(co[co >= 0], minlength=k)
+    ok = (nb == 1) & (no == 1)
+    pos_o = np.full(len(ok), -1, dtype="int64")
+    sel_o = (co >= 0) & ok[np.maximum(co, 0)] if len(co) else np.zeros(0, bool)
+    pos_o[co[sel_o]] = np.flatnonzero(sel_o)
+    sel_b = (cb >= 0) & ok[np.maximum(cb, 0)] if len(cb) else np.zeros(0, bool)
+    sel_b &= pos_o[np.maximum(cb, 0)] >= 0
+    ib = np.flatnonzero(sel_b)
+    return b_rows[ib], o_rows[pos_o[cb[ib]]]
+
+
+def align(base: Blame, other: Blame) -> Alignment:
+    """Match the executed tasks of two runs (see the module text).
+
+    Raises:
+        InputError: the runs have no task prefix in common (nothing can be compared).
+    """
+    for bl in (base, other):
+        if not len(bl.executions):
+            raise InputError(
+                f"run {bl.timeline.label} has no timed task execution"
+                + (f" ({bl.untimed:,} without a start or end)" if bl.untimed else "")
+                + ", so where its time went cannot be told",
+                hint="a run needs worker or scheduler transitions with execution times "
+                "(metaprov inspect RUN shows what it holds)",
+            )
+    tb, to = _tasks(base), _tasks(other)
+    pb, po = set(tb.prefix), set(to.prefix)
+    common = pb & po
+    if not common:
+        raise InputError(
+            f"runs {base.timeline.label} and {other.timeline.label} have no task prefix in "
+            f"common ({len(pb)} vs {len(po)} prefixes, e.g. "
+            f"{', '.join(sorted(map(str, pb))[:3]) or 'none'} vs "
+            f"{', '.join(sorted(map(str, po))[:3]) or 'none'}), so there is nothing to compare",
+            hint="compare runs of the same workflow",
+        )
+    nb, no = len(tb.key), len(to.key)
+    rows_b, rows_o, rules = [], [], []
+    # 1. by key
+    codes, _ = pd.factorize(np.concatenate([tb.key, to.key]))
+    cb, co = codes[:nb], codes[nb:]
+    pos_o = np.full(codes.max() + 1 if len(codes) else 0, -1, dtype="int64")
+    pos_o[co] = np.arange(no)
+    hit = pos_o[cb] >= 0
+    rows_b.append(np.flatnonzero(hit))
+    rows_o.append(pos_o[cb[hit]])
+    rules.append(np.full(int(hit.sum()), "key", dtype=object))
+    left_b = ~hit
+    left_o = np.ones(no, bool)
+    left_o[pos_o[cb[hit]]] = False
+    in_common_b = np.isin(tb.prefix, list(common))
+    in_common_o = np.isin(to.prefix, list(common))
+    rb = np.flatnonzero(left_b & in_common_b)
+    ro = np.flatnonzero(left_o & in_common_o)
+    # prefixes as integer codes shared by both runs
+    pcodes, _ = pd.factorize(np.concatenate([tb.prefix, to.prefix]))
+    pc_b, pc_o = pcodes[:nb].astype("int64"), pcodes[nb:].astype("int64")
+    # 2. by prefix and tuple index (unique on each side)
+    if len(rb) and len(ro):
+        ib, io_ = _tuple_index(tb.key[rb]), _tuple_index(to.key[ro])
+        icodes, iuniq = pd.factorize(np.concatenate([ib, io_]))  # None -> -1
+        k = max(len(iuniq), 1)
+        ic_b, ic_o = icodes[: len(rb)], icodes[len(rb) :]
+        lb = np.where(ic_b >= 0, pc_b[rb] * k + ic_b, -1)
+        lo = np.where(ic_o >= 0, pc_o[ro] * k + ic_o, -1)
+        mb, mo = _pair_by(rb, ro, lb, lo)
+        rows_b.append(mb)
+        rows_o.append(mo)
+        rules.append(np.full(len(mb), "index", dtype=object))
+        rb = np.setdiff1d(rb, mb)
+        ro = np.setdiff1d(ro, mo)
+    # 3. by prefix, in start order
+    if len(rb) and len(ro):
+        k = int(max(len(rb), len(ro))) + 1
+
+        def ranks(rows: np.ndarray, keys: _Keys, pc: np.ndarray) -> np.ndarray:
+            order = np.lexsort((keys.key[rows].astype(str), keys.start[rows], pc[rows]))
+            p = pc[rows][order]
+            startpos = np.r_[0, np.flatnonzero(p[1:] != p[:-1]) + 1]
+            r = np.arange(len(p)) - np.repeat(startpos, np.diff(np.r_[startpos, len(p)]))
+            out = np.empty(len(p), dtype="int64")
+            out[order] = p * k + r
+            return out
+
+        mb, mo = _pair_by(rb, ro, ranks(rb, tb, pc_b), ranks(ro, to, pc_o))
+        rows_b.append(mb)
+        rows_o.append(mo)
+        rules.append(np.full(len(mb), "prefix", dtype=object))
+    row_b = np.concatenate(rows_b)
+    row_o = np.concatenate(rows_o)
+    rule = np.concatenate(rules)
+    pairs = pd.DataFrame(
+        {
+            "key_b": pd.Series(tb.key[row_b], dtype=object),
+            "key_o": pd.Series(to.key[row_o], dtype=object),
+            "prefix": pd.Series(tb.prefix[row_b], dtype=object),
+            "rule": pd.Series(rule, dtype=object),
+            "row_b": row_b,
+            "row_o": row_o,
+        }
+    )
+    counts = {r: int((rule == r).sum()) for r in ("key", "index", "prefix")}
+    counts["baseline_only"] = int(nb - len(pairs))
+    counts["other_only"] = int(no - len(pairs))
+    return Alignment(
+        pairs=pairs,
+        counts=counts,
+        added=sorted(map(str, po - pb)),
+        removed=sorted(map(str, pb - po)),
+        same_graph=counts["key"] == nb == no,
+    )
+
+
+# -- the decomposition -------------------------------------------------------------------------
+
+
+def _per_prefix(bl: Blame) -> pd.DataFrame:
+    ex = bl.executions
+    ok = ex["ok"].to_numpy()
+    first = ~ex["retry_wait"].to_numpy()
+    d = ex.assign(
+        c_ok=np.where(ok, ex["duration"], 0.0),
+        s_ok=np.where(ok, ex["share"], 0.0),
+        io_ok=np.where(ok, np.minimum(ex["io_s"], ex["duration"]), 0.0),
+        s_fail=np.where(ok, 0.0, ex["share"]),
+        c_fail=np.where(ok, 0.0, ex["duration"]),
+        n_fail=(~ok).astype("int64"),
+        w_first=np.where(first, ex["wait"], 0.0),
+        w_retry=np.where(first, 0.0, ex["wait"]),
+        n_ok=ok.astype("int64"),
+        n_wait=(ex["wait"] > 0).astype("int64"),
+        n_recv=(ex["xfer"] > 0).astype("int64"),
+    )
+    return d.groupby("prefix").agg(
+        compute=("c_ok", "sum"),
+        share=("s_ok", "sum"),
+        io=("io_ok", "sum"),
+        fail_share=("s_fail", "sum"),
+        fail_compute=("c_fail", "sum"),
+        failed=("n_fail", "sum"),
+        wait=("w_first", "sum"),
+        retry_wait=("w_retry", "sum"),
+        xfer=("xfer", "sum"),
+        incoming=("incoming", "sum"),
+        executions=("n_ok", "sum"),
+        waiters=("n_wait", "sum"),
+        receivers=("n_recv", "sum"),
+    )
+
+
+def _median_of_others(prefix: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """For each (prefix, worker) row (sorted by prefix): the median of the other workers' values
+    of the same prefix (the per-worker medians, without the row's own)."""
+    order = np.lexsort((med, prefix))
+    p, m = prefix[order], med[order]
+    start = np.r_[0, np.flatnonzero(p[1:] != p[:-1]) + 1]
+    size = np.diff(np.r_[start, len(p)])
+    first = np.repeat(start, size)
+    k = np.repeat(size, size)  # workers of the prefix
+    r = np.arange(len(p)) - first  # rank of the row within its prefix
+    n_left = k - 1
+
+    lo = np.clip((n_left - 1) // 2, 0, None)
+    hi = np.clip(n_left // 2, 0, None)
+    out = np.full(len(p), np.nan)
+    ok = n_left >= 1
+    idx = np.flatnonzero(ok)  # the j-th value without the row's own is m[first + j + (j >= r)]
+    if len(idx):
+        jl, jh = lo[idx], hi[idx]
+        f, rr = first[idx], r[idx]
+        out[idx] = (m[f + jl + (jl >= rr)] + m[f + jh + (jh >= rr)]) / 2
+    res = np.empty(len(p))
+    res[order] = out
+    return res
+
+
+def _worker_excess(bl: Blame) -> pd.DataFrame:
+    """Per prefix: the worker whose tasks ran longest past the other workers' median, by how much.
+
+    Only prefixes that ran on two workers or more. The excess of a worker at a prefix is the sum
+    over its successful executions of (duration - linked I/O - the median of the other workers'
+    median durations of that prefix); ``sd`` is the spread of its own durations (its noise).
+    """
+    cols = ["worker", "excess", "tasks", "ratio", "sd"]
+    ex = bl.executions[bl.executions["ok"]]
+    if not len(ex):
+        return pd.DataFrame(columns=cols)
+    d = (ex["duration"] - np.minimum(ex["io_s"], ex["duration"])).astype("float64")
+    x = pd.DataFrame(
+        {"prefix": ex["prefix"].to_numpy(), "worker": ex["worker"].to_numpy(), "d": d.to_numpy()}
+    )
+    nw = x.groupby("prefix")["worker"].nunique()
+    x = x[x["prefix"].isin(nw[nw >= 2].index)]
+    if not len(x):
+        return pd.DataFrame(columns=cols)
+    g = x.groupby(["prefix", "worker"])["d"].agg(["sum", "size", "median", "std"]).reset_index()
+    ref = _median_of_others(
+        g["prefix"].to_numpy(dtype=object), g["median"].to_numpy(dtype="float64")
+    )
+    g["excess"] = g["sum"] - g["size"] * ref
+    g["ratio"] = g["median"] / np.where(ref > 0, ref, np.nan)
+    g["sd"] = g["std"].fillna(0.0) * np.sqrt(g["size"])
+    g["tasks"] = g["size"]
+    g = g.sort_values(["prefix", "excess", "worker"], ascending=[True, False, True])
+    top = g.groupby("prefix").head(1).set_index("prefix")
+    return top[cols]
+
+
+def _paired_sd(al: Alignment, tb: _Keys, to: _Keys, col: str) -> pd.Series:
+    """Per prefix: sqrt(n) x standard deviation of the matched tasks' differences in ``col``."""
+    p = al.pairs
+    if not len(p):
+        return pd.Series(dtype="float64")
+    rb, ro = p["row_b"].to_numpy(), p["row_o"].to_numpy()
+    diff = getattr(to, col)[ro] - getattr(tb, col)[rb]
+    codes, uniq = pd.factorize(_obj(p["prefix"]))
+    n = np.bincount(codes, minlength=len(uniq)).astype("float64")
+    s1 = np.bincount(codes, weights=diff, minlength=len(uniq))
+    s2 = np.bincount(codes, weights=diff * diff, minlength=len(uniq))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = np.where(n > 1, (s2 - s1 * s1 / n) / (n - 1), 0.0)
+    return pd.Series(
+        np.sqrt(np.maximum(var, 0.0)) * np.sqrt(n), index=np.asarray(uniq, dtype=object)
+    )
+
+
+def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) -> Explanation:
+    """The difference in makespan between two runs, cut into named causes (module text).
+
+    Raises:
+        InputError: the runs have nothing in common.
+    """
+    al = alignment or align(base, other)
+    notes: list[str] = []
+    for bl in (base, other):
+        notes.extend(f"{bl.timeline.label}: {n}" for n in bl.notes)
+    diff = other.makespan - base.makespan
+    floor = max(NOISE_FLOOR_REL * max(base.makespan, other.makespan), NOISE_FLOOR_S)
+    pb, po = _per_prefix(base), _per_prefix(other)
+    prefixes = sorted(set(pb.index) | set(po.index))
+    pb = pb.reindex(prefixes).fillna(0.0)
+    po = po.reindex(prefixes).fillna(0.0)
+    kb_, ko_ = _tasks(base), _tasks(other)
+    sd_dur = _paired_sd(al, kb_, ko_, "duration").reindex(prefixes).fillna(0.0)
+    sd_wait = _paired_sd(al, kb_, ko_, "wait").reindex(prefixes).fillna(0.0)
+    sd_xfer = _paired_sd(al, kb_, ko_, "xfer").reindex(prefixes).fillna(0.0)
+    both_io = base.timeline.has_io and other.timeline.has_io
+    if base.timeline.has_io != other.timeline.has_io:
+        notes.append(
+            "only one run has linked Darshan I/O: I/O time cannot be told from compute, it "
+            "counts as compute"
+        )
+    we_b, we_o = _worker_excess(base), _worker_excess(other)
+    rows: list[dict[str, Any]] = []
+    parallel_total = 0.0
+    parallel_noise2 = 0.0
+    parallel_ev: list[dict[str, Any]] = []
+    for p in prefixes:
+        b, o = pb.loc[p], po.loc[p]
+        kb = b["share"] / b["compute"] if b["compute"] > 0 else np.nan
+        ko = o["share"] / o["compute"] if o["compute"] > 0 else np.nan
+        if np.isfinite(kb) and np.isfinite(ko):
+            comp = (o["compute"] - b["compute"]) * kb
+            par = o["compute"] * (ko - kb)
+            k = kb
+        else:  # a prefix in one run only (or without compute in one): its share as it is
+            comp = o["share"] - b["share"]
+            par = 0.0
+            k = kb if np.isfinite(kb) else (ko if np.isfinite(ko) else 0.0)
+        io = (o["io"] - b["io"]) * k if both_io else 0.0
+        wrk = 0.0
+        wev: dict[str, Any] = {}
+        if p in we_o.index or p in we_b.index:
+            eo = float(we_o["excess"].get(p, 0.0))
+            eb = float(we_b["excess"].get(p, 0.0))
+            wrk = (eo - eb) * k
+            sd_w = float(np.hypot(we_o["sd"].get(p, 0.0), we_b["sd"].get(p, 0.0))) * (
+                k if np.isfinite(k) else 0.0
+            )
+            if p in we_o.index:
+                wev = {
+                    "worker": str(we_o.loc[p, "worker"]),
+                    "tasks": int(we_o.loc[p, "tasks"]),
+                    "excess_s": eo,
+                    "baseline_excess_s": eb,
+                    "ratio_to_median": None
+                    if pd.isna(we_o.loc[p, "ratio"])
+                    else float(we_o.loc[p, "ratio"]),
+                }
+        comp_rest = comp - io - wrk
+        sd = float(sd_dur.loc[p]) * (k if np.isfinite(k) else 0.0)
+        ev = {
+            "compute_s": [float(b["compute"]), float(o["compute"])],
+            "executions": [int(b["executions"]), int(o["executions"])],
+            "share_s": [float(b["share"]), float(o["share"])],
+            "concurrency": [
+                None if not np.isfinite(kb) or kb == 0 else float(1 / kb),
+                None if not np.isfinite(ko) or ko == 0 else float(1 / ko),
+            ],
+        }
+        if p in al.added:
+            ev["added"] = True
+        if p in al.removed:
+            ev["removed"] = True
+        rows.append(_row("compute", comp_rest, sd, prefix=p, evidence=ev))
+        if both_io and (o["io"] or b["io"]):
+            rows.append(
+                _row(
+                    "io",
+                    io,
+                    sd,
+                    prefix=p,
+                    evidence={"darshan_s": [float(b["io"]), float(o["io"])]},
+                )
+            )
+        if wrk != 0.0:
+            rows.append(_row("worker", wrk, sd_w, prefix=p, worker=wev.get("worker"), evidence=wev))
+        retr = (o["fail_share"] - b["fail_share"]) + (o["retry_wait"] - b["retry_wait"])
+        if retr != 0.0 or o["failed"] or b["failed"]:
+            rows.append(
+                _row(
+                    "retries",
+                    retr,
+                    0.0,
+                    prefix=p,
+                    evidence={
+                        "failed_attempts": [int(b["failed"]), int(o["failed"])],
+                        "failed_compute_s": [float(b["fail_compute"]), float(o["fail_compute"])],
+                    },
+                )
+            )
+        wt = o["wait"] - b["wait"]
+        if wt != 0.0:
+            rows.append(
+                _row(
+                    "waiting",
+                    wt,
+                    float(sd_wait.loc[p]) + _latency_noise(b, o, "wait", "waiters"),
+                    prefix=p,
+                    evidence={"waiting_s": [float(b["wait"]), float(o["wait"])]},
+                )
+            )
+        xf = o["xfer"] - b["xfer"]
+        if xf != 0.0 or o["incoming"] or b["incoming"]:
+            rows.append(
+                _row(
+                    "transfers",
+                    xf,
+                    float(sd_xfer.loc[p])
+                    + (
+                        _latency_noise(b, o, "xfer", "receivers")
+                        if abs(o["incoming"] - b["incoming"])
+                        <= 0.1 * max(o["incoming"], b["incoming"])
+                        else 0.0
+                    ),
+                    prefix=p,
+                    evidence={
+                        "transfer_s": [float(b["xfer"]), float(o["xfer"])],
+                        "bytes_in": [int(b["incoming"]), int(o["incoming"])],
+                    },
+                )
+            )
+        parallel_total += par
+        parallel_noise2 += (
+            sd * (abs(ko - kb) / kb if np.isfinite(kb) and np.isfinite(ko) and kb else 0.0)
+        ) ** 2
+        if par:
+            parallel_ev.append({"prefix": p, "seconds": float(par)})
+    parallel_ev.sort(key=lambda r: -abs(r["seconds"]))
+    rows.append(
+        _row(
+            "parallelism",
+            parallel_total,
+            # scheduling jitter shows as waiting, and shifts concurrency by about as much
+            float(np.sqrt(parallel_noise2) + (pb["wait"].sum() + po["wait"].sum()) / NOISE_SIGMAS),
+            evidence={
+                "slots": [base.slots, other.slots],
+                "concurrency": [base.concurrency, other.concurrency],
+                "threads_known": [base.capacity_known, other.capacity_known],
+                "prefixes": parallel_ev[:10],
+            },
+        )
+    )
+    rows.append(
+        _row(
+            "startup",
+            other.startup - base.startup,
+            0.0,
+            evidence={"startup_s": [base.startup, other.startup]},
+        )
+    )
+    rows.append(
+        _row("tail", other.tail - base.tail, 0.0, evidence={"tail_s": [base.tail, other.tail]})
+    )
+    causes = pd.DataFrame(rows)
+    explained = float(causes["seconds"].sum())
+    rows_u = _row(
+        "unexplained",
+        diff - explained,
+        0.0,
+        evidence={
+            "gap_s": [base.gap, other.gap],
+            "why": "time when no task ran and none was ready (the client between computations, "
+            "or records missing), plus rounding",
+        },
+    )
+    causes = pd.concat([causes, pd.DataFrame([rows_u])], ignore_index=True)
+    causes["noise"] = np.maximum(NOISE_SIGMAS * causes["noise"].astype("float64"), floor)
+    single = causes["cause"].isin(["startup", "tail", "unexplained"]).to_numpy()
+    interval = max(
+        NOISE_INTERVAL_REL * max(base.makespan, other.makespan),
+        NOISE_SIGMAS * NOISE_ROUND_TRIPS * max(base.latency, other.latency),
+    )
+    causes.loc[single, "noise"] = np.maximum(causes.loc[single, "noise"], interval)
+    causes["significant"] = causes["seconds"].abs() > causes["noise"]
+    sign = 1.0 if diff >= 0 else -1.0
+    causes["_order"] = [CAUSES.index(c) for c in causes["cause"]]
+    causes["_rank"] = -sign * causes["seconds"]
+    causes = causes.sort_values(["_rank", "_order", "prefix"], kind="stable", na_position="last")
+    causes = causes.drop(columns=["_order", "_rank"]).reset_index(drop=True)[CAUSE_COLUMNS]
+    totals = {c: float(causes.loc[causes["cause"] == c, "seconds"].sum()) for c in CAUSES}
+    if not (base.timeline.has_transitions and other.timeline.has_transitions):
+        notes.append(
+            "waiting and transfers are not attributed: a run has no worker transitions, so "
+            "when its tasks became ready is not known (their waits count in parallelism)"
+        )
+    wt_ = worker_table(base, other)
+    return Explanation(
+        baseline=base.timeline.label,
+        other=other.timeline.label,
+        difference_s=float(diff),
+        causes=causes,
+        totals=totals,
+        alignment=al,
+        tasks=changed_tasks(base, other, al),
+        workers=wt_,
+        hosts=host_table(base, other, wt_),
+        files=file_table(base, other),
+        runs=run_table(base, other),
+        notes=notes,
+    )
+
+
+def _latency_noise(b: pd.Series, o: pd.Series, col: str, count: str) -> float:
+    """Noise of a sum of latencies: sqrt(n) x the mean latency of the slower run (1 sigma).
+
+    A whole run can be slower to dispatch or to move small messages (a loaded machine): that
+    shifts every task's wait alike, which the spread of the matched tasks' differences misses.
+    """
+    n = max(b[count], o[count])
+    if not n:
+        return 0.0
+    per = max(b[col] / b[count] if b[count] else 0.0, o[col] / o[count] if o[count] else 0.0)
+    return float(np.sqrt(n) * per / NOISE_SIGMAS * 2)
+
+
+def _row(
+    cause: str,
+    seconds: float,
+    noise: float,
+    *,
+    prefix: str | None = None,
+    worker: str | None = None,
+    file: str | None = None,
+    evidence: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "cause": cause,
+        "seconds": float(seconds),
+        "noise": float(noise),
+        "significant": False,
+        "prefix": prefix,
+        "worker": worker,
+        "file": file,
+        "evidence": evidence or {},
+    }
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def changed_tasks(base: Blame, other: Blame, al: Alignment, top: int = 20) -> pd.DataFrame:
+    """The matched tasks whose duration changed most: the ``top`` by seconds, then by ratio."""
+    cols = [
+        "key_b",
+        "key_o",
+        "prefix",
+        "rule",
+        "duration_b",
+        "duration_o",
+        "delta_s",
+        "ratio",
+        "worker_b",
+        "thread_b",
+        "worker_o",
+        "thread_o",
+        "why",
+    ]
+    if not len(al.pairs):
+        return pd.DataFrame(columns=cols)
+    tb, to = _tasks(base), _tasks(other)
+    p = al.pairs
+    rb, ro = p["row_b"].to_numpy(), p["row_o"].to_numpy()
+    out = pd.DataFrame(
+        {
+            "key_b": pd.Series(tb.key[rb], dtype=object),
+            "key_o": pd.Series(to.key[ro], dtype=object),
+            "prefix": pd.Series(tb.prefix[rb], dtype=object),
+            "rule": pd.Series(_obj(p["rule"]), dtype=object),
+            "duration_b": tb.duration[rb],
+            "duration_o": to.duration[ro],
+            "worker_b": pd.Series(tb.worker[rb], dtype=object),
+            "thread_b": pd.Series(tb.thread[rb], dtype=object),
+            "worker_o": pd.Series(to.worker[ro], dtype=object),
+            "thread_o": pd.Series(to.thread[ro], dtype=object),
+        }
+    )
+    out["delta_s"] = out["duration_o"] - out["duration_b"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["ratio"] = out["duration_o"] / out["duration_b"]
+    by_delta = out.reindex(
+        out["delta_s"].abs().sort_values(ascending=False, kind="stable").index
+    ).head(top)
+    # ratios of tasks of a millisecond or more only (tiny tasks' ratios are clock noise)
+    big = out[np.maximum(out["duration_b"], out["duration_o"]) >= 1e-3]
+    lr = np.abs(np.log(big["ratio"].where(big["ratio"] > 0)))
+    by_ratio = big.reindex(lr.sort_values(ascending=False, kind="stable").index).head(top)
+    by_ratio = by_ratio[~by_ratio.index.isin(by_delta.index)]
+    res = pd.concat([by_delta.assign(why="seconds"), by_ratio.assign(why="ratio")])
+    return res.reset_index(drop=True)[cols]
+
+
+def worker_table(base: Blame, other: Blame) -> pd.DataFrame:
+    """Per run and worker: host, tasks, compute, share of the makespan, slowness."""
+    parts = []
+    for which, bl in (("baseline", base), ("other", other)):
+        ex = bl.executions[bl.executions["ok"]]
+        if not len(ex):
+            continue
+        med = ex.groupby("prefix")["duration"].transform("median")
+        rel = (ex["duration"] / med.where(med > 0)).astype("float64")
+        g = ex.assign(rel=rel).groupby("worker")
+        t = pd.DataFrame(
+            {
+                "tasks": g.size(),
+                "compute_s": g["duration"].sum(),
+                "share_s": g["share"].sum(),
+                "slowness": g["rel"].median(),
+            }
+        ).reset_index()
+        t.insert(0, "run", which)
+        t["host"] = (
+            t["worker"]
+            .astype(str)
+            .str.replace(r"^[a-z]+://", "", regex=True)
+            .str.replace(r":\d+$", "", regex=True)
+        )
+        parts.append(t)
+    if not parts:
+        return pd.DataFrame(
+            columns=["run", "worker", "tasks", "compute_s", "share_s", "slowness", "host"]
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def host_table(base: Blame, other: Blame, workers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per host: tasks and compute in each run (from :func:`worker_table`)."""
+    w = worker_table(base, other) if workers is None else workers
+    if not len(w):
+        return pd.DataFrame(
+            columns=["host", "tasks_b", "tasks_o", "compute_b", "compute_o", "delta_s"]
+        )
+    g = w.groupby(["host", "run"])[["tasks", "compute_s"]].sum().unstack("run").fillna(0)
+    out = pd.DataFrame(
+        {
+            "tasks_b": g.get(("tasks", "baseline"), 0),
+            "tasks_o": g.get(("tasks", "other"), 0),
+            "compute_b": g.get(("compute_s", "baseline"), 0.0),
+            "compute_o": g.get(("compute_s", "other"), 0.0),
+        }
+    )
+    out["tasks_b"] = out["tasks_b"].astype("int64")
+    out["tasks_o"] = out["tasks_o"].astype("int64")
+    out["delta_s"] = out["compute_o"] - out["compute_b"]
+    return out.reset_index()
+
+
+def file_table(base: Blame, other: Blame) -> pd.DataFrame:
+    cols = ["path", "bytes_b", "bytes_o", "seconds_b", "seconds_o", "delta_s"]
+    if not (base.timeline.has_io and other.timeline.has_io):
+        return pd.DataFrame(columns=cols)
+    gb = base.timeline.io.groupby("path")[["bytes", "seconds"]].sum()
+    go = other.timeline.io.groupby("path")[["bytes", "seconds"]].sum()
+    idx = gb.index.union(go.index)
+    gb, go = gb.reindex(idx).fillna(0), go.reindex(idx).fillna(0)
+    out = pd.DataFrame(
+        {
+            "path": idx,
+            "bytes_b": gb["bytes"].astype("int64").to_numpy(),
+            "bytes_o": go["bytes"].astype("int64").to_numpy(),
+            "seconds_b": gb["seconds"].to_numpy(),
+            "seconds_o": go["seconds"].to_numpy(),
+        }
+    )
+    out["delta_s"] = out["seconds_o"] - out["seconds_b"]
+    # largest change first (to the microsecond: sums in another order differ in the last bits)
+    order = np.lexsort((out["path"].astype(str).to_numpy(), -np.round(out["delta_s"].abs(), 6)))
+    return out.iloc[order].reset_index(drop=True)
+
+
+def run_table(*blames: Blame) -> pd.DataFrame:
+    """Per run: makespan and its parts, compute, concurrency and slots."""
+    return pd.DataFrame(
+        [
+            {
+                "run": bl.timeline.label,
+                "run_id": bl.timeline.run_id,
+                "makespan_s": bl.makespan,
+                "startup_s": bl.startup,
+                "window_s": bl.window,
+                "tail_s": bl.tail,
+                "compute_s": float(bl.executions["duration"].sum()),
+                "tasks": int(bl.executions["key"].nunique()),
+                "executions": int(len(bl.executions)),
+                "concurrency": bl.concurrency,
+                "slots": bl.slots,
+            }
+            for bl in blames
+        ]
+    )
+
+
+__all__ = [
+    "CAUSES",
+    "CAUSE_COLUMNS",
+    "Alignment",
+    "Explanation",
+    "align",
+    "changed_tasks",
+    "explain",
+    "file_table",
+    "host_table",
+    "run_table",
+    "worker_table",
+]

@@ -1,0 +1,35 @@
+"""``worker.csv`` and ``client.csv`` -> when each worker or client joined and left."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from metaprov.ingest.csvread import CsvTable
+from metaprov.ingest.dask_csv.columns import _Clock, _drop_null_keys, _text, _time
+from metaprov.records import Accounting
+
+
+def read_membership(
+    ct: CsvTable, col: str, acct: Accounting, clock: _Clock | None = None
+) -> pd.DataFrame:
+    """worker.csv / client.csv -> one row per id with first add and last remove time."""
+    ct = _drop_null_keys(ct, col, acct)
+    action = _text(ct.get("action"))
+    known = action.isin(["add", "remove"]).to_numpy()
+    if (~known).any():
+        acct.drop(
+            ct.name,
+            "unknown action",
+            ct.lines[~known],
+            column="action",
+            detail=action[~known].astype(str).tolist(),
+        )
+    df = pd.DataFrame(
+        {"id": _text(ct.get(col)), "action": action, "time": _time(ct, "time", acct, clock)}
+    )[known]
+    added = df[df["action"] == "add"].groupby("id")["time"].min()
+    removed = df[df["action"] == "remove"].groupby("id")["time"].max()
+    ids = pd.Index(sorted(set(df["id"])))
+    return pd.DataFrame(
+        {"id": ids, "added": added.reindex(ids).array, "removed": removed.reindex(ids).array}
+    )
