@@ -99,6 +99,30 @@ def is_campaign(
     return bool(run_directories(one))  # a folder of runs; any other folder is a bad run directory
 
 
+def _check_not_a_file_name(out: Path) -> None:
+    """Refuse an output named like an RDF file (``pmda.ttl``) unless it is already a campaign's
+    directory: a campaign is a directory of N-Quads shards, and ``pmda.ttl/`` would surprise.
+
+    Raises:
+        UsageError: the name ends in a format's suffix (names the runs one by one instead).
+    """
+    from metaprov.errors import FormatError
+    from metaprov.write import format_for_path
+
+    if out.is_dir() and (out / MANIFEST).is_file():
+        return  # the same campaign again
+    try:
+        fmt = format_for_path(out)
+    except FormatError:
+        return
+    raise UsageError(
+        f"{out} is named like a {fmt.name} file, but several runs (a campaign) are written into "
+        "a directory: one N-Quads shard per run and a manifest.json",
+        hint=f"give a directory name (e.g. -o {out.with_suffix('').name or 'campaign'}-prov/), "
+        "or export each run to its own file: metaprov export RUN -o RUN.ttl",
+    )
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 
 
@@ -223,6 +247,7 @@ def _convert(job: dict[str, Any], entry: dict[str, Any], work: Any) -> dict[str,
     """Run ``work(fingerprint) -> dict`` for ``job`` unless its shard is up to date; record
     the outcome (failures included) in ``entry`` and in the entry file beside the shard."""
     t0 = time.perf_counter()
+    worker_logging(job.get("log_level"))
     shard, entry_path = Path(job["shard"]), Path(job["entry"])
     try:
         fp = fingerprint(job["run"], job["options"])
@@ -263,6 +288,22 @@ def file_sha256(path: Path) -> str:
         while chunk := fh.read(8 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+def worker_logging(level: int | None) -> None:
+    """In a worker process, print metaprov's messages as the command does (``WARNING: ...``)
+    at the command's level (``-q``: errors only). Python's last-resort handler would print
+    them bare; in the command's own process (in-process backend) nothing changes."""
+    if level is None:
+        return
+    logger = logging.getLogger("metaprov")
+    logger.setLevel(level)
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.setLevel(level)
+    logger.addHandler(handler)
 
 
 def _lost(job: dict[str, Any], exc: BaseException) -> dict[str, Any]:
@@ -432,6 +473,7 @@ def export_campaign(
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file", hint="a campaign is written into a directory")
+    _check_not_a_file_name(out)
     _make_outdir(out)
     if partitions < 1:
         raise UsageError("--partitions must be at least 1")
@@ -452,6 +494,7 @@ def export_campaign(
             "entry": str((out / SHARDS / f"{n}.json").resolve()),
             "options": options,
             "partitions": partitions,
+            "log_level": logging.getLogger("metaprov").getEffectiveLevel(),
         }
         for r, n in zip(found, names, strict=True)
     ]

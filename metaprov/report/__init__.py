@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaprov.errors import FormatError, InputError
+from metaprov.errors import InputError
 
 __all__ = [
     "ReportResult",
@@ -36,14 +36,11 @@ __all__ = [
 
 
 def require_bokeh() -> None:
-    """Raise :class:`~metaprov.errors.FormatError` naming the extra when Bokeh is missing."""
-    try:
-        import bokeh  # noqa: F401
-    except ImportError as exc:
-        raise FormatError(
-            "the HTML report needs Bokeh, which is not installed",
-            hint="install the report extra: pip install 'metaprov[report]'",
-        ) from exc
+    """Raise :class:`~metaprov.errors.MissingDependency` (exit code 2) naming the extra when
+    Bokeh is missing."""
+    from metaprov.errors import require
+
+    require("bokeh", extra="report", feature="the HTML report (metaprov report)")
 
 
 @dataclass
@@ -196,7 +193,7 @@ def write_report(
         A :class:`ReportResult` (path, size, seconds, the facts embedded in the page).
 
     Raises:
-        FormatError: Bokeh (the ``report`` extra) is not installed.
+        MissingDependency: Bokeh (the ``report`` extra) is not installed.
         InputError: a run cannot be read, or no run was given.
 
     Example:
@@ -321,7 +318,7 @@ def write_store_report(
         progress: show a progress bar.
 
     Raises:
-        FormatError: Bokeh (the ``report`` extra) is not installed.
+        MissingDependency: Bokeh (the ``report`` extra) is not installed.
         StoreError: the store cannot be opened, or holds no run.
         InputError: a run of ``runs`` is not in the store; a campaign cannot be read.
 

@@ -144,7 +144,20 @@ def serve(
     program = oxigraph_command()
     try:
         guard = Guard(host, int(port), ("127.0.0.1", 0))
-    except (OSError, ValueError, TypeError, UnicodeError, OverflowError) as exc:
+    except OSError as exc:
+        import errno
+
+        if exc.errno != errno.EADDRINUSE:
+            raise UsageError(
+                f"cannot listen on {host!r} port {port}: {exc.strerror or exc}",
+                hint="give an address of this machine with --host (127.0.0.1: this machine "
+                "only), and a free port (--port 0: any)",
+            ) from exc
+        raise StoreError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}",
+            hint="another program uses the port: give another --port, or --port 0 (any free one)",
+        ) from exc
+    except (ValueError, TypeError, UnicodeError, OverflowError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(
             f"cannot listen on {host!r} port {port}: {reason}",
@@ -184,7 +197,7 @@ def serve(
                 f"Oxigraph's server did not start: {out[-500:] or 'no message'}",
                 hint="is the store being loaded right now?",
             )
-        if _listening("127.0.0.1", inner):
+        if _listening("127.0.0.1", inner) and proc.poll() is None:
             guard.start()
             server.owner = owner_file(path)
             _write(
@@ -201,6 +214,20 @@ def serve(
         time.sleep(0.05)
     server.stop()
     raise StoreError(f"Oxigraph's server did not listen on {host}:{port} within {wait:.0f} s")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Raise StoreError when ``host:port`` cannot be bound (another program listens there)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise StoreError(
+                f"cannot serve on {host}:{port}: {exc.strerror or exc}",
+                hint="another program uses the port: give another --port, or --port 0 (any free one)",
+            ) from exc
 
 
 def _url_host(host: str) -> str:
