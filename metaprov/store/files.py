@@ -86,6 +86,131 @@ def _rdf_format(path: Path, format: str | None) -> Any:
     return fmt
 
 
+#: Deepest nesting accepted in a JSON-LD or RDF/XML input (metaprov writes at most ~10 levels;
+#: deeper input makes Oxigraph's parsers recurse until the process dies, or slow to a halt).
+MAX_NESTING = 256
+_SCAN = 64 << 20
+
+
+def check_nesting(path: Path, fmt_name: str, limit: int = MAX_NESTING) -> None:
+    """Refuse, before any parser sees it, an RDF input that would crash or hang the parser:
+    JSON-LD nested deeper than ``limit`` (arrays and objects, strings skipped), RDF/XML nested
+    deeper than ``limit`` or declaring XML entities (``<!ENTITY``: "billion laughs" expansion).
+
+    Raises:
+        InputError: naming the file, the depth or the declaration, and the limit.
+    """
+    name = fmt_name.lower().replace("_", "-")
+    if name in ("json-ld", "jsonld"):
+        depth = _json_depth(path, limit)
+    elif name in ("rdf-xml", "rdfxml", "xml"):
+        depth = _xml_depth(path, limit)
+    else:
+        return
+    if depth > limit:
+        raise InputError(
+            f"nested more than {limit} levels deep: refused before parsing (such nesting "
+            "crashes or stalls RDF parsers; metaprov's exports nest about 10 levels)",
+            path=path,
+            hint="give an export written by metaprov, or flatten the document",
+        )
+
+
+def _open_plain(path: Path) -> Any:
+    """The file's bytes as a parser reads them (a ``.gz`` name: decompressed)."""
+    if path.name.lower().endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rb")
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+
+def _json_depth(path: Path, limit: int, piece_size: int = _SCAN) -> int:
+    """Deepest nesting of arrays and objects (outside strings), read in pieces, column-wise;
+    stops as soon as it passes ``limit``."""
+    import numpy as np
+
+    depth = 0
+    deepest = 0
+    in_string = 0  # parity: inside a string
+    run = 0  # backslashes at the end of the previous piece
+    try:
+        fh = _open_plain(path)
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from exc
+    with fh:
+        while piece := fh.read(piece_size):
+            b = np.frombuffer(piece, dtype=np.uint8)
+            bs = b == 92
+            c = np.cumsum(bs, dtype=np.int64) + run
+            # backslashes in the run ending at each byte
+            r = c - np.maximum.accumulate(np.where(bs, 0, c))
+            before = np.concatenate(([run], r[:-1]))
+            quote = (b == 34) & (before % 2 == 0)
+            inside = (np.cumsum(quote, dtype=np.int64) + in_string) % 2
+            # a quote's own position counts as outside when it opens, inside when it closes:
+            # brackets are never quotes, so the parity at a bracket is the right one
+            step = np.zeros(len(b), dtype=np.int64)
+            outside = inside == 0
+            step[outside & ((b == 91) | (b == 123))] = 1
+            step[outside & ((b == 93) | (b == 125))] = -1
+            levels = np.cumsum(step) + depth
+            if len(levels):
+                deepest = max(deepest, int(levels.max()))
+                depth = int(levels[-1])
+            in_string = int(inside[-1]) if len(inside) else in_string
+            run = int(r[-1]) if len(r) else run
+            if deepest > limit:
+                break
+    return deepest
+
+
+def _xml_depth(path: Path, limit: int) -> int:
+    """Deepest element nesting of an XML file (expat, streamed); refuses entity declarations."""
+    from xml.parsers import expat
+
+    class _Stop(Exception):
+        pass
+
+    state = {"depth": 0, "deepest": 0}
+    parser = expat.ParserCreate()
+
+    def start(_name: str, _attrs: Any) -> None:
+        state["depth"] += 1
+        if state["depth"] > state["deepest"]:
+            state["deepest"] = state["depth"]
+            if state["deepest"] > limit:
+                raise _Stop
+
+    def end(_name: str) -> None:
+        state["depth"] -= 1
+
+    def entity(name: str, *_: Any) -> None:
+        raise InputError(
+            f"declares the XML entity {name!r}: refused (entity expansion can make a few "
+            "hundred bytes expand to gigabytes; RDF/XML needs no entities)",
+            path=path,
+            hint="give an RDF/XML export written by metaprov, or expand the entities first",
+        )
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.EntityDeclHandler = entity
+    parser.buffer_text = True
+    try:
+        with _open_plain(path) as fh:
+            while piece := fh.read(8 << 20):
+                parser.Parse(piece, False)
+            parser.Parse(b"", True)
+    except _Stop:
+        pass
+    except expat.ExpatError as exc:
+        raise InputError(f"not well-formed XML: {exc}", path=path) from exc
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read the file: {exc}", path=path) from exc
+    return state["deepest"]
+
+
 def is_gzip(path: Path) -> bool:
     """Whether ``path`` is read through gzip (its name ends in ``.gz``)."""
     return path.name.lower().endswith(".gz")
@@ -123,6 +248,9 @@ def _file_graphs(path: Path, fmt: Any) -> list[tuple[str, Iterator[bytes]]]:
     import pyoxigraph as ox
 
     from metaprov.mapping.terms import MP, RDF
+
+    if fmt in (ox.RdfFormat.JSON_LD, ox.RdfFormat.RDF_XML):
+        check_nesting(path, "json-ld" if fmt == ox.RdfFormat.JSON_LD else "rdf-xml")
 
     is_quads = fmt in (ox.RdfFormat.N_QUADS, ox.RdfFormat.TRIG)
     names: list[str] = []

@@ -182,6 +182,9 @@ def validate(
                 store.bulk_load(b"".join(nt()), format=ox.RdfFormat.N_TRIPLES)
             else:
                 assert path is not None and fmt is not None
+                from metaprov.store.files import check_nesting
+
+                check_nesting(path, fmt.name)
                 store.bulk_load(
                     path=str(path), format=_ox_format(fmt.name), to_graph=ox.DefaultGraph()
                 )
@@ -276,7 +279,10 @@ def _try_columnar(
         else:
             import pyoxigraph as ox
 
+            from metaprov.store.files import check_nesting
+
             assert path is not None
+            check_nesting(path, fmt.name)  # before the parser: deep nesting, XML entities
             source, quads = Path(tmp) / "converted.nq", True
             try:
                 ox.serialize(
