@@ -379,7 +379,7 @@ def compare_cmd(
     startup, tail, unexplained) whose seconds add up to it exactly, each with its
     noise and evidence. With more than two runs: one row per run against the
     baseline, outliers flagged. RUNS are run directories, or run ids with --store
-    or --endpoint. See docs/compare.md.
+    or --endpoint. See https://metaprov.github.io/metaprov/compare/
 
     \b
     Example:
@@ -1059,7 +1059,7 @@ def serve_cmd(
     With --follow RUN_DIR the store is served by this process itself (a
     read-only SPARQL endpoint at /query and a query page at /) while it follows
     the run into it: queries answer from the last refresh, during the run and
-    after it (docs/live.md). While a store is served, metaprov load and drop
+    after it (https://metaprov.github.io/metaprov/live/). While a store is served, metaprov load and drop
     refuse to write it, naming the server.
 
     \b

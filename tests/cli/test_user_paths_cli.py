@@ -198,3 +198,19 @@ def test_serve_on_a_busy_port_fails_before_its_banner(store: Path) -> None:
     assert proc.returncode == 6
     assert proc.stdout == ""  # no "Serving ..." banner
     assert f"cannot serve on 127.0.0.1:{port}" in proc.stderr and "--port 0" in proc.stderr
+
+
+# --- 11: load maps to one staging file, frees the run, then bulk-loads it -----------------------
+def test_load_run_stages_then_loads_and_cleans_up(store: Path, exports: Path) -> None:
+    from metaprov.store import EmbeddedStore
+
+    assert not list(store.glob(".metaprov-load-*"))  # the staging file is gone
+    triples = (exports / "run.nt").read_bytes().count(b"\n")
+    with EmbeddedStore(store, read_only=True) as st:
+        (graph,) = st.graphs()
+        assert st.count(graph) == triples
+        assert st.cached_critical_path(graph) is not None  # derived before the run was let go
+    res = invoke("load", str(EXAMPLE), "--store", str(store), "--force", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)[0]["replaced"] is True
+    with EmbeddedStore(store, read_only=True) as st:
+        assert st.count() == triples
