@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from metaprov._version import __version__
+from metaprov._version import __version__, docs_url
 from metaprov.errors import MetaprovError
 
 
@@ -69,7 +69,9 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
 
     \b
     Example:
-      metaprov inspect examples/run
+      metaprov inspect RUN_DIR
+
+    Documentation: https://metaprov.github.io/metaprov/
     """
     level = logging.WARNING
     if quiet:
@@ -78,9 +80,21 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
         level = logging.INFO
     elif verbose >= 2:
         level = logging.DEBUG
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    # The handler itself filters too: records that other libraries' loggers pass up to it
+    # (distributed logs INFO lines on its own loggers' levels) are held back as metaprov's are.
+    for handler in root.handlers:
+        if handler not in before:
+            handler.setLevel(level)
+            _OWN_HANDLERS.append(handler)
     logging.getLogger("metaprov").setLevel(level)
     ctx.obj = Context(quiet=quiet, debug=debug, verbose=verbose)
+
+
+#: The stderr handler(s) this process's CLI installed (``-q`` after a command raises their level).
+_OWN_HANDLERS: list[logging.Handler] = []
 
 
 def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -90,6 +104,8 @@ def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> boo
         if obj is not None:
             obj.quiet = True
         logging.getLogger("metaprov").setLevel(logging.ERROR)
+        for handler in _OWN_HANDLERS:
+            handler.setLevel(logging.ERROR)
     return value
 
 
@@ -101,6 +117,29 @@ quiet_option = click.option(
     expose_value=False,
     callback=_quiet_here,
     help="No progress bars and no informational messages (as metaprov -q).",
+)
+
+
+def _set_endpoint_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> None:
+    if value is None:
+        return
+    if not value > 0 or value == float("inf"):
+        raise click.BadParameter("give a positive number of seconds")
+    from metaprov.store.http import TIMEOUT_OVERRIDE
+
+    token = TIMEOUT_OVERRIDE.set(value)
+    ctx.call_on_close(lambda: TIMEOUT_OVERRIDE.reset(token))
+
+
+timeout_option = click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    expose_value=False,
+    callback=_set_endpoint_timeout,
+    help="With --endpoint: the longest one request to the server may take, whatever it does "
+    "[default: $METAPROV_ENDPOINT_TIMEOUT or 600].",
 )
 
 
@@ -208,6 +247,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     default=None,
     help="Compare the runs of this SPARQL query endpoint (instead of RUNS).",
 )
+@timeout_option
 @click.option(
     "--run",
     "run_ids",
@@ -316,6 +356,7 @@ def report_cmd(
 @click.option(
     "--endpoint", metavar="URL", default=None, help="RUNS are run ids in this SPARQL endpoint."
 )
+@timeout_option
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option("--rows", default=12, show_default=True, help="Cause rows shown in the text answer.")
 @click.pass_context
@@ -338,7 +379,7 @@ def compare_cmd(
     startup, tail, unexplained) whose seconds add up to it exactly, each with its
     noise and evidence. With more than two runs: one row per run against the
     baseline, outliers flagged. RUNS are run directories, or run ids with --store
-    or --endpoint. See docs/compare.md.
+    or --endpoint. See https://metaprov.github.io/metaprov/compare/
 
     \b
     Example:
@@ -389,6 +430,7 @@ _GSP_HELP = "The server's Graph Store endpoint [default: $METAPROV_GSP or derive
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
 @click.option(
     "--base",
@@ -483,6 +525,7 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option(
     "--file",
     "files",
@@ -589,26 +632,38 @@ def query_cmd(
     help="Run directory to write (a second cluster of the script writes OUTPUT-2, ...).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an earlier capture in OUTPUT.")
+@click.option(
+    "--anonymous",
+    is_flag=True,
+    help="Leave host names and user names out of the environment records (environment/).",
+)
 @click.pass_context
 def capture_cmd(
-    ctx: click.Context, script: Path, script_args: tuple[str, ...], output: Path, overwrite: bool
+    ctx: click.Context,
+    script: Path,
+    script_args: tuple[str, ...],
+    output: Path,
+    overwrite: bool,
+    anonymous: bool,
 ) -> None:
     """Run SCRIPT with metaprov's capture on every Dask cluster it starts.
 
     The script runs unchanged; each LocalCluster/scheduler and worker it starts is
-    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files).
-    Everything after SCRIPT is passed to the script, untouched.
+    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files, and
+    what each process ran in: packages, venv/conda, container, batch job, host, the script
+    and its git commit). Everything after SCRIPT is passed to the script, untouched.
 
     \b
     Example:
       metaprov capture -o runs/my-run my_pipeline.py --input data/ --chunks 100
+      metaprov capture --anonymous -o runs/shared-run my_pipeline.py
     """
     from metaprov.errors import MetaprovError, ScriptFailed, require
 
     require("distributed", extra="capture", feature="metaprov capture")
     from metaprov.capture.script import run_script
 
-    result = run_script(script, output, args=script_args, overwrite=overwrite)
+    result = run_script(script, output, args=script_args, overwrite=overwrite, anonymous=anonymous)
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
         for d, meta in zip(result.directories, result.summaries, strict=True):
@@ -625,7 +680,7 @@ def capture_cmd(
         raise MetaprovError(
             f"{script} started no Dask scheduler, so nothing was recorded",
             hint="the script must start its own cluster (e.g. LocalCluster()); for a running "
-            "cluster use 'dask scheduler --preload metaprov.capture' (docs/capture.md)",
+            f"cluster use 'dask scheduler --preload metaprov.capture' ({docs_url('capture')})",
         )
 
 
@@ -737,7 +792,7 @@ def export_cmd(
     OUTPUT, with a manifest.json; runs are converted in parallel on Dask (the
     backend chosen, and why, is printed). A run that fails does not stop the
     others (exit code 10); running the same command again skips the shards whose
-    inputs did not change. See docs/scaling.md.
+    inputs did not change. See https://metaprov.github.io/metaprov/scaling/
 
     \b
     Example:
@@ -814,10 +869,24 @@ def export_cmd(
     "SPARQL queries in Oxigraph (any size, the reference); auto: pyshacl up to 300,000 "
     "triples, columnar above.",
 )
+@click.option(
+    "--twin",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="RDF_OR_RUN",
+    help="For a PROV-N/JSON/XML SOURCE: the RDF export (or run directory, exported with the "
+    "default options) it must state the same relations as. Default: an RDF export beside "
+    "SOURCE with the same stem (run.ttl for run.provn), if any.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def validate_cmd(
-    ctx: click.Context, source: Path, fmt: str | None, engine: str, as_json: bool
+    ctx: click.Context,
+    source: Path,
+    fmt: str | None,
+    engine: str,
+    twin: Path | None,
+    as_json: bool,
 ) -> None:
     """Check an export FILE (or a RUN directory, exported in memory) against the shipped SHACL shapes.
 
@@ -832,14 +901,21 @@ def validate_cmd(
     export of 10^6 tasks (35 M triples) in about a minute on 2 cores, within 2.5 GB.
 
     \b
+    A PROV-N/JSON/XML file is parsed back through prov, checked with the PROV sanity rules and
+    compared relation by relation with its RDF twin (--twin, or run.ttl beside run.provn).
+
+    \b
     Example:
       metaprov validate run.ttl
       metaprov validate big.nt --engine columnar
+      metaprov validate run.provn --twin run.ttl
     """
     from metaprov.errors import ValidationError
     from metaprov.validate import validate
 
-    report = validate(source, format=fmt, engine=engine, progress=progress_enabled(ctx))
+    report = validate(
+        source, format=fmt, engine=engine, progress=progress_enabled(ctx), twin=twin
+    )
     if as_json:
         _echo_json(report.to_dict())
     else:
@@ -883,7 +959,9 @@ def records_cmd(
     no_darshan: bool,
     as_json: bool,
 ) -> None:
-    """Write the consolidated record tables of RUNS (docs/records.md) for pandas, polars, DuckDB.
+    """Write the consolidated record tables of RUNS for pandas, polars, DuckDB.
+
+    The tables and their columns: https://metaprov.github.io/metaprov/records/
 
     One run: OUTPUT/<table>.parquet per table (tasks, executions, transitions,
     transfers, ..., darshan_links) and OUTPUT/run.json (job, software, missing
@@ -981,7 +1059,7 @@ def serve_cmd(
     With --follow RUN_DIR the store is served by this process itself (a
     read-only SPARQL endpoint at /query and a query page at /) while it follows
     the run into it: queries answer from the last refresh, during the run and
-    after it (docs/live.md). While a store is served, metaprov load and drop
+    after it (https://metaprov.github.io/metaprov/live/). While a store is served, metaprov load and drop
     refuse to write it, naming the server.
 
     \b
@@ -1258,6 +1336,7 @@ def follow_cmd(
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs dropped as JSON.")
 @click.pass_context
@@ -1297,6 +1376,7 @@ def drop_cmd(
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @answer_format_option
 def runs_cmd(store: Path | None, endpoint: str | None, fmt: str) -> None:
     """List the runs a store holds (the packaged question 'runs').
@@ -1405,7 +1485,7 @@ def crate_cmd(
     Each run becomes a CreateAction with its task graphs as the workflow, the Dask scheduler
     as the engine, one step per task prefix, its PROV files (Turtle, JSON-LD, PROV-N) and its
     record files (listed with size and sha256, or copied with --include-inputs). Needs the
-    crate extra: pip install 'metaprov[crate]'. See docs/crate.md.
+    crate extra: pip install 'metaprov[crate]'. See https://metaprov.github.io/metaprov/crate/
 
     \b
     Example:

@@ -106,6 +106,20 @@ FACT_TERMS: frozenset[str] = frozenset(
 )
 MP_TERMS = MP_TERMS | FACT_TERMS
 
+#: What produced a run (environments, packages, containers, hosts, scripts): mapping.environment.
+ENV_TERMS: frozenset[str] = frozenset(
+    """
+    SoftwareEnvironment SoftwarePackage ContainerImage ClientScript
+    environment package containerImage script
+    packageName packageVersion packageManager environmentId packageCount pythonVersion
+    pythonExecutable virtualEnvironment condaEnvironment condaPrefix spackEnvironment
+    containerRuntime imageReference containerId
+    operatingSystem kernelRelease cpuModel cpuCount memoryBytes gpuModel
+    scriptPath scriptKind scriptSha256 gitRepository gitCommit gitBranch gitDirty
+    """.split()
+)
+MP_TERMS = MP_TERMS | ENV_TERMS
+
 PROV_TERMS: frozenset[str] = frozenset(
     """
     Activity Entity Agent SoftwareAgent Person Plan Location Association Usage Generation

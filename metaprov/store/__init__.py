@@ -63,7 +63,7 @@ def open_store(
     *,
     gsp: str | None = None,
     read_only: bool = False,
-    timeout: float = 600.0,
+    timeout: float | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Store:
     """Open the store to use: a server (``endpoint``), else an embedded store directory.
@@ -73,7 +73,7 @@ def open_store(
         endpoint: SPARQL query endpoint URL of a server (default: ``$METAPROV_ENDPOINT``).
         gsp: the server's Graph Store endpoint (default: ``$METAPROV_GSP`` or derived).
         read_only: open an embedded store for queries only.
-        timeout: seconds to wait for a server's answer.
+        timeout: the longest one request to a server may take (default: $METAPROV_ENDPOINT_TIMEOUT or 600 s).
         chunk_bytes: largest request body when loading into a server.
 
     Returns:
