@@ -58,9 +58,39 @@ def validate(value: int) -> None:
     raise ValueError(f"total {value} is not a multiple of 1000")
 
 
+def workload(client: Client, directory: Path, *, overwrite: bool = False) -> dict:
+    """Run the workload under capture on a client with two workers; return the capture summary."""
+    workdir = tempfile.mkdtemp(prefix="metaprov-example-")
+    w0, w1 = sorted(client.scheduler_info()["workers"])[:2]
+    with record(client, directory, overwrite=overwrite) as cap:
+        # Measurements alternate between the two workers ...
+        samples = [
+            client.submit(measure, i, workdir, key=("measure", i), workers=[(w0, w1)[i % 2]])
+            for i in range(8)
+        ]
+        # ... so each pair needs one input from the other worker.
+        pairs = [
+            client.submit(pair, samples[i], samples[i + 1], key=("pair", i // 2), workers=[w0])
+            for i in range(0, 8, 2)
+        ]
+        grand = client.submit(total, *pairs, key="total", workers=[w1])
+        marker = os.path.join(workdir, "marker")
+        norm = client.submit(normalise, grand, marker, key="normalise", retries=1)
+        check = client.submit(validate, grand, key="validate")
+        arr = client.compute(da.arange(64, chunks=16).sum())
+        print(f"total bytes {grand.result()}, normalised {norm.result()}, array sum {arr.result()}")
+        try:
+            check.result()
+        except ValueError as exc:
+            print("validate failed as intended:", exc)
+    print(f"run written to {cap.directory}")
+    for name, rows in sorted(cap.files.items()):
+        print(f"  {name:28s} {rows:5d} rows")
+    return cap.summary
+
+
 def run(directory: Path, *, overwrite: bool = False) -> dict:
     """Start a LocalCluster, run the workload under capture, return the capture summary."""
-    workdir = tempfile.mkdtemp(prefix="metaprov-example-")
     with (
         LocalCluster(
             n_workers=2,
@@ -71,34 +101,7 @@ def run(directory: Path, *, overwrite: bool = False) -> dict:
         ) as cluster,
         Client(cluster) as client,
     ):
-        w0, w1 = sorted(client.scheduler_info()["workers"])
-        with record(client, directory, overwrite=overwrite) as cap:
-            # Measurements alternate between the two workers ...
-            samples = [
-                client.submit(measure, i, workdir, key=("measure", i), workers=[(w0, w1)[i % 2]])
-                for i in range(8)
-            ]
-            # ... so each pair needs one input from the other worker.
-            pairs = [
-                client.submit(pair, samples[i], samples[i + 1], key=("pair", i // 2), workers=[w0])
-                for i in range(0, 8, 2)
-            ]
-            grand = client.submit(total, *pairs, key="total", workers=[w1])
-            marker = os.path.join(workdir, "marker")
-            norm = client.submit(normalise, grand, marker, key="normalise", retries=1)
-            check = client.submit(validate, grand, key="validate")
-            arr = client.compute(da.arange(64, chunks=16).sum())
-            print(
-                f"total bytes {grand.result()}, normalised {norm.result()}, array sum {arr.result()}"
-            )
-            try:
-                check.result()
-            except ValueError as exc:
-                print("validate failed as intended:", exc)
-    print(f"run written to {cap.directory}")
-    for name, rows in sorted(cap.files.items()):
-        print(f"  {name:28s} {rows:5d} rows")
-    return cap.summary
+        return workload(client, directory, overwrite=overwrite)
 
 
 def main() -> None:

@@ -57,3 +57,22 @@ def real_run_params() -> list:
     if not REAL_RUNS:
         return [pytest.param(None, marks=pytest.mark.skip(reason=_SKIP_REASON), id="no-real-data")]
     return [pytest.param(p, id=f"{p.parent.name}-{p.name.split('_')[-2]}") for p in REAL_RUNS]
+
+
+@pytest.fixture(scope="session")
+def shared_client():  # type: ignore[no-untyped-def]
+    """One small real Dask LocalCluster (2 worker processes x 2 threads, 127.0.0.1) for the
+    whole session: tests that only need *a* cluster share it instead of starting their own."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client

@@ -193,6 +193,59 @@ def path_frame(
     return out[COLUMNS]
 
 
+def feeding_executions(path_ids: list[Any], rows: pd.DataFrame, id_col: str) -> pd.DataFrame:
+    """For each step of a path (first to last), the execution that fed the next step.
+
+    A re-executed key has several executions; the one on the path is the one whose result the
+    next step used: the last step's latest execution, then, walking back, the latest execution
+    of each step that ended by the start of the execution chosen after it (failing that, the
+    latest that started by then; failing that, its first). So the steps are in time order
+    whenever the clocks allow, and each names one execution.
+
+    Args:
+        path_ids: the steps' ids (task keys or IRIs), first to last.
+        rows: one row per execution: ``id_col``, ``start``, ``end`` (UTC timestamps) and any
+            other columns to keep (worker, ...).
+        id_col: the column holding the step id.
+
+    Returns:
+        One row per step, in path order, with the columns of ``rows`` (all NA for a step
+        without execution).
+    """
+    cols = list(rows.columns)
+    groups = {k: g for k, g in rows.groupby(id_col, sort=False)} if len(rows) else {}
+    chosen: list[pd.Series | None] = []
+    next_start = pd.NaT
+    for pid in reversed(path_ids):
+        g = groups.get(pid)
+        if g is None or not len(g):
+            chosen.append(None)
+            continue
+        g = g.sort_values(["start", "end"], kind="stable", na_position="first")
+        if pd.isna(next_start):
+            pick = g.iloc[-1]
+        else:
+            fed = g[g["end"].notna() & (g["end"] <= next_start)]
+            began = g[g["start"].notna() & (g["start"] <= next_start)]
+            if len(fed):
+                pick = fed.sort_values("end", kind="stable").iloc[-1]
+            elif len(began):
+                pick = began.iloc[-1]
+            else:
+                pick = g.iloc[0]
+        chosen.append(pick)
+        if pd.notna(pick["start"]):
+            next_start = pick["start"]
+    chosen.reverse()
+    data = {c: [None if r is None else r[c] for r in chosen] for c in cols}
+    out = pd.DataFrame(data, columns=cols)
+    out[id_col] = list(path_ids)
+    for c in ("start", "end"):
+        if c in out:
+            out[c] = pd.to_datetime(out[c], utc=True)
+    return out
+
+
 def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
     """The critical path of one run, from its records.
 
@@ -202,8 +255,9 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
 
     Returns:
         One row per task on the path, in dependency order: ``position``, ``key``, ``prefix``,
-        ``worker`` and ``start``/``end`` of its last execution, ``duration`` (seconds of compute,
-        all attempts) and ``cumulative`` (running total). Empty when the run has no tasks.
+        ``worker`` and ``start``/``end`` of the execution that fed the next step
+        (:func:`feeding_executions`: for a re-executed key, not just its last), ``duration``
+        (seconds of compute, all attempts) and ``cumulative`` (running total). Empty when the run has no tasks.
         ``DataFrame.attrs["total_seconds"]`` holds the path's length.
 
     Example:
@@ -228,7 +282,14 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
     src = index.get_indexer(pairs["dependency"].astype(str))
     dst = index.get_indexer(pairs["key"].astype(str))
     path = longest_path(keys, weights, src, dst, method=method)
-    info = tasks.set_index(tasks["key"].astype(str)).reindex(keys[path] if path else [])
+    on_path = [str(k) for k in keys[path]] if path else []
+    info = tasks.set_index(tasks["key"].astype(str)).reindex(on_path)[["prefix", "worker"]]
+    # start, end and worker of the execution that fed the next step (re-executed keys)
+    runs = ex.assign(key=ex["key"].astype(str))
+    runs = runs[runs["key"].isin(on_path)][["key", "worker", "start", "end"]]
+    fed = feeding_executions(on_path, runs, "key").set_index("key")
+    info["start"], info["end"] = fed["start"].to_numpy(), fed["end"].to_numpy()
+    info["worker"] = fed["worker"].where(fed["worker"].notna(), info["worker"].to_numpy()).to_numpy()
     out = path_frame(keys, path, weights, info[["prefix", "worker", "start", "end"]])
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     return out
@@ -253,6 +314,7 @@ __all__ = [
     "COLUMNS",
     "NETWORKX_LIMIT",
     "critical_path",
+    "feeding_executions",
     "longest_path",
     "path_summary",
 ]

@@ -10,6 +10,7 @@ data entity of the crate.
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from metaprov.crate.builder import ids_of, types_of
@@ -29,14 +30,34 @@ def _e(v: Any) -> str:
     return html.escape("" if v is None else str(v))
 
 
+#: A scheme at the start of an id (``javascript:``, ``data:``, ``file:``, ``http:``).
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _linkable(i: str) -> bool:
+    """May ``i`` (an id from a crate, untrusted) be a live link? Only ``http:``, ``https:``,
+    ``mailto:`` and paths inside the crate (no scheme, not ``//host``, not absolute)."""
+    if any(ord(c) < 0x21 or c in "\\\x7f" for c in i):
+        return False  # browsers drop blanks and control characters: "java\tscript:" runs
+    if _SCHEME.match(i):
+        return i.lower().startswith(("http://", "https://", "mailto:"))
+    return not i.startswith(("/", "#"))
+
+
 def _link(crate: Any, i: str) -> str:
     e = crate.get(i)
     name = e.get("name") if e is not None else None
-    if i.startswith(("http://", "https://")):
-        return f'<a href="{_e(i)}">{_e(name or i)}</a>'
-    if i.startswith("#"):
+    if not _linkable(i):
         return _e(name or i)
     return f'<a href="{_e(i)}">{_e(name or i)}</a>'
+
+
+def _size(v: Any) -> int | str:
+    """A ``contentSize`` as a number when it is one (an existing crate may hold anything)."""
+    try:
+        return int(v if v is not None else 0)
+    except (TypeError, ValueError, OverflowError):
+        return str(v)
 
 
 def _usage(crate: Any, action: Any, *, by: str = "term") -> dict[str, Any]:
@@ -60,6 +81,18 @@ def _num(v: Any, digits: int = 6) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return _e(v)
+
+
+#: Resource usage terms that count things (bytes, tasks, calls): whole numbers.
+_COUNT = re.compile(r"(?i)bytes|count")
+
+
+def _count(v: Any) -> str:
+    """A count (bytes, tasks): a whole number, even when the JSON-LD holds it as a float
+    (``75851923.0`` -> ``75,851,923``, never ``75,851,923.000000``)."""
+    if isinstance(v, float) and v.is_integer():
+        return f"{int(v):,}"
+    return _num(v)
 
 
 def render_preview(crate: Any) -> str:
@@ -137,7 +170,12 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
         ("Agent", ", ".join(_link(crate, i) for i in ids_of(run.get("agent"))) or "(unknown)"),
         ("Workflow", ", ".join(_link(crate, i) for i in ids_of(run.get("instrument")))),
         ("Engine", ", ".join(_link(crate, i) for i in ids_of(org.get("instrument")))),
-        ("Resources", "; ".join(f"{_e(k)}: {_num(v)}" for k, v in u.items())),
+        (
+            "Resources",
+            "; ".join(
+                f"{_e(k)}: {_count(v) if _COUNT.search(str(k)) else _num(v)}" for k, v in u.items()
+            ),
+        ),
     ]
     out += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows]
     out.append("</table>")
@@ -161,7 +199,7 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             for p in prov:
                 out.append(
                     f"<tr><td>{_link(crate, p.id)}</td><td>{_e(p.get('encodingFormat'))}</td>"
-                    f"<td class=n>{_num(int(p.get('contentSize', 0)))}</td><td><code>{_e(p.get('sha256'))}</code></td></tr>"
+                    f"<td class=n>{_num(_size(p.get('contentSize')))}</td><td><code>{_e(p.get('sha256'))}</code></td></tr>"
                 )
             out.append("</table>")
         desc = folder.get("description") or ""
@@ -187,12 +225,12 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             out.append(
                 "<tr>"
                 f"<td>{_e(tool.get('name') if tool is not None else a.get('name'))}</td>"
-                f"<td class=n>{_num(au.get('taskCount'))}</td>"
+                f"<td class=n>{_count(au.get('taskCount'))}</td>"
                 f"<td>{_e(str(a.get('actionStatus', '')).rsplit('/', 1)[-1].replace('ActionStatus', ''))}</td>"
                 f"<td>{_e(a.get('startTime'))}</td><td>{_e(a.get('endTime'))}</td>"
                 f"<td class=n>{_num(au.get('totalDuration'))}</td><td class=n>{_num(au.get('meanDuration'))}</td>"
                 f"<td class=n>{_num(au.get('maxDuration'))}</td>"
-                f"<td class=n>{_num(au.get('bytesRead'))}</td><td class=n>{_num(au.get('bytesWritten'))}</td>"
+                f"<td class=n>{_count(au.get('bytesRead'))}</td><td class=n>{_count(au.get('bytesWritten'))}</td>"
                 "</tr>"
             )
         out.append("</table>")
@@ -209,7 +247,7 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             )
             for r in records:
                 out.append(
-                    f"<tr><td>{_link(crate, r.id)}</td><td class=n>{_num(int(r.get('contentSize', 0)))}</td>"
+                    f"<tr><td>{_link(crate, r.id)}</td><td class=n>{_num(_size(r.get('contentSize')))}</td>"
                     f"<td><code>{_e(r.get('sha256'))}</code></td></tr>"
                 )
             out.append("</table>")

@@ -8,10 +8,12 @@ and the row accounting of every file.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from metaprov.errors import InputError
 from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
+from metaprov.ingest.environment import read_environment
 from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.facts import read_task_facts
 from metaprov.ingest.job import read_job
@@ -71,6 +73,16 @@ def check_run_directory(path: str | Path) -> Path:
         InputError: no such directory, a file, or none of the run files.
     """
     run = Path(path)
+    try:
+        os.fspath(run.absolute()).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = os.fspath(run).encode("utf-8", "backslashreplace").decode("ascii", "replace")
+        raise InputError(
+            "the run directory's path is not UTF-8 text (its name holds bytes of another "
+            "encoding): its IRIs, records and reports could not name it",
+            path=shown,
+            hint="rename the directory (or a parent) with a UTF-8 name, e.g. with convmv",
+        ) from exc
     if not run.exists():
         raise InputError(
             "no such directory",
@@ -156,5 +168,6 @@ def read_run(
             bar.update(1)
         elif darshan:
             records.missing.append("*.darshan")
+        read_environment(run, records)
     records.run_id = run_id(records)
     return records

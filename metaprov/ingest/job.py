@@ -88,7 +88,11 @@ def _configs(run: Path, acct: Accounting) -> pd.DataFrame:
             kind = "yaml"
         if kind is None:
             continue
-        data = p.read_bytes()
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            acct.warn(name, f"cannot read the file: {exc.strerror or exc}; left out")
+            continue
         text = ""
         if len(data) <= _MAX_TEXT:
             try:
@@ -112,6 +116,7 @@ def read_job(run: Path, records: RunRecords) -> None:
     acct = records.accounting
     job: dict[str, Any] = records.job
     nodes: dict[str, list[str]] = {}
+    darshan: list[tuple[str, str, str]] = []  # (user, job id, pid) of each Darshan log's name
     for p in sorted(run.iterdir()):
         if not p.is_file():
             continue
@@ -133,8 +138,7 @@ def read_job(run: Path, records: RunRecords) -> None:
                     job["spack_environment"] = env.group(1)
         m = _DARSHAN_NAME.match(p.name)
         if m and ".darshan" in p.name:
-            job.setdefault("user", m.group("user"))
-            job.setdefault("id", m.group("jobid"))
+            darshan.append((m.group("user"), m.group("jobid"), m.group("pid")))
     if nodes:
         job["nodes"] = nodes
     job.setdefault("name", run.name)
@@ -154,6 +158,33 @@ def read_job(run: Path, records: RunRecords) -> None:
             records.software.setdefault("python", ver.group(1))
     _worker_log(run / "worker.e", records)
     _capture_info(run, records)
+    _darshan_identity(darshan, job)
+
+
+def _darshan_identity(names: list[tuple[str, str, str]], job: dict[str, Any]) -> None:
+    """The job id and user the Darshan log names give, by the identity rules of docs/model.md.
+
+    A log is named ``<user>_<exe>_id<jobid>-<pid>_...``. Darshan takes ``<jobid>`` from the
+    batch system's variable (``PBS_JOBID``, ``SLURM_JOB_ID``, ... as it was built) and, when no
+    such variable is set, writes the process id there: a job id equal to the log's pid is no
+    batch job. So the Darshan job id is the run's batch job only when it differs from the pid in
+    every log that names one, and all of them agree; a job file (PBS output) or the capture
+    says so first. ``<user>`` is the account name, or the numeric uid when Darshan could not
+    resolve the name: a number is kept as ``uid``, never as the user's name, and the name the
+    run's own files give (``metaprov-run.json``) wins over the log name's.
+    """
+    if not names:
+        return
+    batch = {jobid for _, jobid, pid in names if jobid != pid}
+    if "id" not in job and len(batch) == 1 and all(j != p for _, j, p in names):
+        job["id"] = batch.pop()
+    users = sorted({u for u, _, _ in names})
+    if len(users) == 1:
+        (user,) = users
+        if user.isdigit():
+            job.setdefault("uid", user)
+        else:
+            job.setdefault("user", user)
 
 
 def _worker_log(path: Path, records: RunRecords) -> None:

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from metaprov.records import STR, conform
+from metaprov.timeutil import utc_to_us
 
 STATUSES = ("linked", "process", "ambiguous", "unlinked")
 
@@ -156,8 +157,16 @@ def links_table(
     worker_col: np.ndarray,
     ex: pd.DataFrame,
     d: Decisions,
+    *,
+    notes: list[str] | None = None,
 ) -> pd.DataFrame:
-    """The ``darshan_links`` table: one row per segment, times on the run's clock."""
+    """The ``darshan_links`` table: one row per segment, times on the run's clock.
+
+    A segment linked to an execution happened during it; its corrected times can still lie a
+    little outside the window (the tolerance rule accepts up to the tolerance, and the offset is
+    one estimate within its uncertainty): they are clipped into the window, so an I/O usage
+    never ends after its execution, and ``notes`` gets how many and by how much (issue 25).
+    """
     n = d.n
     link_ex = d.execution
     has_link = link_ex >= 0
@@ -173,6 +182,26 @@ def links_table(
     corr = np.rint(d.shift * US).astype(np.int64)
     start_c = seg_start - corr
     end_c = seg_end - corr
+    if has_link.any() and len(ex):
+        li = link_ex[has_link]
+        lo = utc_to_us(ex["start"])[li]
+        ends = ex["end"]
+        hi = np.where(
+            ends.isna().to_numpy()[li],
+            np.iinfo(np.int64).max,
+            utc_to_us(ends.fillna(ex["start"]))[li],
+        )
+        s0, e0 = start_c[has_link], end_c[has_link]
+        s1, e1 = np.clip(s0, lo, hi), np.clip(e0, lo, hi)
+        moved = np.maximum(np.abs(s1 - s0), np.abs(e1 - e0))
+        if (moved > 0).any() and notes is not None:
+            notes.append(
+                f"{int((moved > 0).sum())} linked segment(s) lay partly outside their "
+                f"execution's window after the clock correction (by at most "
+                f"{int(moved.max())} µs, within the linking tolerance or the offset's "
+                "uncertainty): their times are clipped into the window"
+            )
+        start_c[has_link], end_c[has_link] = s1, e1
     pid_seg = pid_arr[seg_log] if n else np.zeros(0)
     links = pd.DataFrame(
         {

@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.mapping.block import Block, lit_int, lit_str, lit_time
+from metaprov.mapping.block import Block, lit_int, lit_str
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, FactIris
 
 if TYPE_CHECKING:
@@ -201,13 +201,21 @@ def _named_columns(ctx: MapContext, names: pd.Series, col: str) -> Iterator[Colu
             yield MP.fusedOperation, _lists(pos[hit], op_iris, len(names)), "iri", None
 
 
+def _graph_times(ctx: MapContext, graphs: pd.Series) -> pd.Series:
+    """Submission time of each graph (NaT when unknown), in the order of ``graphs``."""
+    g = ctx.records.graphs.dropna(subset=["graph"]).drop_duplicates("graph")
+    return g.set_index(g["graph"].astype("int64"))["time"].reindex(graphs.astype("int64"))
+
+
 def _graph_columns(ctx: MapContext, graphs: pd.Series) -> Iterator[Column]:
     sub = ctx.records.submissions
     if not len(sub):
         return
     have = pd.Index(sub["graph"].astype("int64")).get_indexer(graphs.astype("int64"))
     gen = FactIris(ctx.iris).generations(ctx.iris.task_graphs(graphs))
-    mask = pa.array(have < 0)
+    # a graph with a submission time has its generation from the graphs step already
+    timed = _graph_times(ctx, graphs).notna().to_numpy()
+    mask = pa.array((have < 0) | timed)
     yield PROV.qualifiedGeneration, pc.if_else(mask, pa.scalar(None, LARGE), gen), "iri", None
 
 
@@ -230,10 +238,12 @@ def add_facts(ctx: MapContext) -> Iterator[Block]:
         return
     rec = ctx.records
     f = FactIris(ctx.iris)
+    # only rows naming a callable: a task of kind data or alias (dask.array and dask.dataframe
+    # graphs hold many) runs none, so it has no mp:Function and no mp:implementation
     funcs = pd.concat(
         [
-            rec.functions[["module", "qualname", "kind"]],
-            rec.fused_ops[["module", "qualname", "kind"]],
+            _named(rec.functions)[["module", "qualname", "kind"]],
+            _named(rec.fused_ops)[["module", "qualname", "kind"]],
         ],
         ignore_index=True,
     )
@@ -289,12 +299,18 @@ def add_facts(ctx: MapContext) -> Iterator[Block]:
     sub = rec.submissions
     if len(sub):
         g_iris = ctx.iris.task_graphs(sub["graph"].astype("int64"))
-        times = rec.graphs.set_index("graph")["time"].reindex(sub["graph"].astype("int64"))
-        gen = Block(f.generations(g_iris))
-        gen.add(RDF.type, PROV.Generation)
-        gen.add(PROV.atTime, lit_time(times.reset_index(drop=True)), "typed", XSD.dateTime)
-        gen.add(PROV.atLocation, f.call_sites(g_iris))
-        yield gen
+        times = _graph_times(ctx, sub["graph"]).reset_index(drop=True)
+        # a graph with a time has its generation node (type, time) from the graphs step: only
+        # the call site is added to it here (no triple twice); one without gets it typed here
+        untimed = pa.array(times.isna().to_numpy())
+        for mask, restates in ((untimed, False), (pc.invert(untimed), True)):
+            if not pc.any(mask).as_py():
+                continue
+            gen = Block(f.generations(g_iris).filter(mask), restates=restates)
+            if not restates:
+                gen.add(RDF.type, PROV.Generation)
+            gen.add(PROV.atLocation, f.call_sites(g_iris).filter(mask))
+            yield gen
         site = Block(f.call_sites(g_iris))
         site.add(RDF.type, MP.CallSite)
         site.add(MP.sourceFile, lit_str(sub["file"]), "str")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from metaprov.analysis.critical_path import longest_path, path_frame
+from metaprov.analysis.critical_path import feeding_executions, longest_path, path_frame
 from metaprov.errors import QueryError
 from metaprov.queries.model import Param, Question
 
@@ -25,7 +25,9 @@ QUESTION = Question(
     name="critical-path",
     title="Critical path of a run",
     description="The chain of dependent tasks with the largest total compute time (networkx over "
-    "the dependency DAG weighted by task durations), in execution order, with cumulative seconds.",
+    "the dependency DAG weighted by task durations), in execution order, with cumulative seconds. "
+    "Each step's worker, start and end are those of the execution that fed the next step (a key "
+    "executed again later is not shown after the task it fed).",
     params=(
         Param(
             "run_id",
@@ -88,8 +90,13 @@ def _details(store: Store, g: str, on_path: np.ndarray) -> pd.DataFrame:
     values = " ".join(make_term(str(t), "iri", name="task") for t in on_path)
     details = store.query(_DETAILS.format(g=g, tasks=values))
     assert isinstance(details, pd.DataFrame)
-    details = details.sort_values(["task", "start"], kind="stable", na_position="first")
-    return details.groupby("task", sort=False).last().reindex(on_path)
+    for c in ("start", "end"):
+        details[c] = pd.to_datetime(details[c], utc=True)
+    ids = [str(t) for t in on_path]
+    details["task"] = details["task"].astype(str)
+    # the execution that fed the next step (re-executed keys), as over records
+    fed = feeding_executions(ids, details, "task")
+    return fed.set_index("task").reindex(ids)
 
 
 def _path_from_store(store: Store, g: str, method: str) -> tuple[np.ndarray, np.ndarray, list[int]]:

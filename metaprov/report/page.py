@@ -119,7 +119,8 @@ def table(
     """An HTML table of ``df``: columns as (field, heading, kind); numbers right-aligned."""
     head = "".join(f"<th>{esc(h)}</th>" for _, h, _ in columns)
     rows = []
-    for rec in df[[c for c, _, _ in columns]].itertuples(index=False):
+    # a table the run has no data for may come without its columns (no readable Darshan log)
+    for rec in df.reindex(columns=[c for c, _, _ in columns]).itertuples(index=False):
         cells = []
         for v, (_, _, kind) in zip(rec, columns, strict=True):
             num = kind in ("int", "bytes", "s", "s3")
@@ -249,8 +250,9 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
     job = s.get("job") or {}
     io = s.get("io") or {}
     tot = io.get("totals") or {}
+    live = bool(run.get("in_progress"))
     pairs = [
-        ("run", run["path"]),
+        ("run", run["path"] + (" (in progress: as of its last event below)" if live else "")),
         ("run id", run["run_id"]),
         ("first event", run["first_event"]),
         ("last event", run["last_event"]),
@@ -264,7 +266,10 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
         ("scheduler", (s.get("scheduler") or {}).get("address", "-")),
         ("tasks", f"{tasks['total']:,}"),
         ("executed", f"{tasks['executed']:,}"),
-        ("never ran", f"{tasks['never_ran']:,}"),
+        (
+            "not run yet (waiting or running)" if live else "never ran",
+            f"{tasks['never_ran']:,}",
+        ),
         ("erred", f"{tasks['erred']:,}"),
         ("retried", f"{tasks['retried']:,}"),
         ("executions", f"{s['executions']:,}"),

@@ -44,6 +44,7 @@ from metaprov.store.catalog import run_fingerprint
 from metaprov.store.embedded import EmbeddedStore, check_store_dir, remove_created
 from metaprov.store.endpoint import Endpoint, EndpointStore, derive_gsp
 from metaprov.store.files import MANIFEST, campaign_shards
+from metaprov.store.owner import check_not_owned
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -148,6 +149,11 @@ def load(
             )
         check_run_directory(item)
     own = not isinstance(store, Store)
+    if own and endpoint is None and not os.environ.get(ENV_ENDPOINT):
+        where = (
+            Path(store) if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+        )
+        check_not_owned(where, action="load into it")
     st = store if isinstance(store, Store) else open_store(store, endpoint, gsp=gsp)
     reports: list[LoadReport] = []
     bars: list[Any] = []
@@ -259,6 +265,7 @@ def drop(
             Path(store) if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
         )
         check_store_dir(path, create=False)  # dropping never creates a store
+        check_not_owned(path, action="drop from it")
     with open_store(store, endpoint, gsp=gsp) as st:
         return _drop(st, wanted)
 

@@ -130,6 +130,7 @@ def validate(
     format: str | None = None,
     engine: str = "auto",
     progress: bool = False,
+    twin: str | Path | None = None,
 ) -> ValidationReport:
     """Validate an export against the shipped shapes and the PROV sanity rules.
 
@@ -140,6 +141,10 @@ def validate(
         engine: ``auto`` (pyshacl up to :data:`SHACL_LIMIT` triples, columnar above),
             ``shacl``, ``columnar`` or ``sparql``; the report's notes say which ran and why.
         progress: show a progress bar over the checks (stderr).
+        twin: for a PROV-N/JSON/XML file, the RDF export (or run directory, exported with the
+            default options) it must agree with, relation by relation. Without it, an RDF
+            export beside the file with the same stem (``run.ttl`` for ``run.provn``) is used
+            when there is one.
 
     Returns:
         The report; ``report.conforms`` is False when anything is violated.
@@ -157,9 +162,11 @@ def validate(
             f"unknown validation engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}"
         )
     label, nt, path, fmt = _as_ntriples(source, format)
+    if path is not None and path.name.lower().endswith(".gz"):
+        return _validate_gzip(path, fmt.name, engine, progress)
     if fmt is not None and fmt.name in ("provn", "provjson", "provxml"):
         assert path is not None
-        return _validate_provdm(path, fmt.name)
+        return _validate_provdm(path, fmt.name, twin)
     if engine in ("auto", "columnar"):
         # read column-wise first: the size decides the engine without a store, and above the
         # pyshacl limit no store is built at all
@@ -175,6 +182,9 @@ def validate(
                 store.bulk_load(b"".join(nt()), format=ox.RdfFormat.N_TRIPLES)
             else:
                 assert path is not None and fmt is not None
+                from metaprov.store.files import check_nesting
+
+                check_nesting(path, fmt.name)
                 store.bulk_load(
                     path=str(path), format=_ox_format(fmt.name), to_graph=ox.DefaultGraph()
                 )
@@ -211,6 +221,38 @@ def validate(
     return report
 
 
+def _validate_gzip(path: Path, fmt: str, engine: str, progress: bool) -> ValidationReport:
+    """Validate a gzip-compressed export (``run.nt.gz``): decompressed, streamed, into a
+    temporary file beside nothing of the user's, then validated as that format."""
+    import gzip
+    import shutil
+    import zlib
+
+    with tempfile.TemporaryDirectory(prefix="metaprov-validate-") as tmp:
+        plain = Path(tmp) / (path.name[:-3] or "export")
+        try:
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise InputError(
+                f"cannot decompress: {exc}",
+                path=path,
+                hint="a name ending in .gz is read as gzip data: is it complete and compressed?",
+            ) from exc
+        try:
+            report = validate(plain, format=fmt, engine=engine, progress=progress)
+        except InputError as exc:  # name the user's file, not the temporary one
+            raise InputError(
+                exc.message.replace(str(plain), f"{path} (decompressed)"), hint=exc.hint
+            ) from exc
+    report.source = str(path)
+    report.notes.append("gzip-compressed: decompressed to a temporary file first")
+    for v in report.violations:
+        if v.path == str(plain):
+            v.path = str(path)
+    return report
+
+
 def _try_columnar(
     label: str,
     nt: Callable[[], Iterator[bytes]] | None,
@@ -237,7 +279,10 @@ def _try_columnar(
         else:
             import pyoxigraph as ox
 
+            from metaprov.store.files import check_nesting
+
             assert path is not None
+            check_nesting(path, fmt.name)  # before the parser: deep nesting, XML entities
             source, quads = Path(tmp) / "converted.nq", True
             try:
                 ox.serialize(
@@ -409,20 +454,122 @@ def _shape_name(shapes: Any, shape: Any) -> str:
     return text.rsplit("#", 1)[-1] if "#" in text else text
 
 
-def _validate_provdm(path: Path, fmt: str) -> ValidationReport:
-    """Parse a PROV-N/JSON/XML file through ``prov`` and apply the PROV sanity rules."""
-    from prov.model import ProvActivity, ProvDocument, ProvRelation
+#: Suffixes of an RDF twin looked for beside a PROV-DM file, in this order.
+_TWIN_SUFFIXES = (".nt", ".ttl", ".nq", ".trig", ".jsonld", ".rdf")
+
+
+def _find_twin(path: Path) -> Path | None:
+    for suffix in _TWIN_SUFFIXES:
+        cand = path.with_suffix(suffix)
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _twin_document(twin: Path) -> Any:
+    """The PROV-DM document metaprov writes for an RDF export file or a run directory."""
+    from metaprov.write.provdm import document_from_rdf, namespaces, rdf_graph
+
+    if twin.is_dir():
+        from metaprov.ingest import read_run
+        from metaprov.mapping import to_prov
+
+        graph = to_prov(read_run(twin))
+        return document_from_rdf(rdf_graph(graph, list(graph.blocks())), namespaces(graph))
+    import pyoxigraph as ox
+    import rdflib
+
+    from metaprov.write import resolve_format
+
+    fmt = resolve_format(twin, None)
+    try:
+        oxfmt = _ox_format(fmt.name)
+    except KeyError:
+        raise InputError(
+            f"the twin of a PROV-DM file must be an RDF export, not {fmt.label}", path=twin
+        ) from None
+    g = rdflib.Graph(bind_namespaces="none")
+
+    def term(t: Any) -> Any:
+        if isinstance(t, ox.NamedNode):
+            return rdflib.URIRef(t.value)
+        if isinstance(t, ox.BlankNode):
+            return rdflib.BNode(t.value)
+        dt = t.datatype.value if t.datatype is not None else None
+        if dt == "http://www.w3.org/2001/XMLSchema#string":
+            dt = None
+        return rdflib.Literal(t.value, datatype=None if dt is None else rdflib.URIRef(dt))
+
+    try:
+        for q in ox.parse(path=str(twin), format=oxfmt):
+            g.add((term(q.subject), term(q.predicate), term(q.object)))
+    except (SyntaxError, ValueError, OSError) as exc:
+        raise InputError(f"cannot parse the twin as {fmt.name}: {exc}", path=twin) from exc
+    return document_from_rdf(g, {})
+
+
+def _read_provdm(path: Path, fmt: str) -> Any:
+    from prov.model import ProvDocument
+
+    from metaprov.write.provdm import unescape_provxml
 
     pformat = {"provn": "provn", "provjson": "json", "provxml": "xml"}[fmt]
     try:
-        doc = ProvDocument.deserialize(source=str(path), format=pformat)
+        if fmt == "provxml":
+            # identifiers escaped into XML QNames (docs/formats.md) turned back first
+            content: Any = unescape_provxml(path.read_bytes())
+            return ProvDocument.deserialize(content=content, format=pformat)
+        return ProvDocument.deserialize(source=str(path), format=pformat)
     except Exception as exc:  # noqa: BLE001 - prov raises many types; report them uniformly
         raise InputError(f"cannot parse as {fmt}: {exc}", path=path) from exc
+
+
+def _compare_twin(report: ValidationReport, doc: Any, twin: Path) -> None:
+    """Violations for each relation the file and its RDF twin do not share."""
+    from metaprov.write.provdm import relations
+
+    mine, theirs = relations(doc), relations(_twin_document(twin))
+    report.notes.append(
+        f"relations compared with the RDF twin {twin}: {len(theirs):,} in the twin, "
+        f"{len(mine):,} in the file"
+    )
+
+    def focus(rel: tuple[str, str, tuple[tuple[str, str], ...]]) -> str:
+        kind, ident, terms = rel
+        inner = ", ".join(v for _, v in terms)
+        return f"{kind}({ident + '; ' if ident else ''}{inner})"
+
+    for rel in sorted(theirs - mine):
+        report.violations.append(
+            Violation("provdm:sameRelationsAsRdf", focus(rel), "stated by the RDF twin, missing from the file")
+        )
+    for rel in sorted(mine - theirs):
+        report.violations.append(
+            Violation("provdm:sameRelationsAsRdf", focus(rel), "stated by the file, not by the RDF twin")
+        )
+
+
+def _validate_provdm(path: Path, fmt: str, twin: str | Path | None = None) -> ValidationReport:
+    """Parse a PROV-N/JSON/XML file through ``prov``, apply the PROV sanity rules and compare
+    its relations with its RDF twin (given, or found beside it)."""
+    from prov.model import ProvActivity, ProvRelation
+
+    doc = _read_provdm(path, fmt)
     records = list(doc.get_records())
     report = ValidationReport(str(path), "prov", len(records))
     report.notes.append(
         "PROV-DM document: parsed through prov, PROV sanity rules checked (SHACL shapes apply to RDF formats)"
     )
+    twin_path = Path(twin) if twin is not None else _find_twin(path)
+    if twin_path is None:
+        report.notes.append(
+            "no RDF twin given or found beside the file: relations not compared with the RDF "
+            "(give --twin RUN.ttl)"
+        )
+    elif not twin_path.exists():
+        raise InputError("no such twin file or run directory", path=twin_path)
+    else:
+        _compare_twin(report, doc, twin_path)
     declared = {
         r.identifier
         for r in records

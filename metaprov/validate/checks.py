@@ -32,6 +32,24 @@ IOSegment mp:aggregatedBy an I/O segment is summed up by exactly one I/O usage o
 IOSegment prov:startedAtTime an I/O segment has one start, not after its end
 """
 
+#: Classes whose shape says start <= end (sh:lessThanOrEquals), with the shape's message.
+START_BEFORE_END = (
+    ("Run", "a run has at most one start, not after its end"),
+    ("TaskExecution", "a task execution has one start, not after its end"),
+    ("Transfer", "a transfer has one start, not after its end"),
+    ("ProcessActivity", "a process activity starts no later than it ends"),
+    ("IOSegment", "an I/O segment has one start, not after its end"),
+)
+
+
+def start_after_end(cls: str) -> str:
+    """SPARQL selecting the ``mp:cls`` nodes that start after they end."""
+    return (
+        f"SELECT DISTINCT ?f WHERE {{ ?f a mp:{cls} ; prov:startedAtTime ?s ; "
+        f'prov:endedAtTime ?e . FILTER(?s > ?e && (TZ(?s) = "") = (TZ(?e) = "")) }}'
+    )
+
+
 #: (shape name, SPARQL selecting ?f focus nodes that violate it, message). Mirrors shapes.ttl.
 #: Absence is tested with MINUS, not FILTER NOT EXISTS: Oxigraph runs MINUS as a hash anti-join,
 #: NOT EXISTS once per row (minutes instead of a second on a million executions).
@@ -276,6 +294,25 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "a linked I/O segment names one deciding clock: worker-hook, worker-exact, scheduler or "
         "thread-order",
     ),
+    # sh:lessThanOrEquals of a start and its end (pyshacl compares two times only when both
+    # have a zone or neither has: a time without zone is the metaprov:utc-time rule's)
+    *[(f"{cls}Shape", start_after_end(cls), message) for cls, message in START_BEFORE_END],
+    # PROV sanity as shapes (shapes.ttl): the same queries as PROV_CHECKS, under the shape names
+    (
+        "UsedEntityShape",
+        "SELECT DISTINCT ?f WHERE { ?a prov:used ?f . MINUS { ?f a ?t } }",
+        "a used entity is not described in the export",
+    ),
+    (
+        "GeneratingActivityShape",
+        "SELECT DISTINCT ?f WHERE { ?e prov:wasGeneratedBy ?f . MINUS { ?f a ?t } }",
+        "a generating activity is not described in the export",
+    ),
+    (
+        "AssociatedAgentShape",
+        "SELECT DISTINCT ?f WHERE { ?a prov:wasAssociatedWith ?f . MINUS { ?f a ?t } }",
+        "an associated agent is not described in the export",
+    ),
     # task facts (metaprov.mapping.facts)
     (
         "FunctionShape",
@@ -336,6 +373,67 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "CallSiteShape",
         "SELECT DISTINCT ?f WHERE { ?f a mp:CallSite ; mp:lineNumber ?a, ?b . FILTER(?a != ?b) }",
         "a call site has at most one mp:lineNumber",
+    ),
+    # what produced the run (metaprov.mapping.environment)
+    (
+        "SoftwarePackageShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwarePackage . MINUS { ?f mp:packageName ?v } }",
+        "a package has exactly one mp:packageName",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwarePackage ; mp:packageName ?a, ?b . FILTER(?a != ?b) }",
+        "a package has exactly one mp:packageName",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwarePackage . MINUS { ?f mp:packageVersion ?v } }",
+        "a package has exactly one mp:packageVersion",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwarePackage ; mp:packageVersion ?a, ?b . FILTER(?a != ?b) }",
+        "a package has exactly one mp:packageVersion",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwarePackage . MINUS { ?f mp:packageManager ?v } }",
+        "a package has exactly one mp:packageManager",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwarePackage ; mp:packageManager ?a, ?b . FILTER(?a != ?b) }",
+        "a package has exactly one mp:packageManager",
+    ),
+    (
+        "SoftwareEnvironmentShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwareEnvironment . MINUS { ?f mp:environmentId ?v } }",
+        "an environment has exactly one mp:environmentId",
+    ),
+    (
+        "SoftwareEnvironmentShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwareEnvironment ; mp:environmentId ?a, ?b . FILTER(?a != ?b) }",
+        "an environment has exactly one mp:environmentId",
+    ),
+    (
+        "ContainerImageShape",
+        "SELECT ?f WHERE { ?f a mp:ContainerImage . MINUS { ?f mp:containerRuntime ?v } }",
+        "a container names exactly one mp:containerRuntime",
+    ),
+    (
+        "ContainerImageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ContainerImage ; mp:containerRuntime ?a, ?b . FILTER(?a != ?b) }",
+        "a container names exactly one mp:containerRuntime",
+    ),
+    (
+        "ClientScriptShape",
+        "SELECT ?f WHERE { ?f a mp:ClientScript . MINUS { ?f mp:scriptKind ?v } }",
+        "a client script has exactly one mp:scriptKind",
+    ),
+    (
+        "ClientScriptShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ClientScript ; mp:scriptKind ?a, ?b . FILTER(?a != ?b) }",
+        "a client script has exactly one mp:scriptKind",
     ),
 ]
 

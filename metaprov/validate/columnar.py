@@ -41,7 +41,12 @@ import pyarrow.compute as pc
 from metaprov.errors import InputError
 from metaprov.mapping.terms import PROV_NS, RDF_NS, VOCAB, XSD_NS
 from metaprov.validate import constraints
-from metaprov.validate.checks import PROV_CHECKS, SPARQL_CHECKS
+from metaprov.validate.checks import (
+    PROV_CHECKS,
+    SPARQL_CHECKS,
+    START_BEFORE_END,
+    start_after_end,
+)
 
 #: Bytes read per step (cut at the last newline): larger chunks cost memory, not speed.
 CHUNK_BYTES = 16 << 20
@@ -439,8 +444,13 @@ class Graph:
         )
         return self.where(df, (a, b), by_value)
 
-    def gt(self, df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
-        """Rows of ``df`` where ``?a > ?b`` holds (times as instants, numbers, strings)."""
+    def gt(self, df: pl.DataFrame, a: str, b: str, *, same_zone: bool = False) -> pl.DataFrame:
+        """Rows of ``df`` where ``?a > ?b`` holds (times as instants, numbers, strings).
+
+        ``same_zone``: also require that both times have a zone or neither has
+        (``(TZ(?a) = "") = (TZ(?b) = "")``: pyshacl's ``sh:lessThanOrEquals`` does not compare a
+        time without zone with one that has).
+        """
         ca, cb = pl.col(f"{a}_kind"), pl.col(f"{b}_kind")
         ia, ib = pl.col(f"{a}_inst"), pl.col(f"{b}_inst")
         za, zb = pl.col(f"{a}_tz"), pl.col(f"{b}_tz")
@@ -465,6 +475,8 @@ class Graph:
             .when((ca == "bool") & (cb == "bool"))
             .then(pl.col(f"{a}_bool") & ~pl.col(f"{b}_bool"))
         )
+        if same_zone:
+            cond = cond & (ca == "dt") & (cb == "dt") & (za == zb)
         return self.where(df, (a, b), cond)
 
     def below(self, df: pl.DataFrame, col: str, limit: float) -> pl.DataFrame:
@@ -572,6 +584,14 @@ def _not_typed_as(g: Graph, df: pl.DataFrame, col: str, *classes: str) -> pl.Dat
 def _with_typed_object(g: Graph, pred: str, cls: tuple[str, ...]) -> pl.DataFrame:
     """Subjects with a ``pred`` value typed with one of ``cls`` (column f)."""
     return g.p(pred).join(g.typed(cls, "o"), on="o", how="semi").select(f="s")
+
+
+def _start_after_end(g: Graph, cls: str) -> pl.DataFrame:
+    """Nodes of ``cls`` whose start is after their end (both zoned or both not)."""
+    df = g.of(cls, "prov:startedAtTime", "s").join(
+        g.p("prov:endedAtTime").rename({"s": "f", "o": "e"}), on="f"
+    )
+    return g.gt(df, "s", "e", same_zone=True)
 
 
 _EXPLICIT: dict[str, Check] = {
@@ -850,6 +870,10 @@ def _utc_time(g: Graph) -> pl.DataFrame:
         | (pl.col("o_valid") & ~pl.col("o_utc").fill_null(False))
     )
     return rows.filter(bad).select("f")
+
+
+for _cls, _ in START_BEFORE_END:
+    _EXPLICIT[start_after_end(_cls)] = lambda g, c=f"mp:{_cls}": _start_after_end(g, c)
 
 
 @cache

@@ -94,16 +94,22 @@ def checks() -> list[tuple[str, str, str]]:
         ),
         (
             "prov:usage-within-activity",
-            "SELECT DISTINCT ?f WHERE { ?a prov:qualifiedUsage ?f . ?f prov:atTime ?t . "
-            "{ ?a prov:startedAtTime ?s FILTER(?t < ?s) } UNION "
-            "{ ?a prov:endedAtTime ?e FILTER(?t > ?e) } }",
+            # each branch binds ?t itself: a FILTER in a UNION branch sees only that branch's
+            # variables (a filter on an outer ?t is an error there, and never fires)
+            "SELECT DISTINCT ?f WHERE { "
+            "{ ?a prov:qualifiedUsage ?f . ?f prov:atTime ?t . ?a prov:startedAtTime ?s "
+            "FILTER(?t < ?s) } UNION "
+            "{ ?a prov:qualifiedUsage ?f . ?f prov:atTime ?t . ?a prov:endedAtTime ?e "
+            "FILTER(?t > ?e) } }",
             "the usage's time lies outside its activity's start and end",
         ),
         (
             "prov:generation-within-activity",
-            "SELECT DISTINCT ?f WHERE { ?f a prov:Generation ; prov:activity ?a ; prov:atTime ?t . "
-            "{ ?a prov:startedAtTime ?s FILTER(?t < ?s) } UNION "
-            "{ ?a prov:endedAtTime ?e FILTER(?t > ?e) } }",
+            "SELECT DISTINCT ?f WHERE { "
+            "{ ?f a prov:Generation ; prov:activity ?a ; prov:atTime ?t . "
+            "?a prov:startedAtTime ?s FILTER(?t < ?s) } UNION "
+            "{ ?f a prov:Generation ; prov:activity ?a ; prov:atTime ?t . "
+            "?a prov:endedAtTime ?e FILTER(?t > ?e) } }",
             "the generation's time lies outside its activity's start and end",
         ),
         (

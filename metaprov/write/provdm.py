@@ -1,13 +1,15 @@
 """PROV-N, PROV-JSON and PROV-XML writers through the ``prov`` package (small runs only).
 
 Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the same provenance as a PROV-DM document.
-The document is what the ``prov`` package itself reads from the RDF export (its PROV-O
-decoder): the three formats hold the same records as the RDF, by construction. So activities,
-agents and entities are declared once each (what several blocks say about one node is one
-record), qualified usages, generations and associations are ``used``/``wasGeneratedBy``/
-``wasAssociatedWith`` relations with their identifiers and attributes (not entities),
-``wasRevisionOf`` is a revision, ``generatedAtTime`` a generation time, and metaprov properties
-are attributes of their records. Identifiers are qualified names under ``run:`` (the run's IRI),
+The document is built straight from the graph's triples (:func:`document_from_rdf`), so the
+three formats state every relation of the RDF with the same terms: activities, agents and
+entities are declared once each (what several blocks say about one node is one record); each
+plain PROV-O relation triple (``run prov:wasAssociatedWith scheduler``) is a relation without
+identifier, and each qualified node (usage, generation, association) a relation with its IRI as
+identifier and its time, plan and attributes, the two kept apart (``prov``'s own RDF reader
+merges a plain triple into whichever qualified node of the subject it met last, in hash order);
+``wasRevisionOf`` is a revision, and metaprov properties are attributes of their records.
+Records and attributes are sorted: the bytes do not depend on the hash seed. Identifiers are qualified names under ``run:`` (the run's IRI),
 ``id:`` (the base), ``mp:``, ``prov:`` and ``xsd:``.
 
 PROV-XML identifiers must be XML QNames, whose local part is an NCName: instance IRIs (``run:
@@ -112,25 +114,31 @@ def rdf_graph(graph: ProvGraph, blocks: list[Block], *, xml_safe: bool = False) 
             (term(t.subject), term(t.predicate), term(t.object), g)
             for t in ox.parse(buf.getvalue(), format=ox.RdfFormat.N_TRIPLES)
         )
-    _as_entities(g)
     return g
 
 
 def _as_entities(g: Any) -> None:
     """Nodes PROV-DM has no record for (state transitions, Darshan counters and records) become
-    entities with their metaprov class as ``prov:type``, so the PROV-DM formats lose nothing."""
+    entities with their metaprov class as ``prov:type``, so the PROV-DM formats lose nothing.
+
+    A node is left as it is when it is typed with a PROV class or is a qualified relation (the
+    object of a ``prov:qualified*`` property); every other subject becomes an entity.
+    """
     import rdflib
     from prov.model import PROV_BASE_CLS
 
     known = {rdflib.URIRef(q.uri) for q in PROV_BASE_CLS}
+    qualified_nodes = {o for p in _QUALIFIED for o in g.objects(None, rdflib.URIRef(_PROV + p))}
     typed: dict[Any, bool] = {}
+    for s in g.subjects(unique=True):
+        typed[s] = s in qualified_nodes
     for s, _, o in g.triples((None, rdflib.RDF.type, None)):
         typed[s] = typed.get(s, False) or o in known
     entity = rdflib.URIRef(_PROV + "Entity")
     at_time = rdflib.URIRef(_PROV + "atTime")
     qualified = rdflib.URIRef(_PROV + "qualifiedGeneration")
     generation = rdflib.URIRef(_PROV + "Generation")
-    for s in [s for s, has in typed.items() if not has]:
+    for s in sorted(s for s, has in typed.items() if not has):
         g.add((s, rdflib.RDF.type, entity))
         # the instant of an event: the generation of its record (an entity has no prov:atTime)
         for t in list(g.objects(s, at_time)):
@@ -141,6 +149,156 @@ def _as_entities(g: Any) -> None:
             g.add((gen, at_time, t))
 
 
+#: PROV-O relation property -> (PROV-DM record type, prov:type it adds or None).
+_RELATIONS = {
+    "used": ("Usage", None),
+    "wasGeneratedBy": ("Generation", None),
+    "wasAssociatedWith": ("Association", None),
+    "actedOnBehalfOf": ("Delegation", None),
+    "wasAttributedTo": ("Attribution", None),
+    "specializationOf": ("Specialization", None),
+    "alternateOf": ("Alternate", None),
+    "wasDerivedFrom": ("Derivation", None),
+    "wasRevisionOf": ("Derivation", "Revision"),
+    "wasQuotedFrom": ("Derivation", "Quotation"),
+    "hadPrimarySource": ("Derivation", "PrimarySource"),
+    "wasInformedBy": ("Communication", None),
+    "wasStartedBy": ("Start", None),
+    "wasEndedBy": ("End", None),
+    "wasInvalidatedBy": ("Invalidation", None),
+    "wasInfluencedBy": ("Influence", None),
+    "hadMember": ("Membership", None),
+}
+#: ``prov:qualifiedX`` property -> (PROV-DM record type, prov:type it adds or None).
+_QUALIFIED = {
+    "qualifiedUsage": ("Usage", None),
+    "qualifiedGeneration": ("Generation", None),
+    "qualifiedAssociation": ("Association", None),
+    "qualifiedDelegation": ("Delegation", None),
+    "qualifiedAttribution": ("Attribution", None),
+    "qualifiedDerivation": ("Derivation", None),
+    "qualifiedRevision": ("Derivation", "Revision"),
+    "qualifiedQuotation": ("Derivation", "Quotation"),
+    "qualifiedPrimarySource": ("Derivation", "PrimarySource"),
+    "qualifiedCommunication": ("Communication", None),
+    "qualifiedStart": ("Start", None),
+    "qualifiedEnd": ("End", None),
+    "qualifiedInvalidation": ("Invalidation", None),
+    "qualifiedInfluence": ("Influence", None),
+}
+#: Properties of a qualified node naming a formal attribute other than its first.
+_INFLUENCERS = ("entity", "activity", "agent", "influencer")
+_FORMAL_OF_QUALIFIED = {
+    "atTime": "time",
+    "hadPlan": "plan",
+    "hadUsage": "usage",
+    "hadGeneration": "generation",
+}
+#: Element properties PROV-DM names differently (prov's PREDICATE_MAP).
+_ELEMENT_ATTRS = {
+    _PROV + "startedAtTime": "startTime",
+    _PROV + "endedAtTime": "endTime",
+    _PROV + "atLocation": "location",
+    "http://www.w3.org/2000/01/rdf-schema#label": "label",
+}
+
+
+def _records_from_rdf(g: Any, doc: Any) -> list[tuple[Any, Any, list[tuple[Any, Any]]]]:
+    """Every PROV-DM record the RDF states, as (type, identifier, attributes), straight from
+    its triples: one element record per node, one relation record per plain PROV-O relation
+    triple (no identifier) and one per qualified node (its IRI the identifier).
+
+    Plain and qualified relations are kept apart: a plain ``run prov:wasAssociatedWith
+    scheduler`` is its own association even when the run also has qualified associations
+    (prov's RDF reader merges the plain triple into one of the qualified nodes, whichever it
+    met last in set order). Values are decoded as ``prov``'s reader decodes them.
+    """
+    import rdflib
+    from prov.model import PROV, PROV_BASE_CLS, PROV_REC_CLS
+    from prov.serializers.provrdf import ProvRDFSerializer
+
+    dec = ProvRDFSerializer(doc)
+    cache: dict[Any, Any] = {}
+
+    def value(t: Any) -> Any:
+        if isinstance(t, rdflib.URIRef):
+            v = cache.get(t)
+            if v is None:
+                v = cache[t] = dec.decode_rdf_representation(t, g)
+            return v
+        return dec.decode_rdf_representation(t, g)
+
+    rdf_type = rdflib.RDF.type
+    base = {rdflib.URIRef(q.uri): b for q, b in PROV_BASE_CLS.items()}
+    element_kinds = {PROV["Entity"], PROV["Activity"], PROV["Agent"]}
+    relation_of = {rdflib.URIRef(_PROV + k): v for k, v in _RELATIONS.items()}
+    qualified_of = {rdflib.URIRef(_PROV + k): v for k, v in _QUALIFIED.items()}
+    influencers = {rdflib.URIRef(_PROV + k) for k in _INFLUENCERS}
+    formal_of_q = {rdflib.URIRef(_PROV + k): PROV[v] for k, v in _FORMAL_OF_QUALIFIED.items()}
+    element_attr = {rdflib.URIRef(k): PROV[v] for k, v in _ELEMENT_ATTRS.items()}
+    prov_type = PROV["type"]
+
+    out: list[tuple[Any, Any, list[tuple[Any, Any]]]] = []
+    # the qualified nodes: who points at each, and as what
+    qnodes: dict[Any, tuple[Any, str, str | None]] = {}
+    for s, p, o in g:
+        if p in qualified_of:
+            if o in qnodes:
+                raise ValueError(f"{o} qualifies more than one relation")
+            qnodes[o] = (s, *qualified_of[p])
+    subjects: dict[Any, list[tuple[Any, Any]]] = {}
+    for s, p, o in g:
+        subjects.setdefault(s, []).append((p, o))
+    for s, pos in subjects.items():
+        if s in qnodes:
+            first, kind, extra_type = qnodes[s]
+            rtype = PROV[kind]
+            formal = PROV_REC_CLS[rtype].FORMAL_ATTRIBUTES
+            attrs: list[tuple[Any, Any]] = [(formal[0], value(first))]
+            if extra_type:
+                attrs.append((prov_type, PROV[extra_type]))
+            for p, o in pos:
+                if p == rdf_type:
+                    if o not in (rdflib.URIRef(rtype.uri), rdflib.URIRef(_PROV + str(extra_type))):
+                        attrs.append((prov_type, value(o)))
+                elif p in influencers:
+                    attrs.append((formal[1], value(o)))
+                elif p == rdflib.URIRef(_PROV + "hadActivity"):
+                    name = {"Start": "starter", "End": "ender"}.get(kind, "activity")
+                    attrs.append((PROV[name], value(o)))
+                elif p in formal_of_q:
+                    attrs.append((formal_of_q[p], value(o)))
+                else:
+                    attrs.append((value(p), value(o)))
+            out.append((rtype, value(s), attrs))
+            continue
+        kinds = {base[o] for p, o in pos if p == rdf_type and o in base} & element_kinds
+        if len(kinds) != 1:
+            raise ValueError(f"{s} is not one PROV element (types: {sorted(map(str, kinds))})")
+        (rtype,) = kinds
+        attrs = []
+        for p, o in pos:
+            if p == rdf_type:
+                if o != rdflib.URIRef(rtype.uri):
+                    attrs.append((prov_type, value(o)))
+            elif p in relation_of:
+                kind, extra_type = relation_of[p]
+                rel = PROV[kind]
+                formal = PROV_REC_CLS[rel].FORMAL_ATTRIBUTES
+                rattrs = [(formal[0], value(s)), (formal[1], value(o))]
+                if extra_type:
+                    rattrs.append((prov_type, PROV[extra_type]))
+                out.append((rel, None, rattrs))
+            elif p in qualified_of:
+                continue  # the qualified node is a record of its own
+            elif p in element_attr:
+                attrs.append((element_attr[p], value(o)))
+            else:
+                attrs.append((value(p), value(o)))
+        out.append((rtype, value(s), attrs))
+    return out
+
+
 def build_document(
     graph: ProvGraph,
     force: bool = False,
@@ -149,7 +307,7 @@ def build_document(
     blocks: list[Block] | None = None,
     xml_safe: bool = False,
 ) -> ProvDocument:
-    """The graph as a ``prov`` ProvDocument: what ``prov`` reads from the RDF export.
+    """The graph as a ``prov`` ProvDocument, built straight from its triples.
 
     Args:
         graph: the mapped run.
@@ -161,49 +319,100 @@ def build_document(
     Raises:
         LimitError: above :data:`metaprov.write.PROV_LIMIT` triples without ``force``.
     """
-    from prov.model import ProvDocument
-    from prov.serializers.provrdf import ProvRDFSerializer
-
     if blocks is None:
         blocks = _limit(graph, force, fmt)
-    g = rdf_graph(graph, blocks, xml_safe=xml_safe)
+    return document_from_rdf(rdf_graph(graph, blocks, xml_safe=xml_safe), namespaces(graph))
+
+
+def document_from_rdf(g: Any, ns: dict[str, str]) -> ProvDocument:
+    """The PROV-DM document of an rdflib graph of a metaprov export (see :func:`_records_from_rdf`):
+    records and their attributes sorted, so the same graph gives the same bytes whatever the
+    hash seed. The graph gains the entities of :func:`_as_entities`."""
+    from prov.model import ProvDocument
+
     doc = ProvDocument()
-    for prefix, iri in namespaces(graph).items():
+    for prefix, iri in ns.items():
         if prefix != "prov":
             doc.add_namespace(prefix, iri)
-    with warnings.catch_warnings():
-        # every statement has a PROV reading (decision 22); prov warns about none of ours
-        warnings.simplefilter("ignore")
-        ProvRDFSerializer(doc).decode_document(g, doc, relation_mapper=relation_map())
-    # records in a fixed order (prov keeps them in the order its reader met them)
+    _as_entities(g)
+    records = _records_from_rdf(g, doc)
     out = ProvDocument()
-    for prefix, iri in namespaces(graph).items():
+    for prefix, iri in ns.items():
         if prefix != "prov":
             out.add_namespace(prefix, iri)
-    for rec in sorted(doc.get_records(), key=_record_key):
-        # attributes in a fixed order too (prov keeps them in sets)
-        attrs = sorted(rec.attributes, key=lambda a: (str(a[0]), str(a[1])))
-        out.new_record(rec.get_type(), rec.identifier, attrs)
+    keyed = []
+    for rtype, ident, attrs in records:
+        attrs = sorted(attrs, key=lambda a: (str(a[0]), str(a[1])))
+        keyed.append(((str(rtype), str(ident or ""), [(str(a), str(v)) for a, v in attrs]), rtype, ident, attrs))
+    keyed.sort(key=lambda k: k[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _, rtype, ident, attrs in keyed:
+            out.new_record(rtype, ident, attrs)
     return out
-
-
-def _record_key(rec: Any) -> tuple[str, str, list[tuple[str, str]]]:
-    attrs = sorted((str(a), str(v)) for a, v in rec.attributes)
-    return (str(rec.get_type()), str(rec.identifier or ""), attrs)
 
 
 def relation_map() -> dict[Any, str]:
     """The PROV-O relations ``prov``'s RDF reader maps, plus ``prov:wasRevisionOf`` (a revision),
-    which it leaves as an attribute. Read a metaprov RDF export with it to get the records of the
-    PROV-N/JSON/XML exports::
+    which it leaves as an attribute.
 
-        doc = ProvDocument()
-        ProvRDFSerializer(doc).decode_document(graph, doc, relation_mapper=relation_map())
+    ``prov``'s reader merges a plain relation triple into a qualified node of the same subject
+    (whichever it meets last), so it does not give the records of the PROV-N/JSON/XML exports
+    when a node has both; :func:`document_from_rdf` does.
     """
     import rdflib
     from prov.serializers.provrdf import RELATION_MAP
 
     return {**RELATION_MAP, rdflib.URIRef(_PROV + "wasRevisionOf"): "revision"}
+
+
+def relations(doc: Any) -> set[tuple[str, str, tuple[tuple[str, str], ...]]]:
+    """Every relation record of a PROV-DM document as ``(type, identifier, formal terms)``:
+    identifiers and terms as full IRIs, times as UTC ISO text, absent terms left out. Two
+    documents state the same relations when these sets are equal (what ``metaprov validate``
+    compares between a PROV-N/JSON/XML file and its RDF twin)."""
+    import datetime as dt
+
+    from prov.model import ProvRelation
+
+    def text(v: Any) -> str:
+        if isinstance(v, dt.datetime):
+            if v.tzinfo is not None:
+                v = v.astimezone(dt.timezone.utc)
+            return v.isoformat()
+        return str(getattr(v, "uri", v))
+
+    out = set()
+    for r in doc.get_records():
+        if isinstance(r, ProvRelation):
+            terms = tuple((a.uri, text(v)) for a, v in r.formal_attributes if v is not None)
+            ident = "" if r.identifier is None else r.identifier.uri
+            out.add((r.get_type().localpart, ident, terms))
+    return out
+
+
+def unescape_provxml(xml: bytes) -> bytes:
+    """A PROV-XML export with its identifiers turned back into the qualified names of the other
+    formats (:func:`iri_local` on every ``prov:id``, ``prov:ref`` and ``xsd:QName`` value), for
+    a reader that does not know the escaping (``prov``'s reader then gives the run's IRIs)."""
+    from lxml import etree
+
+    root = etree.fromstring(xml, etree.XMLParser(resolve_entities=False, no_network=True))
+    prov_id, prov_ref = f"{{{_PROV}}}id", f"{{{_PROV}}}ref"
+    xsi_type = "{http://www.w3.org/2001/XMLSchema-instance}type"
+
+    def fix(qname: str) -> str:
+        prefix, sep, local = qname.partition(":")
+        return f"{prefix}:{iri_local(local)}" if sep else iri_local(qname)
+
+    for el in root.iter():
+        for attr in (prov_id, prov_ref):
+            value = el.get(attr)
+            if value is not None:
+                el.set(attr, fix(value))
+        if el.get(xsi_type) == "xsd:QName" and el.text:
+            el.text = fix(el.text)
+    return bytes(etree.tostring(root))
 
 
 def xml_local(local: str) -> str:

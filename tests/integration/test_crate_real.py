@@ -106,3 +106,23 @@ def test_metadata_is_json_ld(campaign: Path) -> None:
     runs = set(g.subjects(rdflib.RDF.type, schema.OrganizeAction))
     assert len(runs) == 2
     assert len(set(g.subjects(rdflib.RDF.type, schema.ControlAction))) > 2
+
+
+def test_the_crate_says_no_builder_path_and_whole_byte_counts(campaign: Path) -> None:
+    """Issue 25: report.html embedded the builder's absolute run path; the preview printed byte
+    counts as 75,851,923.000000."""
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(campaign) as z:
+        reports = [n for n in z.namelist() if n.endswith("report.html")]
+        assert len(reports) == 2
+        for name in reports:
+            text = z.read(name).decode("utf-8")
+            for path in (PMDA_RUNS[0], REPO / "examples" / "run"):
+                assert str(path) not in text, name
+            assert str(REPO) not in text and str(SHARED) not in text, name
+        preview = z.read("ro-crate-preview.html").decode("utf-8")
+    counts = re.findall(r"(?i)bytes[^:;<]*: ([0-9][0-9,.]*)", preview)
+    assert len(counts) >= 3, preview[:500]
+    assert all(re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})*", c) for c in counts), counts

@@ -215,7 +215,7 @@ def test_include_inputs_copies_records(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"license": "not a licence!"}, "neither an SPDX identifier nor a URL"),
+        ({"license": "not a licence!"}, "neither an SPDX license identifier nor a URL"),
         ({"authors": ["0000-0002-1825-0098"]}, "not a valid ORCID iD"),
         ({"formats": ("turtle", "rdfxml")}, "unknown PROV format"),
         ({"date_published": "yesterday"}, "not an ISO 8601 date"),
@@ -238,7 +238,13 @@ def test_the_crate_holds_the_run_report(tmp_path: Path) -> None:
     result = crate([EXAMPLE], out, formats=("turtle",))
     rel = result.runs[0]["folder"] + "report.html"
     direct = write_report([EXAMPLE], tmp_path / "direct.html")
-    assert read_facts(out / rel) == direct.facts
+    facts = read_facts(out / rel)
+    # the same facts, the run named by its directory's name (not the builder's path: issue 25)
+    assert [r["path"] for r in facts["runs"]] == [EXAMPLE.name]
+    assert str(EXAMPLE) not in (out / rel).read_text(encoding="utf-8")
+    for r in direct.facts["runs"]:
+        r["path"] = EXAMPLE.name
+    assert facts == direct.facts
     g = graph_of(out)
     assert g[rel]["encodingFormat"] == "text/html" and g[rel]["sha256"] == sha256(out / rel)
     assert rel in (out / "ro-crate-preview.html").read_text(encoding="utf-8")

@@ -172,3 +172,37 @@ def test_recorded_path_is_used_and_checked(tmp_path) -> None:
     )
     stale = critical_path_from_store(st, run=rec.run_id)
     assert list(stale["key"]) == list(from_record["key"])
+
+
+def test_each_step_is_the_execution_that_fed_the_next() -> None:
+    """Issue 25: a key executed again after the task it fed (recomputed after a worker loss)
+    made a step start after the next one. The step is the execution that fed the next: the
+    latest one that ended by the next step's start; from records and from a store alike."""
+    from tinyrun import KEY_A, KEY_B, KEY_SLASH, T0, W2, tiny_records, utc
+
+    from metaprov.mapping import to_prov
+    from metaprov.store import EmbeddedStore
+
+    rec = tiny_records()
+    again = pd.DataFrame(
+        {
+            "key": [KEY_A],
+            "attempt": pd.array([1], dtype="Int64"),
+            "worker": [W2],
+            "start": utc([T0 + 7]),
+            "end": utc([T0 + 7.5]),
+            "outcome": ["memory"],
+            "time_source": ["worker"],
+        }
+    )
+    rec.executions = conform("executions", pd.concat([rec.executions, again], ignore_index=True))
+    st = EmbeddedStore(None)
+    st.load_graph(to_prov(rec))
+    for cp in (critical_path(rec), critical_path_from_store(st)):
+        assert list(cp["key"]) == [KEY_A, KEY_B, KEY_SLASH]
+        starts = pd.to_datetime(cp["start"], utc=True)
+        assert starts.is_monotonic_increasing, list(starts)
+        assert starts.iloc[0] == utc([T0 + 1]).iloc[0]  # the first run of A fed B
+        assert (pd.to_datetime(cp["end"], utc=True).iloc[:-1].to_numpy()
+                <= starts.iloc[1:].to_numpy()).all()
+        assert cp["duration"].iloc[0] == pytest.approx(1.0)  # both runs of A count as compute

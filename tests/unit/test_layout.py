@@ -40,6 +40,7 @@ RANKS = {
     "capture": 7,
     "compare": 7,
     "synthetic": 7,
+    "live": 7,
     "cli": 8,
     "__main__": 8,
     "": 9,  # metaprov/__init__.py: the public API, imports any stage lazily

@@ -385,3 +385,27 @@ def test_offset_sweep_by_events_equals_the_grid_sweep() -> None:
         fitted = grid[0] > 0
         for x, y in zip(grid, events, strict=True):
             assert (x[fitted] == y[fitted]).all()
+
+
+def test_a_linked_segment_never_lies_outside_its_execution(tmp_path: Path) -> None:
+    """Issue 25: an I/O usage ended 27 µs after its execution (short tasks): the segment was
+    linked within the tolerance but kept its corrected time. Its times are clipped into the
+    window, and the accounting says so. (On a real run the process's one offset estimate is
+    the middle of its feasible range, which a segment's own feasible offsets can exclude.)"""
+    rec, truth = make_run(tmp_path, offsets={101: 0.0}, n_tasks=1, threads=1)
+    ex = rec.executions
+    last = ex.sort_values("end").iloc[-1]
+    row = ex.index[ex["key"] == last["key"]][0]
+    seg = rec.darshan.segments
+    mine = seg.index[seg["offset"].isin(truth.loc[truth["key"] == last["key"], "offset"])]
+    # its last I/O call starts 1 µs before the window ends and ends 27 µs after it (no window
+    # after it on the thread)
+    tail = seg.loc[mine, "start"].idxmax()
+    seg.loc[tail, "end"] = seg.loc[tail, "start"] + pd.Timedelta(microseconds=28)
+    ex.loc[row, "end"] = seg.loc[tail, "start"] + pd.Timedelta(microseconds=1)
+    link_io(rec, estimate_offsets=False)
+    links = rec.io.segments.loc[mine]
+    assert (links["status"] == "linked").all() and (links["key"] == last["key"]).all()
+    assert (links["end"] <= ex.loc[row, "end"]).all() and (links["start"] >= last["start"]).all()
+    notes = [t for t in rec.io.accounting["notes"] if "clipped into the window" in t]
+    assert len(notes) == 1 and "27 µs" in notes[0]

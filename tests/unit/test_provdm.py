@@ -17,7 +17,7 @@ from tinyrun import tiny_records
 from metaprov.mapping import to_prov
 from metaprov.records import conform
 from metaprov.write import write
-from metaprov.write.provdm import iri_local, relation_map, xml_local
+from metaprov.write.provdm import iri_local, xml_local
 
 CONTROL_KEY = "ctl\x01\x1f-key\ttab"
 
@@ -72,19 +72,9 @@ def _norm(doc) -> set:  # type: ignore[no-untyped-def]
 
 
 def _unescape_ids(xml: bytes) -> bytes:
-    from lxml import etree
+    from metaprov.write.provdm import unescape_provxml
 
-    root = etree.fromstring(xml)
-    for el in root.iter():
-        for attr in ("{http://www.w3.org/ns/prov#}id", "{http://www.w3.org/ns/prov#}ref"):
-            v = el.get(attr)
-            if v is not None:
-                p, _, local = v.partition(":")
-                el.set(attr, f"{p}:{iri_local(local)}")
-        if el.get("{http://www.w3.org/2001/XMLSchema-instance}type") == "xsd:QName":
-            p, _, local = (el.text or "").partition(":")
-            el.text = f"{p}:{iri_local(local)}"
-    return bytes(etree.tostring(root))
+    return unescape_provxml(xml)
 
 
 def test_xml_local_names_are_ncnames_and_reversible() -> None:
@@ -111,27 +101,29 @@ def test_prov_xml_and_json_validate_against_the_w3c_schemas(out: dict[str, bytes
     assert b"wasDerivedFrom(" in out["provn"] and b"<prov:wasDerivedFrom>" in out["provxml"]
 
 
-def test_the_three_formats_and_the_rdf_hold_the_same_records(out: dict[str, bytes]) -> None:
+def test_the_three_formats_hold_the_same_records_and_the_rdfs_relations(
+    out: dict[str, bytes],
+) -> None:
     import rdflib
     from prov.model import ProvDocument
-    from prov.serializers.provrdf import ProvRDFSerializer
+
+    from metaprov.write.provdm import document_from_rdf, relations
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         jdoc = ProvDocument.deserialize(content=out["provjson"].decode(), format="json")
         ndoc = ProvDocument.deserialize(content=out["provn"].decode(), format="provn")
         xdoc = ProvDocument.deserialize(content=_unescape_ids(out["provxml"]), format="xml")
-        g = rdflib.Graph().parse(data=out["ntriples"], format="nt")
-        rdoc = ProvDocument()
-        ProvRDFSerializer(rdoc).decode_document(g, rdoc, relation_mapper=relation_map())
     assert _norm(jdoc) == _norm(ndoc) == _norm(xdoc)
-    # the RDF read back: the same records, less the nodes PROV-DM has no record kind for
-    # (transitions, Darshan counters), which the PROV-DM formats keep as entities generated at
-    # their instant
-    extra = _norm(jdoc) - _norm(rdoc)
-    assert extra and all("/transition/" in str(r[1]) for r in extra)
-    assert {r[0] for r in extra} == {"ProvEntity", "ProvGeneration"}
-    assert _norm(rdoc) <= _norm(jdoc)
+    # the RDF export read back with document_from_rdf: the same relations
+    g = rdflib.Graph().parse(data=out["ntriples"], format="nt")
+    assert relations(document_from_rdf(g, {})) == relations(jdoc)
+    # the run's plain associations (client, scheduler) are relations of their own, besides the
+    # qualified association of each task graph (prov's RDF reader merged them into one)
+    run = "https://w3id.org/metaprov/id/run/tiny0001"
+    plain = {terms[1][1] for kind, ident, terms in relations(jdoc)
+             if kind == "Association" and not ident and terms[0][1] == run}
+    assert len(plain) >= 2 and any(p.endswith("/scheduler") for p in plain), plain
     # the control characters came back
     keys = {v for r in _norm(xdoc) for a, v in r[2] if a.endswith("#key")}
     assert CONTROL_KEY in keys
@@ -155,3 +147,67 @@ def test_prov_dm_output_is_deterministic(out: dict[str, bytes]) -> None:
         again = io.BytesIO()
         write(to_prov(_records(), detail="transitions"), again, fmt)
         assert again.getvalue() == out[fmt], fmt
+
+
+def test_prov_dm_bytes_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """Issue 25: the run's plain association used to be merged into whichever qualified
+    association prov's reader met last in set order, so the bytes changed with PYTHONHASHSEED."""
+    import subprocess
+    import sys
+
+    run = Path(__file__).resolve().parents[2] / "examples" / "run"
+    script = (
+        "import sys\n"
+        "from metaprov import read_run, to_prov, write\n"
+        "g = to_prov(read_run(sys.argv[1]))\n"
+        "for f in sys.argv[2:]: write(g, f)\n"
+    )
+    outs = {}
+    for seed in ("1", "3"):
+        files = [str(tmp_path / f"s{seed}.{ext}") for ext in ("provn", "provjson", "provx")]
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", script, str(run), *files], env=env, check=True)
+        outs[seed] = [Path(f).read_bytes() for f in files]
+    for a, b in zip(outs["1"], outs["3"], strict=True):
+        assert a == b
+
+
+def test_validate_compares_a_prov_dm_file_with_its_rdf_twin(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from metaprov.cli import cli
+    from metaprov.validate import validate
+
+    graph = to_prov(_records(), detail="transitions")
+    write(graph, tmp_path / "run.nt")
+    write(graph, tmp_path / "run.provjson")
+    write(graph, tmp_path / "run.provx")
+    for name in ("run.provjson", "run.provx"):
+        report = validate(tmp_path / name)  # the twin run.nt found beside it
+        assert report.conforms, report.text()
+        assert any("relations compared with the RDF twin" in n for n in report.notes)
+    # a file whose task graph association names the scheduler instead of the client
+    doc = json.loads((tmp_path / "run.provjson").read_text())
+    assoc = doc["wasAssociatedWith"]
+    key = next(k for k, v in assoc.items() if "taskgraph" in k)
+    assoc[key]["prov:agent"] = "run:scheduler"
+    (tmp_path / "bad.provjson").write_text(json.dumps(doc))
+    report = validate(tmp_path / "bad.provjson", twin=tmp_path / "run.nt")
+    assert not report.conforms
+    assert {v.shape for v in report.violations} == {"provdm:sameRelationsAsRdf"}
+    assert {v.message for v in report.violations} == {
+        "stated by the RDF twin, missing from the file",
+        "stated by the file, not by the RDF twin",
+    }
+    result = CliRunner().invoke(
+        cli, ["validate", str(tmp_path / "bad.provjson"), "--twin", str(tmp_path / "run.nt")]
+    )
+    assert result.exit_code == 5, result.output
+    assert "stated by the file, not by the RDF twin" in result.output
+    # without a twin beside it, validate says relations were not compared
+    report = validate(tmp_path / "bad.provjson")
+    assert report.conforms and any("no RDF twin" in n for n in report.notes)
+    result = CliRunner().invoke(
+        cli, ["validate", str(tmp_path / "bad.provjson"), "--twin", str(tmp_path / "nope.nt")]
+    )
+    assert result.exit_code != 0 and "no such twin" in result.output

@@ -86,6 +86,12 @@ def test_lineage_is_the_task_and_every_ancestor(loaded) -> None:
     assert tasks.loc[tasks["relation"] == "self", "item"].tolist() == [key]
     few = run_question(store, "lineage", {"key": key, "limit": "3"})
     assert (few["relation"] == "upstream").sum() == 3 and (few["relation"] == "self").sum() == 1
+    # issue 25: nearest first, with the distance (edges from the task) as a column
+    depth = nx.single_source_shortest_path_length(dag.reverse(), key)
+    got = dict(zip(tasks["item"], tasks["distance"].astype(int), strict=True))
+    assert got == {k: depth[k] for k in got} and got[key] == 0
+    assert tasks["distance"].astype(int).is_monotonic_increasing
+    assert lin["distance"].astype(int).is_monotonic_increasing
 
 
 WALK = """# title: reachable
