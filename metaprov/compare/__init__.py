@@ -26,9 +26,33 @@ from metaprov.errors import UsageError
 
 #: A run is an outlier when its makespan is this many scaled MADs from the campaign's median.
 OUTLIER_Z = 3.5
+
+
+def package_evidence(base: Timeline, other: Timeline) -> list[dict[str, Any]]:
+    """The packages whose versions differ between the runs (their recorded environments), as
+    evidence rows ``{"kind": "package", "detail": "numpy 1.26.4 -> 2.1.0 between run A and run
+    B", "manager", "package", "change", "before", "after", "processes"}``."""
+    if base.software is None or other.software is None:
+        return []
+    from metaprov.analysis.environment import package_changes
+
+    changes = package_changes(
+        base.software, other.software, before_label=base.label, after_label=other.label
+    )
+    return [
+        {
+            "kind": "package",
+            "detail": r["text"],
+            **{k: r[k] for k in ("manager", "package", "change", "before", "after", "processes")},
+        }
+        for r in changes.to_dict("records")
+    ]
+
+
 #: Hooks that add evidence rows to every explanation: ``hook(base_timeline, other_timeline)``
-#: returns a list of ``{"kind": ..., "detail": ...}`` (e.g. a software environment difference).
-EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = []
+#: returns a list of ``{"kind": ..., "detail": ...}``; by default the package changes between
+#: the runs' recorded software environments (:func:`package_evidence`).
+EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = [package_evidence]
 
 
 @dataclass
@@ -250,7 +274,14 @@ def _campaign_table(blames: list[Blame], ib: int, explanations: list[Explanation
     return table
 
 
-__all__ = ["EVIDENCE_HOOKS", "OUTLIER_Z", "Comparison", "compare", "read_timelines"]
+__all__ = [
+    "EVIDENCE_HOOKS",
+    "OUTLIER_Z",
+    "Comparison",
+    "compare",
+    "package_evidence",
+    "read_timelines",
+]
 
 from metaprov._callable import make_callable  # noqa: E402 - after compare() is defined
 
