@@ -26,11 +26,12 @@ sums, and each task's share is a difference of a running integral looked up at i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from metaprov.analysis.environment import software_table
 from metaprov.timeutil import NAT_US, utc_to_us
 
 if TYPE_CHECKING:
@@ -62,9 +63,8 @@ class Timeline:
         has_io: Darshan I/O was linked for this run.
         has_transitions: the run has worker transitions (readiness and waiting are measured).
         notes: what the timeline could not hold, and why.
-        software: what produced the run, for the package changes shown as evidence: an object
-            with ``packages``, ``environments`` (tables of :mod:`metaprov.records`), ``run_id``
-            and ``path`` (the run's records, or None when not known, e.g. from a store).
+        software: the run's packages, one row per process and package: process, role,
+            manager, name, version (None: the run recorded no environment).
     """
 
     label: str
@@ -80,7 +80,7 @@ class Timeline:
     has_io: bool = False
     has_transitions: bool = True
     notes: list[str] = field(default_factory=list)
-    software: Any = None
+    software: pd.DataFrame | None = None
 
     @property
     def makespan(self) -> float:
@@ -185,16 +185,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
     executions = executions.sort_values(["key", "attempt", "start"], kind="stable").reset_index(
         drop=True
     )
-    from types import SimpleNamespace
-
-    software = SimpleNamespace(
-        packages=getattr(records, "packages", None),
-        environments=getattr(records, "environments", None),
-        run_id=records.run_id,
-        path=records.path,
-    )
     return Timeline(
-        software=software if software.packages is not None else None,
         label=name,
         run_id=str(records.run_id),
         start=s_us,
@@ -208,6 +199,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         has_io=has_io and len(io) > 0,
         has_transitions=has_transitions,
         notes=notes,
+        software=software_table(records) if len(records.packages) else None,
     )
 
 

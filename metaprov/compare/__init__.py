@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from metaprov.analysis.compare import Explanation, explain
+from metaprov.analysis.environment import software_evidence
 from metaprov.analysis.timeline import Blame, Timeline, blame, timeline_from_records
 from metaprov.errors import UsageError
 
@@ -28,31 +29,9 @@ from metaprov.errors import UsageError
 OUTLIER_Z = 3.5
 
 
-def package_evidence(base: Timeline, other: Timeline) -> list[dict[str, Any]]:
-    """The packages whose versions differ between the runs (their recorded environments), as
-    evidence rows ``{"kind": "package", "detail": "numpy 1.26.4 -> 2.1.0 between run A and run
-    B", "manager", "package", "change", "before", "after", "processes"}``."""
-    if base.software is None or other.software is None:
-        return []
-    from metaprov.analysis.environment import package_changes
-
-    changes = package_changes(
-        base.software, other.software, before_label=base.label, after_label=other.label
-    )
-    return [
-        {
-            "kind": "package",
-            "detail": r["text"],
-            **{k: r[k] for k in ("manager", "package", "change", "before", "after", "processes")},
-        }
-        for r in changes.to_dict("records")
-    ]
-
-
 #: Hooks that add evidence rows to every explanation: ``hook(base_timeline, other_timeline)``
-#: returns a list of ``{"kind": ..., "detail": ...}``; by default the package changes between
-#: the runs' recorded software environments (:func:`package_evidence`).
-EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = [package_evidence]
+#: returns a list of ``{"kind": ..., "detail": ...}`` (e.g. a software environment difference).
+EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = [software_evidence]
 
 
 @dataclass
@@ -279,7 +258,6 @@ __all__ = [
     "OUTLIER_Z",
     "Comparison",
     "compare",
-    "package_evidence",
     "read_timelines",
 ]
 
