@@ -172,6 +172,7 @@ def run_once(
     *,
     timed: bool = False,
     facts: bool = False,
+    environment: bool = True,
 ) -> dict[str, float]:
     """Compute one fresh graph; with ``capture_dir``, under the capture (as ``record()`` does).
 
@@ -191,9 +192,12 @@ def run_once(
     t0 = time.perf_counter()
     if capture_dir is not None:
         client.register_plugin(
-            sched_cls(capture_dir, functions=facts, call_sites=facts), name=PLUGIN_NAME
+            sched_cls(capture_dir, functions=facts, call_sites=facts, environment=environment),
+            name=PLUGIN_NAME,
         )
-        client.register_plugin(worker_cls(capture_dir, results=facts), name=PLUGIN_NAME)
+        client.register_plugin(
+            worker_cls(capture_dir, results=facts, environment=environment), name=PLUGIN_NAME
+        )
     t_in = time.perf_counter()
     with dask.config.set({NFRAMES: 1 if facts else 0}):
         value = client.get(dsk, out)
@@ -208,7 +212,7 @@ def run_once(
             res["hooks_cpu"] = fin["spent"] + sum(client.run(_worker_spent).values())
     t2 = time.perf_counter()
     assert value == expected, (value, expected)
-    res.update(compute=t1 - t_in, total=t2 - t0, cpu=_cpu(client) - cpu0)
+    res.update(compute=t1 - t_in, total=t2 - t0, cpu=_cpu(client) - cpu0, startup=t_in - t0)
     return res
 
 
@@ -223,6 +227,7 @@ def main() -> None:
     timed: list[tuple[dict[str, float], dict[str, float]]] = []
     fact_pairs: list[tuple[dict[str, float], dict[str, float]]] = []
     fact_timed: list[tuple[dict[str, float], dict[str, float]]] = []
+    env_pairs: list[tuple[dict[str, float], dict[str, float]]] = []
     load: list[float] = []
     try:
         with (
@@ -238,14 +243,19 @@ def main() -> None:
             run_once(client, min(args.n, 1000), None)  # warm-up: imports, connections
             for r in range(args.repeat):
                 load.append(os.getloadavg()[0])
-                variants = ["plain", "captured", "facts", "timed", "timed-facts"]
+                variants = ["plain", "captured", "noenv", "facts", "timed", "timed-facts"]
                 if r % 2:
                     variants.reverse()
                 got: dict[str, dict[str, float]] = {}
                 for v in variants:
                     cap = None if v == "plain" else base / f"run-{r}-{v}"
                     res = run_once(
-                        client, args.n, cap, timed=v.startswith("timed"), facts="facts" in v
+                        client,
+                        args.n,
+                        cap,
+                        timed=v.startswith("timed"),
+                        facts="facts" in v,
+                        environment=v != "noenv",
                     )
                     got[v] = res
                     print(
@@ -257,6 +267,7 @@ def main() -> None:
                 pairs.append((got["plain"], got["captured"]))
                 timed.append((got["plain"], got["timed"]))
                 fact_pairs.append((got["captured"], got["facts"]))
+                env_pairs.append((got["noenv"], got["captured"]))
                 fact_timed.append((got["timed"], got["timed-facts"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -282,6 +293,16 @@ def main() -> None:
         "scheduler_hooks_cpu_s": med(lambda p, c: c["scheduler_hooks_cpu"], timed),
         "finalize_cpu_s": med(lambda p, c: c["finalize_cpu"]),
         "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"], timed),
+        # the environment records: the capture with them against the capture without
+        "env_off_startup_s": med(lambda p, c: p["startup"], env_pairs),
+        "env_on_startup_s": med(lambda p, c: c["startup"], env_pairs),
+        "env_off_compute_s": med(lambda p, c: p["compute"], env_pairs),
+        "env_on_compute_s": med(lambda p, c: c["compute"], env_pairs),
+        "env_off_total_s": med(lambda p, c: p["total"], env_pairs),
+        "env_on_total_s": med(lambda p, c: c["total"], env_pairs),
+        "env_overhead_compute_pct": med(
+            lambda p, c: 100 * (c["compute"] / p["compute"] - 1), env_pairs
+        ),
         # the task facts: the capture with them against the capture without, same repetition
         "facts_rows_written": med(lambda p, c: c["rows"], fact_pairs),
         "facts_compute_s": med(lambda p, c: c["compute"], fact_pairs),

@@ -36,6 +36,7 @@ _API = {
     "write_records": "metaprov.export.records",
     "export_campaign": "metaprov.export.campaign",
     "compare": "metaprov.compare",
+    "follow": "metaprov.live",
 }
 
 __all__ = ["__version__", *_API]

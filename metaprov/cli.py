@@ -104,6 +104,29 @@ quiet_option = click.option(
 )
 
 
+def _set_endpoint_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> None:
+    if value is None:
+        return
+    if not value > 0 or value == float("inf"):
+        raise click.BadParameter("give a positive number of seconds")
+    from metaprov.store.http import TIMEOUT_OVERRIDE
+
+    token = TIMEOUT_OVERRIDE.set(value)
+    ctx.call_on_close(lambda: TIMEOUT_OVERRIDE.reset(token))
+
+
+timeout_option = click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    expose_value=False,
+    callback=_set_endpoint_timeout,
+    help="With --endpoint: the longest one request to the server may take, whatever it does "
+    "[default: $METAPROV_ENDPOINT_TIMEOUT or 600].",
+)
+
+
 #: ``-f table|csv|json`` of the commands that print an answer (query, runs).
 answer_format_option = click.option(
     "-f",
@@ -208,6 +231,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     default=None,
     help="Compare the runs of this SPARQL query endpoint (instead of RUNS).",
 )
+@timeout_option
 @click.option(
     "--run",
     "run_ids",
@@ -316,6 +340,7 @@ def report_cmd(
 @click.option(
     "--endpoint", metavar="URL", default=None, help="RUNS are run ids in this SPARQL endpoint."
 )
+@timeout_option
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option("--rows", default=12, show_default=True, help="Cause rows shown in the text answer.")
 @click.pass_context
@@ -389,6 +414,7 @@ _GSP_HELP = "The server's Graph Store endpoint [default: $METAPROV_GSP or derive
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
 @click.option(
     "--base",
@@ -483,6 +509,7 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option(
     "--file",
     "files",
@@ -589,26 +616,38 @@ def query_cmd(
     help="Run directory to write (a second cluster of the script writes OUTPUT-2, ...).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an earlier capture in OUTPUT.")
+@click.option(
+    "--anonymous",
+    is_flag=True,
+    help="Leave host names and user names out of the environment records (environment/).",
+)
 @click.pass_context
 def capture_cmd(
-    ctx: click.Context, script: Path, script_args: tuple[str, ...], output: Path, overwrite: bool
+    ctx: click.Context,
+    script: Path,
+    script_args: tuple[str, ...],
+    output: Path,
+    overwrite: bool,
+    anonymous: bool,
 ) -> None:
     """Run SCRIPT with metaprov's capture on every Dask cluster it starts.
 
     The script runs unchanged; each LocalCluster/scheduler and worker it starts is
-    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files).
-    Everything after SCRIPT is passed to the script, untouched.
+    recorded into OUTPUT (Mofka-Dask CSV schema plus pid/host/thread/config files, and
+    what each process ran in: packages, venv/conda, container, batch job, host, the script
+    and its git commit). Everything after SCRIPT is passed to the script, untouched.
 
     \b
     Example:
       metaprov capture -o runs/my-run my_pipeline.py --input data/ --chunks 100
+      metaprov capture --anonymous -o runs/shared-run my_pipeline.py
     """
     from metaprov.errors import MetaprovError, ScriptFailed, require
 
     require("distributed", extra="capture", feature="metaprov capture")
     from metaprov.capture.script import run_script
 
-    result = run_script(script, output, args=script_args, overwrite=overwrite)
+    result = run_script(script, output, args=script_args, overwrite=overwrite, anonymous=anonymous)
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
         for d, meta in zip(result.directories, result.summaries, strict=True):
@@ -953,7 +992,43 @@ def records_cmd(
 )
 @click.option("--timeout", type=float, default=None, help="Seconds a query may run.")
 @click.option("--cors", is_flag=True, help="Allow cross-origin requests (a web page elsewhere).")
-def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, cors: bool) -> None:
+@click.option(
+    "--follow",
+    "follow_run",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    metavar="RUN_DIR",
+    help="Also follow RUN_DIR while it is written (see metaprov follow): this process owns "
+    "the store, updates the run's graph at every interval and answers queries meanwhile.",
+)
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="With --follow: seconds between refreshes.",
+)
+@click.option(
+    "--quiet-period",
+    "quiet_period",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="With --follow: a run without a completion signal is complete after this many "
+    "seconds without change (0: never).",
+)
+@click.pass_context
+def serve_cmd(
+    ctx: click.Context,
+    store: Path | None,
+    host: str,
+    port: int,
+    timeout: float | None,
+    cors: bool,
+    follow_run: Path | None,
+    interval: float,
+    quiet_period: float,
+) -> None:
     """Browse a store: start Oxigraph's read-only SPARQL server with its query page.
 
     Runs until Ctrl-C. Prints the query page's URL (open it in a web browser) and
@@ -963,9 +1038,17 @@ def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, c
     server before loading into the store.
 
     \b
+    With --follow RUN_DIR the store is served by this process itself (a
+    read-only SPARQL endpoint at /query and a query page at /) while it follows
+    the run into it: queries answer from the last refresh, during the run and
+    after it (docs/live.md). While a store is served, metaprov load and drop
+    refuse to write it, naming the server.
+
+    \b
     Example:
       metaprov serve --store example-store
       metaprov serve --store prov-store --port 0      # any free port
+      metaprov serve --store live-store --follow runs/now --port 0
     """
     import os
     import signal
@@ -974,6 +1057,9 @@ def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, c
     from metaprov.store.serve import client_hints, serve
 
     path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+    if follow_run is not None:
+        _serve_follow(ctx, follow_run, path, host, port, interval, quiet_period)
+        return
     server = serve(path, host=host, port=port, timeout=timeout, cors=cors)
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(
@@ -1002,6 +1088,229 @@ def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, c
         raise StoreError(f"Oxigraph's server ended with exit code {code}")
 
 
+def _serve_follow(
+    ctx: click.Context,
+    run: Path,
+    path: Path,
+    host: str,
+    port: int,
+    interval: float,
+    quiet_period: float,
+    base: str | None = None,
+    detail: str = "tasks",
+    darshan: bool = True,
+) -> None:
+    import signal
+    import threading
+
+    from metaprov.live.server import describe_refresh, serve_follow
+
+    stop = threading.Event()
+    talk = not (ctx.obj and ctx.obj.quiet)
+
+    def _stop(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+
+    def listening(server: Any) -> None:
+        q = server.query_url
+        click.echo(f"Serving {path} at {server.url}/ while following {run} (Ctrl-C stops it)")
+        click.echo(f"  query page:       {server.url}/")
+        click.echo(f"  SPARQL endpoint:  {q}")
+        click.echo(f"  metaprov:         metaprov query runs --endpoint {q}")
+        sys.stdout.flush()
+
+    def refreshed(r: Any) -> None:
+        if talk:
+            click.echo(describe_refresh(r), err=True)
+
+    def complete(result: Any) -> None:
+        if result.complete:
+            click.echo(f"run complete: <{result.graph}> (still serving; Ctrl-C stops)")
+            sys.stdout.flush()
+
+    serve_follow(
+        run,
+        path,
+        host=host,
+        port=port,
+        interval=interval,
+        quiet=quiet_period,
+        base=base,
+        detail=detail,
+        darshan=darshan,
+        on_listen=listening,
+        on_refresh=refreshed,
+        on_complete=complete,
+        stop=stop,
+    )
+    click.echo("stopped", err=True)
+
+
+@cli.command("follow")
+@quiet_option
+@click.argument("run", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
+)
+@click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
+@click.option(
+    "--update",
+    "update_url",
+    metavar="URL",
+    default=None,
+    help="The server's SPARQL Update endpoint [default: derived from --endpoint].",
+)
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Seconds between refreshes (a slow refresh delays the next; they never overlap).",
+)
+@click.option(
+    "--quiet-period",
+    "quiet_period",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="A run without a completion signal (no metaprov-run.json) is complete after this "
+    "many seconds without change (0: never; follow until Ctrl-C).",
+)
+@click.option(
+    "--base",
+    default=None,
+    metavar="IRI",
+    help="Base IRI of the run's instances [default: https://w3id.org/metaprov/id].",
+)
+@click.option(
+    "--detail",
+    type=click.Choice(["tasks", "transitions"]),
+    default="tasks",
+    show_default=True,
+    help="'transitions' also maps every state transition.",
+)
+@click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
+@click.option(
+    "--max-request",
+    type=click.IntRange(min=1024),
+    default=32 << 20,
+    show_default=True,
+    help="Largest SPARQL Update request sent to a server, in bytes (a larger change is split).",
+)
+@click.option(
+    "--serve",
+    "serve_too",
+    is_flag=True,
+    help="Also serve the embedded store while following (as metaprov serve --follow).",
+)
+@click.option(
+    "--port", type=int, default=7878, show_default=True, help="With --serve: TCP port (0: any)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print each refresh as a JSON line.")
+@click.pass_context
+def follow_cmd(
+    ctx: click.Context,
+    run: Path,
+    store: Path | None,
+    endpoint: str | None,
+    gsp: str | None,
+    update_url: str | None,
+    interval: float,
+    quiet_period: float,
+    base: str | None,
+    detail: str,
+    no_darshan: bool,
+    max_request: int,
+    serve_too: bool,
+    port: int,
+    as_json: bool,
+) -> None:
+    """Keep a store's graph of RUN current while RUN is being written.
+
+    At every interval: read the whole rows written so far, map them, and update
+    the run's graph in one transaction (readers see the previous or the new
+    refresh). While in progress the graph says so (mp:liveState "in progress",
+    mp:liveUpdated, mp:liveLag) under a provisional run id; when the capture
+    writes 'complete' in metaprov-run.json (or nothing changed for
+    --quiet-period), the graph becomes exactly what metaprov export writes and
+    follow exits. Stopping it (Ctrl-C, kill) and starting it again resumes.
+    To query while following an embedded store, use metaprov serve --follow.
+
+    \b
+    Example:
+      metaprov follow runs/now --endpoint http://127.0.0.1:7878/query
+      metaprov follow runs/now --store live-store --interval 5
+      metaprov follow runs/now --store live-store --serve --port 0
+    """
+    import signal
+    import threading
+
+    from metaprov.live.follow import follow
+    from metaprov.live.server import describe_refresh
+
+    if serve_too:
+        from metaprov.errors import UsageError
+
+        if endpoint is not None:
+            raise UsageError(
+                "--serve serves an embedded store: give --store DIR, not --endpoint",
+                hint="a server you run already serves what follow --endpoint writes",
+            )
+        import os
+
+        from metaprov.store import DEFAULT_STORE, ENV_STORE
+
+        path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+        _serve_follow(
+            ctx, run, path, "127.0.0.1", port, interval, quiet_period, base, detail, not no_darshan
+        )
+        return
+    stop = threading.Event()
+
+    def _stop(*_: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    talk = not (ctx.obj and ctx.obj.quiet)
+
+    def refreshed(r: Any) -> None:
+        if as_json:
+            click.echo(json.dumps(r.to_dict(), sort_keys=True))
+            sys.stdout.flush()
+        elif talk:
+            click.echo(describe_refresh(r))
+            sys.stdout.flush()
+
+    try:
+        result = follow(
+            run,
+            store,
+            endpoint,
+            gsp=gsp,
+            update=update_url,
+            interval=interval,
+            quiet=quiet_period,
+            base=base,
+            detail=detail,
+            darshan=not no_darshan,
+            on_refresh=refreshed,
+            stop=stop,
+            max_request=max_request,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not as_json:
+        if result.complete:
+            click.echo(f"run complete: <{result.graph}>")
+        else:
+            click.echo("stopped before the run completed; start follow again to resume", err=True)
+
+
 @cli.command("drop")
 @quiet_option
 @click.argument("runs", nargs=-1, required=True)
@@ -1009,6 +1318,7 @@ def serve_cmd(store: Path | None, host: str, port: int, timeout: float | None, c
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @click.option("--gsp", metavar="URL", default=None, help=_GSP_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the runs dropped as JSON.")
 @click.pass_context
@@ -1048,6 +1358,7 @@ def drop_cmd(
     "--store", type=click.Path(path_type=Path, file_okay=False), default=None, help=_STORE_HELP
 )
 @click.option("--endpoint", metavar="URL", default=None, help=_ENDPOINT_HELP)
+@timeout_option
 @answer_format_option
 def runs_cmd(store: Path | None, endpoint: str | None, fmt: str) -> None:
     """List the runs a store holds (the packaged question 'runs').

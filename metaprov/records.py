@@ -294,6 +294,54 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("kind", STR, "kind of callable (see functions)"),
         ("inputs", STR, "positions of the operations whose results it uses, space-separated"),
     ],
+    # --- what produced the run (metaprov.capture.environment; metaprov.ingest.environment) ----
+    "environments": [
+        ("process", STR, "the record: <role>-<pid>-<token> (capture), darshan:<log>, spack:<env>"),
+        ("role", STR, "client, scheduler, worker; a Darshan process role; job (Spack environment)"),
+        ("source", STR, "capture, or the job file it was read from"),
+        ("pid", "Int64", "process id"),
+        ("address", STR, "Dask address of the scheduler or worker"),
+        ("worker", STR, "worker address (workers only)"),
+        ("client", STR, "Dask client id (the client that recorded)"),
+        ("environment", STR, "content id of interpreter + venv/conda/container + package list"),
+        ("python_executable", STR, "interpreter path (sys.executable; Darshan: the executable)"),
+        ("python_version", STR, "Python version"),
+        ("python_implementation", STR, "CPython, PyPy, ..."),
+        ("venv", STR, "virtual environment path"),
+        ("conda_name", STR, "conda environment name"),
+        ("conda_prefix", STR, "conda environment prefix"),
+        ("spack_environment", STR, "Spack environment named by the job output"),
+        ("container_runtime", STR, "apptainer, singularity, docker, podman, shifter, charliecloud"),
+        ("container_image", STR, "container image (path or reference)"),
+        ("container_id", STR, "container id"),
+        ("hostname", STR, "host name (left out by the anonymous option)"),
+        ("os", STR, "operating system (os-release PRETTY_NAME)"),
+        ("kernel", STR, "kernel release"),
+        ("machine", STR, "CPU architecture"),
+        ("cpu_model", STR, "CPU model name"),
+        ("cpus", "Int64", "logical CPUs"),
+        ("memory_bytes", "Int64", "total memory of the host"),
+        ("gpus", STR, "GPUs as a JSON list (index, name, memory_bytes, driver, uuid)"),
+        ("mounts", "Int64", "mount points in the Darshan header's mount table"),
+        ("script", STR, "client script or notebook path"),
+        ("script_kind", STR, "script, notebook or interactive"),
+        ("script_sha256", STR, "SHA-256 of the script or notebook file"),
+        ("cell", "Int64", "IPython execution count when recorded"),
+        ("git_root", STR, "git work tree holding the script"),
+        ("git_commit", STR, "its commit"),
+        ("git_branch", STR, "its branch"),
+        ("git_dirty", "boolean", "tracked files changed (NA: git not available)"),
+        ("n_packages", "Int64", "packages listed for the process"),
+        ("recorded", STR, "when the record was taken (ISO 8601, UTC)"),
+        ("errors", STR, "parts of the record that could not be read"),
+    ],
+    "packages": [
+        ("process", STR, "the process record (environments.process)"),
+        ("manager", STR, "pip (installed distribution), conda or spack"),
+        ("name", STR, "distribution or package name"),
+        ("version", STR, "its version"),
+        ("detail", STR, "pip: sys.path entry; conda: build and channel; spack: namespace"),
+    ],
 }
 
 TABLES = tuple(SCHEMAS)
@@ -520,6 +568,8 @@ class RunRecords:
         tasks ... threads: tables with the schemas of :data:`SCHEMAS`.
         results ... fused_ops: what each task was (function, arguments, result, exception,
             call site), from the capture's extra files (see :mod:`metaprov.ingest.facts`).
+        environments, packages: what each process ran in and its installed packages (see
+            :mod:`metaprov.ingest.environment`).
         job: facts about the batch job (id, server, user, nodes per role, ...).
         missing: expected inputs that were absent.
         accounting: row accounting for every input file.
@@ -544,6 +594,8 @@ class RunRecords:
     submissions: pd.DataFrame = field(default_factory=lambda: empty_table("submissions"))
     arguments: pd.DataFrame = field(default_factory=lambda: empty_table("arguments"))
     fused_ops: pd.DataFrame = field(default_factory=lambda: empty_table("fused_ops"))
+    environments: pd.DataFrame = field(default_factory=lambda: empty_table("environments"))
+    packages: pd.DataFrame = field(default_factory=lambda: empty_table("packages"))
     job: dict[str, Any] = field(default_factory=dict)
     scheduler: dict[str, Any] = field(default_factory=dict)
     software: dict[str, Any] = field(default_factory=dict)

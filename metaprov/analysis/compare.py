@@ -206,8 +206,10 @@ def _tuple_index(keys: np.ndarray) -> np.ndarray:
 def _pair_by(
     b_rows: np.ndarray, o_rows: np.ndarray, b_label: np.ndarray, o_label: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rows matched by a label that is unique on each side (labels None never match)."""
-    codes, _ = pd.factorize(np.concatenate([b_label, o_label]), use_na_sentinel=True)
+    """Rows matched by an int64 label that is unique on each side (labels < 0 never match)."""
+    both = np.concatenate([b_label, o_label]).astype("int64")
+    codes, _ = pd.factorize(both)
+    codes[both < 0] = -1
     cb, co = codes[: len(b_label)], codes[len(b_label) :]
     k = int(codes.max()) + 1 if len(codes) else 0
     if k <= 0:
@@ -230,6 +232,15 @@ def align(base: Blame, other: Blame) -> Alignment:
     Raises:
         InputError: the runs have no task prefix in common (nothing can be compared).
     """
+    for bl in (base, other):
+        if not len(bl.executions):
+            raise InputError(
+                f"run {bl.timeline.label} has no timed task execution"
+                + (f" ({bl.untimed:,} without a start or end)" if bl.untimed else "")
+                + ", so where its time went cannot be told",
+                hint="a run needs worker or scheduler transitions with execution times "
+                "(metaprov inspect RUN shows what it holds)",
+            )
     tb, to = _tasks(base), _tasks(other)
     pb, po = set(tb.prefix), set(to.prefix)
     common = pb & po
@@ -259,12 +270,18 @@ def align(base: Blame, other: Blame) -> Alignment:
     in_common_o = np.isin(to.prefix, list(common))
     rb = np.flatnonzero(left_b & in_common_b)
     ro = np.flatnonzero(left_o & in_common_o)
+    # prefixes as integer codes shared by both runs
+    pcodes, _ = pd.factorize(np.concatenate([tb.prefix, to.prefix]))
+    pc_b, pc_o = pcodes[:nb].astype("int64"), pcodes[nb:].astype("int64")
     # 2. by prefix and tuple index (unique on each side)
     if len(rb) and len(ro):
         ib, io_ = _tuple_index(tb.key[rb]), _tuple_index(to.key[ro])
-        lb = np.where(pd.isna(ib), None, tb.prefix[rb].astype(str) + "\x00" + ib.astype(str))
-        lo = np.where(pd.isna(io_), None, to.prefix[ro].astype(str) + "\x00" + io_.astype(str))
-        mb, mo = _pair_by(rb, ro, lb.astype(object), lo.astype(object))
+        icodes, iuniq = pd.factorize(np.concatenate([ib, io_]))  # None -> -1
+        k = max(len(iuniq), 1)
+        ic_b, ic_o = icodes[: len(rb)], icodes[len(rb) :]
+        lb = np.where(ic_b >= 0, pc_b[rb] * k + ic_b, -1)
+        lo = np.where(ic_o >= 0, pc_o[ro] * k + ic_o, -1)
+        mb, mo = _pair_by(rb, ro, lb, lo)
         rows_b.append(mb)
         rows_o.append(mo)
         rules.append(np.full(len(mb), "index", dtype=object))
@@ -272,18 +289,18 @@ def align(base: Blame, other: Blame) -> Alignment:
         ro = np.setdiff1d(ro, mo)
     # 3. by prefix, in start order
     if len(rb) and len(ro):
+        k = int(max(len(rb), len(ro))) + 1
 
-        def ranks(rows: np.ndarray, keys: _Keys) -> np.ndarray:
-            pre = keys.prefix[rows].astype(str)
-            order = np.lexsort((keys.key[rows].astype(str), keys.start[rows], pre))
-            p = pre[order]
+        def ranks(rows: np.ndarray, keys: _Keys, pc: np.ndarray) -> np.ndarray:
+            order = np.lexsort((keys.key[rows].astype(str), keys.start[rows], pc[rows]))
+            p = pc[rows][order]
             startpos = np.r_[0, np.flatnonzero(p[1:] != p[:-1]) + 1]
             r = np.arange(len(p)) - np.repeat(startpos, np.diff(np.r_[startpos, len(p)]))
-            out = np.empty(len(p), dtype=object)
-            out[order] = [f"{a}\x00{b}" for a, b in zip(p.tolist(), r.tolist(), strict=True)]
+            out = np.empty(len(p), dtype="int64")
+            out[order] = p * k + r
             return out
 
-        mb, mo = _pair_by(rb, ro, ranks(rb, tb), ranks(ro, to))
+        mb, mo = _pair_by(rb, ro, ranks(rb, tb, pc_b), ranks(ro, to, pc_o))
         rows_b.append(mb)
         rows_o.append(mo)
         rules.append(np.full(len(mb), "prefix", dtype=object))

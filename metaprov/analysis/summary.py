@@ -48,6 +48,7 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
         "job": _jsonable(records.job),
         "scheduler": _jsonable(records.scheduler),
         "software": _jsonable(records.software),
+        "environments": _environments(records),
         "tasks": {
             "total": int(len(t)),
             "executed": int(len(executed)),
@@ -201,6 +202,16 @@ def format_summary(s: dict[str, Any]) -> str:
         f"{tr['to_clients']} to clients; sides {_top(tr['logged_by'])}",
         f"configs    {', '.join(s['configs']) or '-'}",
     ]
+    env = s.get("environments") or {}
+    if env.get("processes"):
+        line = (
+            f"software   {env['environments']} environment(s) over {env['processes']} process(es)"
+            f", {env['packages']} package versions"
+        )
+        if env["differing"]:
+            line += f"; differ between processes: {', '.join(env['differing'][:8])}"
+            line += " ..." if len(env["differing"]) > 8 else ""
+        lines.append(line)
     if run["missing_inputs"]:
         lines.append(f"missing    {', '.join(run['missing_inputs'])}")
     for u in s.get("unknown", []):
@@ -251,3 +262,20 @@ def format_summary(s: dict[str, Any]) -> str:
             )
             lines.append(f"    warning: {f['reason']}{where}")
     return "\n".join(lines)
+
+
+def _environments(records: RunRecords) -> dict[str, Any]:
+    """Environments, processes and the packages whose version differs between processes."""
+    env = getattr(records, "environments", None)
+    if env is None or not len(env):
+        return {}
+    from metaprov.analysis.environment import process_differences
+
+    diff = process_differences(records)
+    pk = records.packages
+    return {
+        "environments": int(env["environment"].nunique()),
+        "processes": int(len(env)),
+        "packages": int(len(pk.drop_duplicates(["manager", "name", "version"]))),
+        "differing": sorted(set(diff["package"].astype(str))) if len(diff) else [],
+    }

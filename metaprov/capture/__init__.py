@@ -115,6 +115,8 @@ def record(
     argument_limit: int = 256,
     tracebacks: bool = False,
     fused_ops: bool = False,
+    environment: bool = True,
+    anonymous: bool = False,
 ) -> Iterator[Capture]:
     """Capture everything the cluster does while the block runs.
 
@@ -138,6 +140,10 @@ def record(
             summarised by type and size.
         tracebacks: also record the traceback of every erred attempt (opt-in).
         fused_ops: also record the inner operations of fused tasks (opt-in).
+        environment: record what each process ran in (interpreter, installed distributions,
+            venv/conda, container, batch job, host; for this client also its script and git
+            state) under ``<directory>/environment/`` (see ``docs/capture.md``, *Environment*).
+        anonymous: leave host names and user names out of those records.
 
     Yields:
         A :class:`Capture`; its ``summary`` is filled when the block exits.
@@ -166,21 +172,37 @@ def record(
             arguments=arguments,
             argument_limit=argument_limit,
             fused_ops=fused_ops,
+            environment=environment,
+            anonymous=anonymous,
         ),
         name=PLUGIN_NAME,
     )
+    client_env = None
+    if environment:
+        from metaprov.capture.environment import Background
+
+        client_env = Background(
+            run_dir, "client", anonymous=anonymous, process={"client": str(client.id)}
+        )
     config = {NFRAMES: 1} if facts and (dask.config.get(NFRAMES, default=0) or 0) < 1 else {}
     try:
         if workers:
             client.register_plugin(
                 WorkerCapture(
-                    run_dir, flush_interval=flush_interval, results=facts, tracebacks=tracebacks
+                    run_dir,
+                    flush_interval=flush_interval,
+                    results=facts,
+                    tracebacks=tracebacks,
+                    environment=environment,
+                    anonymous=anonymous,
                 ),
                 name=PLUGIN_NAME,
             )
         with dask.config.set(config):
             yield cap
     finally:
+        if client_env is not None:
+            client_env.join()
         try:
             if workers:
                 # Runs teardown on every worker: buffered rows are on disk when this returns.

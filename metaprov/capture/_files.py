@@ -26,6 +26,8 @@ PLUGIN_NAME = "metaprov-capture"
 METADATA_KEY = "metaprov-capture"
 #: Environment variable naming the capture directory (used by ``--preload`` and by default).
 ENV_DIRECTORY = "METAPROV_CAPTURE_DIR"
+#: Environment variable: leave host and user names out of the environment records ("1").
+ENV_ANONYMOUS = "METAPROV_CAPTURE_ANONYMOUS"
 #: Dask config key naming the capture directory (``DASK_METAPROV__CAPTURE__DIRECTORY``).
 CONFIG_DIRECTORY = "metaprov.capture.directory"
 #: Dask config key: how many code frames a client sends with each graph (0 by default). The
@@ -33,6 +35,8 @@ CONFIG_DIRECTORY = "metaprov.capture.directory"
 NFRAMES = "distributed.diagnostics.computations.nframes"
 #: Sub-directory where every worker process writes its own part files until they are merged.
 PARTS_DIR = "metaprov-parts"
+#: Sub-directory holding one environment record per process (metaprov.capture.environment).
+ENV_DIR = "environment"
 #: Version of the capture directory layout written to ``metaprov-run.json``.
 LAYOUT = "metaprov-capture/1"
 
@@ -376,6 +380,8 @@ def existing_outputs(directory: Path) -> list[str]:
     names = [n for n in OUTPUT_NAMES if (directory / n).exists()]
     if (directory / PARTS_DIR).exists():
         names.append(PARTS_DIR + "/")
+    if (directory / ENV_DIR).exists():
+        names.append(ENV_DIR + "/")
     return names
 
 

@@ -33,6 +33,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from metaprov.capture._files import (
     CLIENT,
     CONFIG_JSON,
+    ENV_ANONYMOUS,
     GRAPH,
     GRAPH_SUBMISSION,
     LAYOUT,
@@ -118,8 +119,15 @@ class SchedulerCapture(SchedulerPlugin):
         arguments: bool = False,
         argument_limit: int = 256,
         fused_ops: bool = False,
+        environment: bool = True,
+        anonymous: bool | None = None,
     ) -> None:
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
+        self.environment = environment
+        if anonymous is None:  # preloaded (``metaprov capture --anonymous``): from the variable
+            anonymous = os.environ.get(ENV_ANONYMOUS, "").lower() in ("1", "true", "yes")
+        self.anonymous = anonymous
+        self._env_job: Any = None
         self.overwrite = overwrite
         self.flush_rows = flush_rows
         self.flush_interval = flush_interval
@@ -196,9 +204,18 @@ class SchedulerCapture(SchedulerPlugin):
             self._preexisting["workers"].append(address)
             self._sinks["worker"].append((address, "add", None, self._t0))
             self._remember_worker(address, added=self._t0)
-        scheduler.set_metadata(
-            keys=[METADATA_KEY], value={"directory": str(run_dir), "started": self._t0}
-        )
+        scheduler.set_metadata(keys=[METADATA_KEY], value=self._metadata())
+        if self.environment:
+            from metaprov.capture.environment import Background
+
+            # on a thread: listing the installed distributions stays off the start-up path
+            self._env_job = Background(
+                run_dir,
+                "scheduler",
+                anonymous=self.anonymous,
+                process={"address": self._address},
+                script=_runs_user_script(),
+            )
         self._started = True
         self._write_run_json(status="recording")
         self._timer = None
@@ -215,10 +232,16 @@ class SchedulerCapture(SchedulerPlugin):
             await self.finalize()
 
     def flush(self) -> None:
-        """Write the buffered rows of the scheduler's files."""
+        """Write the buffered rows of the scheduler's files, then ``metaprov-run.json`` with the
+        rows written so far and the time (``updated``): a reader following the run sees the
+        capture alive (``status: recording``) until it writes ``complete``."""
         if self._started and self._summary is None:
             for sink in self._sinks.values():
                 sink.flush()
+            try:
+                self._write_run_json(status="recording")
+            except OSError:  # a full disk must not stop the scheduler; the rows are what count
+                log.warning("metaprov capture: metaprov-run.json not updated", exc_info=True)
 
     async def finalize(self) -> dict[str, Any]:
         """Stop recording; make workers flush; merge their parts; write ``metaprov-run.json``.
@@ -242,10 +265,11 @@ class SchedulerCapture(SchedulerPlugin):
 
         merged = merge_parts(self.run_dir, scheduler_workers=self._workers)
         self._summary = self._write_run_json(status="complete", stopped=t_end, merged=merged)
+        if self._env_job is not None:
+            self._env_job.join()
         try:
             self.scheduler.set_metadata(
-                keys=[METADATA_KEY],
-                value={"directory": self.directory, "started": self._t0, "stopped": t_end},
+                keys=[METADATA_KEY], value={**self._metadata(), "stopped": t_end}
             )
         except Exception:
             pass
@@ -490,6 +514,15 @@ class SchedulerCapture(SchedulerPlugin):
 
     # -- info --------------------------------------------------------------------------------
 
+    def _metadata(self) -> dict[str, Any]:
+        """What workers read from the scheduler: the directory and the environment options."""
+        return {
+            "directory": str(self.run_dir),
+            "started": self._t0,
+            "environment": self.environment,
+            "anonymous": self.anonymous,
+        }
+
     def _remember_worker(self, address: str, *, added: float) -> None:
         ws = self.scheduler.workers.get(address)
         info: dict[str, Any] = {"address": address, "added": added}
@@ -520,6 +553,8 @@ class SchedulerCapture(SchedulerPlugin):
             "started_epoch": self._t0,
             "stopped": None if stopped is None else utc_stamp(stopped),
             "stopped_epoch": stopped,
+            "updated": utc_stamp(updated := now()),
+            "updated_epoch": updated,
             "user": _user(),
             # Versions of the scheduler's process; each worker's are in workers_info.csv.
             "versions": {**versions(), "platform": platform.platform()},
@@ -568,6 +603,23 @@ def _spec_identity(run_spec: Any) -> Any:
     if inner is not None and hasattr(func, "keywords"):  # functools.partial: one per task
         return ("partial", id(inner))
     return id(func)
+
+
+def _runs_user_script() -> bool:
+    """True when this scheduler runs inside the user's own script (a ``LocalCluster`` started by
+    it, e.g. under ``metaprov capture script.py``), not under an installed entry point
+    (``dask scheduler``): the script is then recorded with the scheduler's environment."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    file = getattr(main, "__file__", None)
+    if not file:
+        return False
+    try:
+        path = Path(file).resolve()
+        return path.is_file() and not path.is_relative_to(Path(sys.prefix).resolve())
+    except (OSError, ValueError):
+        return False
 
 
 def _user() -> str | None:

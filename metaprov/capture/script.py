@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from metaprov.capture._files import (
+    ENV_ANONYMOUS,
     ENV_DIRECTORY,
     NFRAMES,
     RUN_JSON,
@@ -62,10 +63,14 @@ def _with_preload(key: str) -> str:
     return repr(merged)  # dask parses DASK_* values as Python literals
 
 
-def capture_env(directory: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+def capture_env(
+    directory: Path, base: dict[str, str] | None = None, *, anonymous: bool = False
+) -> dict[str, str]:
     """The environment that makes every Dask scheduler/worker of a child process capture."""
     env = dict(os.environ if base is None else base)
     env[ENV_DIRECTORY] = str(directory)
+    if anonymous:
+        env[ENV_ANONYMOUS] = "1"
     env["DASK_DISTRIBUTED__SCHEDULER__PRELOAD"] = _with_preload("distributed.scheduler.preload")
     env["DASK_DISTRIBUTED__WORKER__PRELOAD"] = _with_preload("distributed.worker.preload")
     # The script's clients send the call site of each graph (unless the user chose a number).
@@ -88,6 +93,7 @@ def run_script(
     args: Sequence[str] = (),
     overwrite: bool = False,
     python: str | None = None,
+    anonymous: bool = False,
 ) -> ScriptRun:
     """Run ``python script args...`` with the capture preloaded into its Dask clusters.
 
@@ -98,6 +104,7 @@ def run_script(
         args: arguments for the script.
         overwrite: replace an earlier capture in ``directory``.
         python: interpreter (default: this one).
+        anonymous: leave host and user names out of the environment records.
 
     Returns:
         A :class:`ScriptRun`.
@@ -120,7 +127,9 @@ def run_script(
         remove_outputs(run_dir, present)
     t0 = time.time()
     proc = subprocess.run(  # noqa: S603 - the user's own script, by design
-        [python or sys.executable, str(path), *args], env=capture_env(run_dir), check=False
+        [python or sys.executable, str(path), *args],
+        env=capture_env(run_dir, anonymous=anonymous),
+        check=False,
     )
     from metaprov.capture.merge import merge_run
 

@@ -111,8 +111,13 @@ class WorkerCapture(WorkerPlugin):
         flush_interval: float = 2.0,
         results: bool = True,
         tracebacks: bool = False,
+        environment: bool | None = None,
+        anonymous: bool | None = None,
     ) -> None:
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
+        self.environment = environment
+        self.anonymous = anonymous
+        self._env_job: Any = None
         self.flush_rows = flush_rows
         self.flush_interval = flush_interval
         self.results = results
@@ -127,12 +132,15 @@ class WorkerCapture(WorkerPlugin):
     async def setup(self, worker: Any) -> None:
         """Open this worker's part files and start recording (called by Dask)."""
         directory = self.directory
-        if directory is None:
+        meta = None
+        if directory is None or self.environment is None or self.anonymous is None:
             try:
                 meta = await worker.scheduler.get_metadata(keys=[METADATA_KEY], default=None)
             except Exception:
                 meta = None
-            directory = (meta or {}).get("directory") or configured_directory()
+        meta = meta if isinstance(meta, dict) else {}
+        if directory is None:
+            directory = meta.get("directory") or configured_directory()
         if directory is None:
             log.warning(
                 "metaprov capture: no directory for worker %s (start the scheduler with "
@@ -179,6 +187,24 @@ class WorkerCapture(WorkerPlugin):
         self._setup_time = now()
         self._tap_transfer_logs(worker)
         self._write_info(closed=None)
+        environment = (
+            self.environment if self.environment is not None else meta.get("environment", True)
+        )
+        if environment:
+            from metaprov.capture.environment import Background
+
+            # on a thread: listing the installed distributions stays off the start-up path
+            self._env_job = Background(
+                self.run_dir,
+                "worker",
+                anonymous=bool(
+                    self.anonymous if self.anonymous is not None else meta.get("anonymous")
+                ),
+                process={
+                    "address": self.address,
+                    "name": None if worker.name is None else str(worker.name),
+                },
+            )
         self._timer = None
         if self.flush_interval and self.flush_interval > 0:
             from tornado.ioloop import PeriodicCallback
@@ -201,6 +227,8 @@ class WorkerCapture(WorkerPlugin):
         for sink in self._sinks.values():
             sink.close()
         self._untap_transfer_logs(worker)
+        if self._env_job is not None:
+            self._env_job.join()
         self._write_info(closed=t)
 
     def flush(self) -> None:

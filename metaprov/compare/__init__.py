@@ -175,8 +175,10 @@ def compare(
     blames = [blame(t) for t in timelines]
     ib = _baseline_index(timelines, blames, baseline)
     base = blames[ib]
+    from tqdm import tqdm
+
     explanations = []
-    for i, bl in enumerate(blames):
+    for i, bl in enumerate(tqdm(blames, desc="comparing", unit="run", disable=not progress)):
         if i == ib:
             continue
         ex = explain(base, bl)

@@ -320,12 +320,14 @@ def comparison_text(c: Comparison, *, limit: int = 12) -> str:
         ],
         max(limit, 200),
     )
-    out = [e for e in c.explanations]
+    # the explanations of the outliers, or else of the runs farthest from the baseline
     flagged = set(c.runs.loc[c.runs["outlier"], "run"])
+    shown = [e for e in c.explanations if e.other in flagged] or sorted(
+        c.explanations, key=lambda e: -abs(e.difference_s)
+    )[:5]
     lines.append("")
-    for e in out:
-        if flagged and e.other not in flagged:
-            continue
+    lines.append("outliers:" if flagged else "the runs farthest from the baseline:")
+    for e in shown:
         lines += explanation_lines(e, top=3)
     return "\n".join(lines)
 

@@ -244,6 +244,7 @@ class CrateBuilder:
         steps = self._add_steps(run, wf)
         action = self._add_run_action(run, wf, agent)
         controls = self._add_prefix_actions(run, steps, agent)
+        self._add_environment(run, action, steps)
         self._add_engine_run(run, action, controls, agent)
         self._add_prov(run, action)
         self._add_records(run, action)
@@ -593,6 +594,82 @@ class CrateBuilder:
             )
         return out
 
+    def _add_environment(
+        self, run: RunPart, action: Any, steps: dict[str, tuple[Any, Any]]
+    ) -> None:
+        """The software that ran the run (Workflow Run Crate: ``softwareRequirements`` of each
+        tool, ``containerImage`` of the run's action) and the package list of every process
+        as a file of the crate (``packages.csv``)."""
+        rec = run.graph.records
+        env, pk = rec.environments, rec.packages
+        if not len(env):
+            return
+        name = Path(run.path).name
+        role = dict(
+            zip(env["process"].astype(str), env["role"].fillna("").astype(str), strict=True)
+        )
+        table = pd.DataFrame(
+            {
+                "process": pk["process"].astype(str),
+                "role": pk["process"].astype(str).map(role),
+                "manager": pk["manager"],
+                "name": pk["name"],
+                "version": pk["version"],
+            }
+        ).sort_values(["process", "manager", "name", "version"], kind="stable")
+        rel = run.folder + "packages.csv"
+        table.to_csv(self.staging / rel, index=False, lineterminator="\n")
+        size, digest = file_digest(self.staging / rel)
+        f = self._file(
+            rel,
+            {
+                "name": f"Software packages of Dask run {name}",
+                "description": (
+                    f"Every installed package and version of each of the run's {len(env)} recorded "
+                    "process(es) (client, scheduler, workers; a Mofka job's Spack environment): "
+                    "one row per process and package."
+                ),
+                "encodingFormat": "text/csv",
+                "contentSize": str(size),
+                "sha256": digest,
+                "about": action,
+            },
+        )
+        run.dataset.append_to("hasPart", f, compact=True)
+        # the tasks ran on the workers: their packages are what each tool required
+        workers = set(env.loc[env["role"].isin(["worker"]), "process"].astype(str))
+        used = pk[pk["process"].astype(str).isin(workers)] if workers else pk
+        used = used.drop_duplicates(["manager", "name", "version"]).sort_values(
+            ["manager", "name", "version"], kind="stable"
+        )
+        reqs = []
+        for r in used.itertuples(index=False):
+            pid = (
+                f"https://pypi.org/project/{quote(str(r.name))}/{quote(str(r.version))}/"
+                if r.manager == "pip"
+                else f"#package/{quote(str(r.manager))}/{quote(str(r.name))}/{quote(str(r.version))}"
+            )
+            reqs.append(
+                self._ctx(
+                    pid,
+                    {
+                        "@type": "SoftwareApplication",
+                        "name": str(r.name),
+                        "softwareVersion": str(r.version),
+                    },
+                )
+            )
+        if reqs:
+            for tool, _step in steps.values():
+                self._set(tool, "softwareRequirements", reqs)
+        images = env.dropna(subset=["container_image"]).drop_duplicates(
+            ["container_runtime", "container_image"]
+        )
+        conts = []
+        for i, c in enumerate(images.itertuples(index=False)):
+            conts.append(self._ctx(f"{run.graph.run_iri}#container-{i}", _container_props(c)))
+        self._set(action, "containerImage", conts)
+
     def _add_engine_run(
         self, run: RunPart, action: Any, controls: list[Any], agent: Any | None
     ) -> None:
@@ -771,6 +848,47 @@ class CrateBuilder:
         self.crate.root_dataset.append_to("hasPart", f, compact=True) if rel not in ids_of(
             self.crate.root_dataset.get("hasPart")
         ) else None
+
+
+_SIF = (".sif", ".simg", ".img")
+
+
+def _container_props(c: Any) -> dict[str, Any]:
+    """A Workflow Run Crate ``ContainerImage`` from a recorded runtime and image."""
+    runtime, image = str(c.container_runtime), str(c.container_image)
+    ref = image
+    for scheme in ("docker://", "docker:", "oras://", "library://"):
+        if ref.startswith(scheme):
+            ref = ref[len(scheme) :]
+    sif = runtime in ("apptainer", "singularity") and (
+        image.endswith(_SIF) or image.startswith(("/", "library://", "oras://"))
+    )
+    props: dict[str, Any] = {
+        "@type": "ContainerImage",
+        "additionalType": {
+            "@id": "https://w3id.org/ro/terms/workflow-run#"
+            + ("SIFImage" if sif else "DockerImage")
+        },
+        "description": f"The {runtime} container the run's processes ran in.",
+    }
+    if sif and image.startswith("/"):
+        props["name"] = image
+        return props
+    registry = "docker.io"
+    first, sep, rest = ref.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        registry, ref = first, rest
+    name, _, tag = (
+        ref.partition("@")[0].rpartition(":")
+        if ":" in ref.rsplit("/", 1)[-1]
+        else (ref.partition("@")[0], "", "")
+    )
+    props.update({"registry": registry, "name": name or ref})
+    if tag:
+        props["tag"] = tag
+    if "@sha256:" in ref:
+        props["sha256"] = ref.split("@sha256:", 1)[1]
+    return props
 
 
 def ids_of(v: Any) -> list[str]:

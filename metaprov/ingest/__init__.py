@@ -12,6 +12,7 @@ from pathlib import Path
 
 from metaprov.errors import InputError
 from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
+from metaprov.ingest.environment import read_environment
 from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.facts import read_task_facts
 from metaprov.ingest.job import read_job
@@ -156,5 +157,6 @@ def read_run(
             bar.update(1)
         elif darshan:
             records.missing.append("*.darshan")
+        read_environment(run, records)
     records.run_id = run_id(records)
     return records

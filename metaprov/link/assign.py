@@ -89,6 +89,75 @@ def assign(
         tol: slack around worker windows (µs; they bracket the function).
         sched_tol: slack around scheduler windows (µs; timer granularity).
     """
+    n = len(seg_start)
+    dlo = np.atleast_1d(np.asarray(dlo, np.int64))
+    dhi = np.atleast_1d(np.asarray(dhi, np.int64))
+    ax = _axis(seg_group, seg_start, seg_end, win, dlo, dhi)
+    # 1. worker clock
+    pseg, pwin = _by_worker_clock(ax, dlo, dhi, tol)
+    n_worker = np.bincount(pseg, minlength=n)
+    stage = np.where(n_worker == 1, WORKER, 0)
+    worker_seg, worker_win = pseg, pwin
+    # 2. scheduler clock, per delay epoch
+    ne = len(delay_lo)
+    sched_lo = np.zeros(ne, np.int64)
+    sched_hi = np.full(ne, -1, np.int64)
+    sched_fit = np.zeros(ne, np.int64)
+    if ne and (win.epoch >= 0).any() and n:
+        elo = int(dlo.min()) - delay_hi - sched_tol  # e = d - delay
+        ehi = int(dhi.max()) - delay_lo + sched_tol
+        fitted = _fit_scheduler_epochs(ax, win, elo, ehi)
+        if fitted is not None:
+            sched_fit, sched_lo, sched_hi = fitted
+        pseg, pwin = _by_scheduler_clock(
+            ax, win, pseg, pwin, sched_lo, sched_hi, sched_fit, sched_tol
+        )
+        stage = np.where((stage == 0) & (np.bincount(pseg, minlength=n) == 1), SCHEDULER, stage)
+    # 3. order of tasks on a thread and of calls within it
+    pseg, pwin, stage = _by_order(pseg, pwin, n, stage)
+
+    left = np.bincount(pseg, minlength=n)
+    window = np.full(n, -1, np.int64)
+    one = left == 1
+    window[one] = pwin[(np.cumsum(left) - left)[one]]
+    stage = np.where(one, stage, 0)
+    amb = left[pseg] > 1
+    gone = (left == 0)[worker_seg]
+    return Assignment(
+        window=window,
+        stage=stage,
+        n_left=left,
+        n_worker=n_worker,
+        cand_seg=np.r_[pseg[amb], worker_seg[gone]],
+        cand_win=np.r_[pwin[amb], worker_win[gone]],
+        sched_lo=sched_lo,
+        sched_hi=sched_hi,
+        sched_fit=sched_fit,
+    )
+
+
+@dataclass
+class _Axis:
+    """Every thread on one time axis, far apart (one searchsorted serves them all): segment and
+    worker-window times shifted by ``t0`` plus ``group * span``."""
+
+    t0: np.int64
+    wg: np.ndarray  # per window: its group's shift
+    gs: np.ndarray  # segments
+    ge: np.ndarray
+    ws: np.ndarray  # worker windows
+    we: np.ndarray
+    cm: np.ndarray  # running maximum of we
+
+
+def _axis(
+    seg_group: np.ndarray,
+    seg_start: np.ndarray,
+    seg_end: np.ndarray,
+    win: Windows,
+    dlo: np.ndarray,
+    dhi: np.ndarray,
+) -> _Axis:
     n, nw = len(seg_start), len(win.start)
     lo_t = min(int(seg_start.min()) if n else 0, int(win.start.min()) if nw else 0)
     hi_t = max(int(seg_end.max()) if n else 0, int(win.end.max()) if nw else 0)
@@ -96,64 +165,91 @@ def assign(
         s_ok = win.epoch >= 0
         lo_t = min(lo_t, int(win.sched_start[s_ok].min()))
         hi_t = max(hi_t, int(win.sched_end[s_ok].max()))
-    # every thread on one axis, far apart: one searchsorted serves them all
-    dlo = np.atleast_1d(np.asarray(dlo, np.int64))
-    dhi = np.atleast_1d(np.asarray(dhi, np.int64))
     span = np.int64(hi_t - lo_t + 4 * int(np.abs(np.r_[dlo, dhi]).max()) + 100_000_000)
     t0 = np.int64(lo_t)
     sg = seg_group.astype(np.int64) * span
     wg = win.group.astype(np.int64) * span
-    gs, ge = seg_start - t0 + sg, seg_end - t0 + sg
-    ws, we = win.start - t0 + wg, win.end - t0 + wg
-    cm = np.maximum.accumulate(we) if nw else we
+    we = win.end - t0 + wg
+    return _Axis(
+        t0=t0,
+        wg=wg,
+        gs=seg_start - t0 + sg,
+        ge=seg_end - t0 + sg,
+        ws=win.start - t0 + wg,
+        we=we,
+        cm=np.maximum.accumulate(we) if nw else we,
+    )
 
-    # ---- 1. worker clock ----
-    a, b = pair_ranges(gs, ge, ws, cm, int(dlo.min()) - tol, int(dhi.max()) + tol)
+
+def _by_worker_clock(
+    ax: _Axis, dlo: np.ndarray, dhi: np.ndarray, tol: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(segment, window) pairs whose worker window holds the segment for some offset in one of
+    the ranges ``[dlo, dhi]``."""
+    a, b = pair_ranges(ax.gs, ax.ge, ax.ws, ax.cm, int(dlo.min()) - tol, int(dhi.max()) + tol)
     pseg, pwin = expand(a, b)
     ok = np.zeros(len(pseg), bool)
     for r_lo, r_hi in zip(dlo.tolist(), dhi.tolist(), strict=True):
-        ok |= feasible(gs[pseg], ge[pseg], ws[pwin], we[pwin], r_lo, r_hi, tol)[2]
-    pseg, pwin = pseg[ok], pwin[ok]
-    n_worker = np.bincount(pseg, minlength=n)
-    stage = np.where(n_worker == 1, WORKER, 0)
-    worker_seg, worker_win = pseg, pwin
+        ok |= feasible(ax.gs[pseg], ax.ge[pseg], ax.ws[pwin], ax.we[pwin], r_lo, r_hi, tol)[2]
+    return pseg[ok], pwin[ok]
 
-    # ---- 2. scheduler clock, per delay epoch ----
-    ne = len(delay_lo)
-    sched_lo = np.zeros(ne, np.int64)
-    sched_hi = np.full(ne, -1, np.int64)
-    sched_fit = np.zeros(ne, np.int64)
-    has = win.epoch >= 0
-    if ne and has.any() and n:
-        elo = int(dlo.min()) - delay_hi - sched_tol  # e = d - delay
-        ehi = int(dhi.max()) - delay_lo + sched_tol
-        si = np.flatnonzero(has)
-        si = si[np.lexsort((win.sched_start[si], win.group[si]))]
-        sbs = win.sched_start[si] - t0 + wg[si]
-        ses = win.sched_end[si] - t0 + wg[si]
-        a2, b2 = pair_ranges(gs, ge, sbs, np.maximum.accumulate(ses), elo.min(), ehi.max())
-        qseg, qwin = expand(a2, b2)
-        ep = win.epoch[si[qwin]]
-        dl, dh, ok2 = feasible(gs[qseg], ge[qseg], sbs[qwin], ses[qwin], elo[ep], ehi[ep], 0)
-        _, mdl, mdh, mep = merge_per_row(qseg[ok2], dl[ok2], dh[ok2], ep[ok2])
-        if mep is not None and len(mep):
-            sched_fit, sched_lo, sched_hi, _ = sweep_blocks(mdl, mdh, mep, elo, ehi)
-        pe = np.maximum(win.epoch[pwin], 0)
-        usable = (win.epoch[pwin] >= 0) & (sched_fit[pe] > 0)
-        psb = win.sched_start[pwin] - t0 + wg[pwin]
-        pse = win.sched_end[pwin] - t0 + wg[pwin]
-        el, eh = sched_lo[pe], sched_hi[pe]
-        fits = feasible(gs[pseg], ge[pseg], psb, pse, el, eh, sched_tol)[2]
-        certain = (gs[pseg] - eh >= psb - sched_tol) & (ge[pseg] - el <= pse + sched_tol)
-        # inside one task's compute interval at every fitted offset: the thread ran nothing
-        # else then, so candidates the scheduler clock cannot place go too
-        held = np.bincount(pseg[usable & certain], minlength=n) > 0
-        keep = ~((usable & ~fits) | (held[pseg] & ~usable))
-        pseg, pwin = pseg[keep], pwin[keep]
-        left = np.bincount(pseg, minlength=n)
-        stage = np.where((stage == 0) & (left == 1), SCHEDULER, stage)
 
-    # ---- 3. order of tasks on a thread and of calls within it ----
+def _fit_scheduler_epochs(
+    ax: _Axis, win: Windows, elo: np.ndarray, ehi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per delay epoch, the Darshan-vs-scheduler offsets (within ``[elo, ehi]``) that put the
+    most segments inside scheduler windows (exact sweep, all epochs at once): (segments fitted,
+    lowest, highest offset), or None when no segment fits any."""
+    si = np.flatnonzero(win.epoch >= 0)
+    si = si[np.lexsort((win.sched_start[si], win.group[si]))]
+    sbs = win.sched_start[si] - ax.t0 + ax.wg[si]
+    ses = win.sched_end[si] - ax.t0 + ax.wg[si]
+    a2, b2 = pair_ranges(ax.gs, ax.ge, sbs, np.maximum.accumulate(ses), elo.min(), ehi.max())
+    qseg, qwin = expand(a2, b2)
+    ep = win.epoch[si[qwin]]
+    dl, dh, ok2 = feasible(ax.gs[qseg], ax.ge[qseg], sbs[qwin], ses[qwin], elo[ep], ehi[ep], 0)
+    _, mdl, mdh, mep = merge_per_row(qseg[ok2], dl[ok2], dh[ok2], ep[ok2])
+    if mep is None or not len(mep):
+        return None
+    sched_fit, sched_lo, sched_hi, _ = sweep_blocks(mdl, mdh, mep, elo, ehi)
+    return sched_fit, sched_lo, sched_hi
+
+
+def _by_scheduler_clock(
+    ax: _Axis,
+    win: Windows,
+    pseg: np.ndarray,
+    pwin: np.ndarray,
+    sched_lo: np.ndarray,
+    sched_hi: np.ndarray,
+    sched_fit: np.ndarray,
+    sched_tol: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs left once the scheduler windows of fitted epochs have spoken: a window whose
+    scheduler window cannot hold the segment at any fitted offset goes; a segment that one
+    scheduler window holds at every fitted offset keeps only windows the scheduler places."""
+    n = len(ax.gs)
+    pe = np.maximum(win.epoch[pwin], 0)
+    usable = (win.epoch[pwin] >= 0) & (sched_fit[pe] > 0)
+    psb = win.sched_start[pwin] - ax.t0 + ax.wg[pwin]
+    pse = win.sched_end[pwin] - ax.t0 + ax.wg[pwin]
+    el, eh = sched_lo[pe], sched_hi[pe]
+    gs, ge = ax.gs[pseg], ax.ge[pseg]
+    fits = feasible(gs, ge, psb, pse, el, eh, sched_tol)[2]
+    certain = (gs - eh >= psb - sched_tol) & (ge - el <= pse + sched_tol)
+    # inside one task's compute interval at every fitted offset: the thread ran nothing
+    # else then, so candidates the scheduler clock cannot place go too
+    held = np.bincount(pseg[usable & certain], minlength=n) > 0
+    keep = ~((usable & ~fits) | (held[pseg] & ~usable))
+    return pseg[keep], pwin[keep]
+
+
+def _by_order(
+    pseg: np.ndarray, pwin: np.ndarray, n: int, stage: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A thread's executions never go backwards along its segments: a segment's candidates lie
+    between the executions of the decided segments before and after it. Repeated until nothing
+    changes (at most 16 rounds); segments left with one execution get stage ORDER."""
     left = np.bincount(pseg, minlength=n)
     for _ in range(16):
         one = left == 1
@@ -172,21 +268,4 @@ def assign(
         new = np.bincount(pseg, minlength=n)
         stage = np.where((stage == 0) & (new == 1), ORDER, stage)
         left = new
-
-    window = np.full(n, -1, np.int64)
-    one = left == 1
-    window[one] = pwin[(np.cumsum(left) - left)[one]]
-    stage = np.where(one, stage, 0)
-    amb = left[pseg] > 1
-    gone = (left == 0)[worker_seg]
-    return Assignment(
-        window=window,
-        stage=stage,
-        n_left=left,
-        n_worker=n_worker,
-        cand_seg=np.r_[pseg[amb], worker_seg[gone]],
-        cand_win=np.r_[pwin[amb], worker_win[gone]],
-        sched_lo=sched_lo,
-        sched_hi=sched_hi,
-        sched_fit=sched_fit,
-    )
+    return pseg, pwin, stage

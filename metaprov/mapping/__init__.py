@@ -43,6 +43,7 @@ IO_DETAILS = ("aggregate", "segments")
 OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
     ("io", "metaprov.mapping.fileio", "add_io", "transfers"),
     ("facts", "metaprov.mapping.facts", "add_facts", "transfers"),
+    ("environment", "metaprov.mapping.environment", "add_environment", "facts"),
 ]
 DEFAULT_CHUNK_ROWS = 25_000
 

@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from metaprov.mapping.block import Block, lit_int, lit_str, lit_time
+from metaprov.mapping.environment import add_env_columns
 from metaprov.mapping.tables import host_of, user_iri
 from metaprov.mapping.terms import MP, PROV, RDF, XSD
 
@@ -131,6 +132,7 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         if u_iri:
             cb.add(PROV.actedOnBehalfOf, u_iri)
         cb.add(MP.run, iris.run)
+        add_env_columns(ctx, cb, "agent")
         yield cb
 
     sb = Block(pa.array([iris.scheduler], LARGE))
@@ -143,6 +145,7 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
     if host:
         sb.add(MP.node, iris.nodes([host]))
     sb.add(MP.run, iris.run)
+    add_env_columns(ctx, sb, "agent")
     yield sb
 
     workers = worker_table(ctx)
@@ -170,6 +173,7 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         pb.add(MP.pid, lit_int(workers["pid"]), "typed", XSD.integer)
         pb.add(PROV.actedOnBehalfOf, w_iris)
         pb.add(MP.node, iris.nodes(hosts))
+        add_env_columns(ctx, pb, "agent")
         yield pb
 
     threads = thread_table(ctx)

@@ -54,6 +54,7 @@ from metaprov.mapping.block import (
     lit_str,
     lit_time,
 )
+from metaprov.mapping.environment import add_env_columns
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, as_text_array, base_types, concat
 
 if TYPE_CHECKING:
@@ -850,6 +851,7 @@ def _process_blocks(ctx: MapContext, t: IOTables) -> Iterator[Block]:
         ob = Block(other)
         for cls in base_types(MP.Process):
             ob.add(RDF.type, cls)
+        add_env_columns(ctx, ob, "agent")  # a traced process's environment (Mofka runs)
         yield ob
     if new_hosts:
         nb = Block(iris.nodes(new_hosts))

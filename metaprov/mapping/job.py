@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from metaprov._version import __version__
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str
+from metaprov.mapping.environment import add_env_columns, env_hosts, run_used
 from metaprov.mapping.tables import host_of, user_iri
 from metaprov.mapping.terms import FILE_KIND_CLASS, MP, PROV, RDF, XSD
 from metaprov.records import TIME
@@ -53,6 +54,7 @@ def node_roles(ctx: MapContext) -> pd.DataFrame:
         sched = host_of(rec.scheduler.get("address")) if rec.scheduler else None
         if sched:
             rows.append((sched, "scheduler"))
+        rows.extend(env_hosts(ctx))  # hosts of the processes' environment records
         df = pd.DataFrame(rows, columns=["host", "role"]).drop_duplicates()
         return df.sort_values(["host", "role"], kind="stable").reset_index(drop=True)
 
@@ -99,7 +101,7 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
         for iri, cls in zip(iris.run_files(configs["name"]).to_pylist(), classes, strict=True)
         if _is_plan(cls)
     ]
-    run.add(PROV.used, _one_list(used))
+    run.add(PROV.used, _one_list(used + run_used(ctx)))
     run.add(MP.missingInput, _one_list(sorted(str(m) for m in rec.missing)), "str")
     software = [f"{k} {v}" for k, v in sorted((rec.software or {}).items())]
     run.add(MP.software, _one_list(software), "str")
@@ -159,6 +161,7 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
         nb.add(MP.hostname, lit_str(list(hosts.index)), "str")
         nb.add(MP.role, pa.array([sorted(r) for r in hosts], pa.large_list(LARGE)), "str")
         nb.add(MP.run, iris.run)
+        add_env_columns(ctx, nb, "node")
         yield nb
 
     # --- files of the run directory ----------------------------------------------------------------

@@ -75,7 +75,7 @@ MP_TERMS: frozenset[str] = frozenset(
     run partOfJob node task taskGroup taskPrefix inGraph dependsOn source destination
     observedBy execution file usedReplica inputTransferCount inputTransferSeconds inputTransferBytes
     prefix partOfRun process fileScope fileSystem candidateWorker unmatchedReason
-    runId runName missingInput software exporter jobId jobProperty userName hostname role
+    runId runName missingInput liveState liveUpdated liveLag software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
     pid threadId taskCount
@@ -105,6 +105,20 @@ FACT_TERMS: frozenset[str] = frozenset(
     """.split()
 )
 MP_TERMS = MP_TERMS | FACT_TERMS
+
+#: What produced a run (environments, packages, containers, hosts, scripts): mapping.environment.
+ENV_TERMS: frozenset[str] = frozenset(
+    """
+    SoftwareEnvironment SoftwarePackage ContainerImage ClientScript
+    environment package containerImage script
+    packageName packageVersion packageManager environmentId packageCount pythonVersion
+    pythonExecutable virtualEnvironment condaEnvironment condaPrefix spackEnvironment
+    containerRuntime imageReference containerId
+    operatingSystem kernelRelease cpuModel cpuCount memoryBytes gpuModel
+    scriptPath scriptKind scriptSha256 gitRepository gitCommit gitBranch gitDirty
+    """.split()
+)
+MP_TERMS = MP_TERMS | ENV_TERMS
 
 PROV_TERMS: frozenset[str] = frozenset(
     """

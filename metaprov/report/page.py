@@ -249,8 +249,9 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
     job = s.get("job") or {}
     io = s.get("io") or {}
     tot = io.get("totals") or {}
+    live = bool(run.get("in_progress"))
     pairs = [
-        ("run", run["path"]),
+        ("run", run["path"] + (" (in progress: as of its last event below)" if live else "")),
         ("run id", run["run_id"]),
         ("first event", run["first_event"]),
         ("last event", run["last_event"]),
@@ -264,7 +265,10 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
         ("scheduler", (s.get("scheduler") or {}).get("address", "-")),
         ("tasks", f"{tasks['total']:,}"),
         ("executed", f"{tasks['executed']:,}"),
-        ("never ran", f"{tasks['never_ran']:,}"),
+        (
+            "not run yet (waiting or running)" if live else "never ran",
+            f"{tasks['never_ran']:,}",
+        ),
         ("erred", f"{tasks['erred']:,}"),
         ("retried", f"{tasks['retried']:,}"),
         ("executions", f"{s['executions']:,}"),

@@ -44,6 +44,7 @@ from metaprov.store.catalog import run_fingerprint
 from metaprov.store.embedded import EmbeddedStore, check_store_dir, remove_created
 from metaprov.store.endpoint import Endpoint, EndpointStore, derive_gsp
 from metaprov.store.files import MANIFEST, campaign_shards
+from metaprov.store.owner import check_not_owned
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -62,7 +63,7 @@ def open_store(
     *,
     gsp: str | None = None,
     read_only: bool = False,
-    timeout: float = 600.0,
+    timeout: float | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Store:
     """Open the store to use: a server (``endpoint``), else an embedded store directory.
@@ -72,7 +73,7 @@ def open_store(
         endpoint: SPARQL query endpoint URL of a server (default: ``$METAPROV_ENDPOINT``).
         gsp: the server's Graph Store endpoint (default: ``$METAPROV_GSP`` or derived).
         read_only: open an embedded store for queries only.
-        timeout: seconds to wait for a server's answer.
+        timeout: the longest one request to a server may take (default: $METAPROV_ENDPOINT_TIMEOUT or 600 s).
         chunk_bytes: largest request body when loading into a server.
 
     Returns:
@@ -148,6 +149,11 @@ def load(
             )
         check_run_directory(item)
     own = not isinstance(store, Store)
+    if own and endpoint is None and not os.environ.get(ENV_ENDPOINT):
+        where = (
+            Path(store) if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
+        )
+        check_not_owned(where, action="load into it")
     st = store if isinstance(store, Store) else open_store(store, endpoint, gsp=gsp)
     reports: list[LoadReport] = []
     bars: list[Any] = []
@@ -259,6 +265,7 @@ def drop(
             Path(store) if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
         )
         check_store_dir(path, create=False)  # dropping never creates a store
+        check_not_owned(path, action="drop from it")
     with open_store(store, endpoint, gsp=gsp) as st:
         return _drop(st, wanted)
 

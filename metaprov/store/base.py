@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -164,7 +165,17 @@ def results_to_frame(data: Mapping[str, Any]) -> pd.DataFrame:
     cols: dict[str, pd.Series] = {}
     for name in names:
         cells = [r.get(name) for r in rows]
-        cols[name] = _column(cells)
+        try:
+            cols[name] = _column(cells)
+        except (ValueError, TypeError, OverflowError) as exc:
+            from metaprov.errors import StoreError
+            from metaprov.store.http import clean
+
+            raise StoreError(
+                f"the answer holds a value of ?{clean(name, limit=60)} that is not of its "
+                f"datatype: {clean(str(exc), limit=200)}",
+                hint="the store or server sent an invalid typed literal",
+            ) from exc
     return pd.DataFrame(cols, columns=names)
 
 
@@ -173,10 +184,17 @@ def _column(cells: list[dict[str, Any] | None]) -> pd.Series:
     bound = [c for c in cells if c is not None]
     if bound and all(c.get("type") in ("literal", "typed-literal") for c in bound):
         types = {c.get("datatype") for c in bound}
-        if types <= _INT_TYPES:
-            return pd.Series(
-                pd.array([None if v is None else int(v) for v in values], dtype="Int64")
+        if types <= _INT_TYPES or (
+            # integers a server keeps as decimals (Virtuoso: above 2^31) beside true integers
+            types <= _INT_TYPES | {XSD + "decimal"}
+            and types & _INT_TYPES
+            and all(
+                _INTEGRAL.match(str(c.get("value", "")))
+                for c in bound
+                if c.get("datatype") == XSD + "decimal"
             )
+        ):
+            return _integers([None if v is None else int(str(v).split(".")[0]) for v in values])
         if types <= _INT_TYPES | _FLOAT_TYPES:
             # Aggregates mix integer and decimal/double (SUM of nothing is the integer 0).
             return pd.Series(
@@ -195,6 +213,21 @@ def _column(cells: list[dict[str, Any] | None]) -> pd.Series:
     if any(v is None for v in values):
         return pd.Series(values, dtype=object)
     return pd.Series(values, dtype="str")
+
+
+_INTEGRAL = re.compile(r"^[+-]?[0-9]+(?:\.0*)?$")
+
+
+def _integers(ints: list[int | None]) -> pd.Series:
+    """Exact integers: ``Int64``, else ``UInt64`` (thread ids up to 2^64), else Python ints."""
+    try:
+        return pd.Series(pd.array(ints, dtype="Int64"))
+    except (OverflowError, TypeError, ValueError):
+        pass
+    known = [i for i in ints if i is not None]
+    if known and min(known) >= 0 and max(known) < 2**64:
+        return pd.Series(pd.array(ints, dtype="UInt64"))
+    return pd.Series(ints, dtype=object)
 
 
 def _term_text(term: Any) -> str:

@@ -19,6 +19,7 @@ import pandas as pd
 from metaprov.errors import QueryError, StoreError
 from metaprov.store.base import LOAD_PART_BYTES, LoadReport, Store, _triples_frame, _unlink_quietly
 from metaprov.store.catalog import Catalog
+from metaprov.store.owner import check_not_owned
 
 if TYPE_CHECKING:
     pass
@@ -53,6 +54,8 @@ class EmbeddedStore(Store):
                 self._store = ox.Store()
             else:
                 check_store_dir(self.path, create=not read_only)
+                if not read_only:
+                    check_not_owned(self.path, action="write to it")
                 self._store = (
                     ox.Store.read_only(str(self.path)) if read_only else ox.Store(str(self.path))
                 )

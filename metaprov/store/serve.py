@@ -8,7 +8,8 @@ from any SPARQL client, and queried by ``metaprov query --endpoint URL``.
 
 The server is the ``oxigraph`` command of the PyPI package ``oxigraph`` (``pip install
 'metaprov[serve]'``). It opens the store read-only: several servers and ``metaprov query`` may read
-it at once, but nothing may load into it while it is served (stop the server first). Queries see
+it at once, but nothing may load into it while it is served: ``load`` and ``drop`` refuse, naming the
+server (its owner file ``metaprov-owner-<pid>.json`` in the store). Queries see
 the union of all runs' graphs as the default graph, as ``metaprov query`` does.
 """
 
@@ -68,6 +69,8 @@ class Server:
     process: subprocess.Popen[bytes]
     url: str
     store: str
+    #: This server's owner file in the store (load and drop refuse while it names a live server).
+    owner: Path | None = None
 
     @property
     def query_url(self) -> str:
@@ -83,6 +86,9 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.owner is not None:
+            self.owner.unlink(missing_ok=True)
+            self.owner = None
         return int(self.process.returncode)
 
     def __enter__(self) -> Server:
@@ -119,9 +125,13 @@ def serve(
         StoreError: no store there, or the server did not start (its message is quoted).
     """
     from metaprov.store.embedded import check_store_dir
+    from metaprov.store.owner import _write, check_not_owned, owner_file, owners
 
     path = Path(store)
     check_store_dir(path, create=False)
+    # Several read-only servers may share a store; a follow writing it may not be served so.
+    check_not_owned(path, action="serve it read-only", readers_ok=True)
+    owners(path, clean=True)
     if not 0 <= int(port) <= 65535:
         raise UsageError(f"port {port} is out of range", hint="give a port from 1 to 65535, or 0")
     port = free_port(host) if int(port) == 0 else int(port)
@@ -151,6 +161,17 @@ def serve(
                 hint="is the port in use (try --port 0), or is the store being loaded right now?",
             )
         if _listening(host, port):
+            server.owner = owner_file(path)
+            _write(
+                server.owner,
+                {
+                    "pid": os.getpid(),
+                    "server_pid": proc.pid,
+                    "role": "serve",
+                    "url": server.url,
+                    "started": time.time(),
+                },
+            )
             return server
         time.sleep(0.05)
     server.stop()

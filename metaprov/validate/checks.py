@@ -374,6 +374,67 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "SELECT DISTINCT ?f WHERE { ?f a mp:CallSite ; mp:lineNumber ?a, ?b . FILTER(?a != ?b) }",
         "a call site has at most one mp:lineNumber",
     ),
+    # what produced the run (metaprov.mapping.environment)
+    (
+        "SoftwarePackageShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwarePackage . MINUS { ?f mp:packageName ?v } }",
+        "a package has exactly one mp:packageName",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwarePackage ; mp:packageName ?a, ?b . FILTER(?a != ?b) }",
+        "a package has exactly one mp:packageName",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwarePackage . MINUS { ?f mp:packageVersion ?v } }",
+        "a package has exactly one mp:packageVersion",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwarePackage ; mp:packageVersion ?a, ?b . FILTER(?a != ?b) }",
+        "a package has exactly one mp:packageVersion",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwarePackage . MINUS { ?f mp:packageManager ?v } }",
+        "a package has exactly one mp:packageManager",
+    ),
+    (
+        "SoftwarePackageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwarePackage ; mp:packageManager ?a, ?b . FILTER(?a != ?b) }",
+        "a package has exactly one mp:packageManager",
+    ),
+    (
+        "SoftwareEnvironmentShape",
+        "SELECT ?f WHERE { ?f a mp:SoftwareEnvironment . MINUS { ?f mp:environmentId ?v } }",
+        "an environment has exactly one mp:environmentId",
+    ),
+    (
+        "SoftwareEnvironmentShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:SoftwareEnvironment ; mp:environmentId ?a, ?b . FILTER(?a != ?b) }",
+        "an environment has exactly one mp:environmentId",
+    ),
+    (
+        "ContainerImageShape",
+        "SELECT ?f WHERE { ?f a mp:ContainerImage . MINUS { ?f mp:containerRuntime ?v } }",
+        "a container names exactly one mp:containerRuntime",
+    ),
+    (
+        "ContainerImageShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ContainerImage ; mp:containerRuntime ?a, ?b . FILTER(?a != ?b) }",
+        "a container names exactly one mp:containerRuntime",
+    ),
+    (
+        "ClientScriptShape",
+        "SELECT ?f WHERE { ?f a mp:ClientScript . MINUS { ?f mp:scriptKind ?v } }",
+        "a client script has exactly one mp:scriptKind",
+    ),
+    (
+        "ClientScriptShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ClientScript ; mp:scriptKind ?a, ?b . FILTER(?a != ?b) }",
+        "a client script has exactly one mp:scriptKind",
+    ),
 ]
 
 #: PROV sanity checks, always run (SPARQL), whatever the engine; the cross-node

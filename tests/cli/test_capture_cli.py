@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import textwrap
 
@@ -36,7 +37,9 @@ def test_capture_records_an_unchanged_script(tmp_path):
     script.write_text(SCRIPT)
     out, seen = tmp_path / "run", tmp_path / "threads.txt"
     # Everything after the script goes to the script, even options metaprov also has.
-    result = CliRunner().invoke(cli, ["capture", "-o", str(out), str(script), "12", str(seen)])
+    result = CliRunner().invoke(
+        cli, ["capture", "--anonymous", "-o", str(out), str(script), "12", str(seen)]
+    )
     assert result.exit_code == 0, result.output
     assert f"{out}:" in result.output and "rows in 11 files" in result.output
     records = metaprov.read_run(out, darshan=False)
@@ -46,6 +49,19 @@ def test_capture_records_an_unchanged_script(tmp_path):
     assert (records.workers["pid"].notna()).all() and len(records.workers) == 2
     meta = json.loads((out / "metaprov-run.json").read_text())
     assert meta["status"] == "complete"
+    # what each process ran in: the scheduler (inside the script) records the script itself
+    envs = {
+        p.name.split("-")[0]: json.loads(p.read_text()) for p in (out / "environment").iterdir()
+    }
+    assert sorted(p.name.split("-")[0] for p in (out / "environment").iterdir()) == [
+        "scheduler",
+        "worker",
+        "worker",
+    ]
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    assert envs["scheduler"]["script"]["sha256"] == digest
+    assert all(e["anonymous"] and e["host"]["hostname"] is None for e in envs.values())
+    assert set(records.environments["role"]) == {"scheduler", "worker"}
 
     again = CliRunner().invoke(cli, ["capture", "-o", str(out), str(script), "1", str(seen)])
     assert again.exit_code == 2

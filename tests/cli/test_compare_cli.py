@@ -22,9 +22,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("compare")
     out = {}
     for seed in (1, 2, 3):
-        out[f"s{seed}"] = generate_run(root / f"s{seed}", 200, seed=seed, workers=2, threads=2)
+        out[f"s{seed}"] = generate_run(root / f"s{seed}", 100, seed=seed, workers=2, threads=2)
     out["bare"] = generate_run(
-        root / "bare", 200, seed=1, workers=2, threads=2, with_worker_transitions=False
+        root / "bare", 100, seed=1, workers=2, threads=2, with_worker_transitions=False
     )
     return out
 

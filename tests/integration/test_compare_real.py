@@ -115,3 +115,12 @@ def test_store_answers_as_the_run_directories(dask_runs, pmda) -> None:
         _close(_strip(from_dirs), _strip(from_store))
     finally:
         st.close()
+
+
+def test_a_run_without_timed_executions_is_refused(pmda, imageproc_r1) -> None:
+    """The partial ImageProcessing run holds tasks but no execution times: refused, with why."""
+    from metaprov.errors import InputError
+
+    (ip,) = read_timelines([imageproc_r1], darshan=False)
+    with pytest.raises(InputError, match="has no timed task execution"):
+        compare([copy.deepcopy(pmda[0]), ip])

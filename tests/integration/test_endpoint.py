@@ -357,7 +357,7 @@ def test_token_wins_over_a_netrc_entry(
     _use_netrc(tmp_path, monkeypatch, "wrong")
     monkeypatch.setenv("METAPROV_ENDPOINT_TOKEN", TOKEN)
     st = open_store(endpoint=proxy + "/query")
-    assert st.auth_source == "METAPROV_ENDPOINT_TOKEN" and TOKEN not in repr(st._session.auth)
+    assert st.auth_source == "METAPROV_ENDPOINT_TOKEN" and TOKEN not in repr(st.credentials)
     assert st.query("ASK { ?s ?p ?o }") in (True, False)
 
 

@@ -136,7 +136,7 @@ def test_store_page_in_chromium(campaign, tmp_path):
         assert browser.errors() == []
         assert browser.sections() == res.facts["sections"]
         figures = browser.js("return document.querySelectorAll('div.mp-figure').length")
-        assert browser.rendered_roots() == figures == 2
+        assert browser.rendered_roots() == figures == 3  # spans, why runs differ, prefixes
         cells = browser.js(
             "return [...document.querySelectorAll('table[data-table=store-runs] tbody tr')]"
             ".map(r => r.cells[6].textContent)"

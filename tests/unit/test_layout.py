@@ -40,10 +40,12 @@ RANKS = {
     "capture": 7,
     "compare": 7,
     "synthetic": 7,
+    "live": 7,
     "cli": 8,
     "__main__": 8,
     "": 9,  # metaprov/__init__.py: the public API, imports any stage lazily
 }
+
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)

@@ -175,9 +175,11 @@ def _workers_table(
         if any(s is not None and len(s) for s in seen)
         else []
     )
-    wdf = pd.DataFrame({"address": addrs})
+    wdf = pd.DataFrame({"address": pd.Series(addrs, dtype=object)})
     if workers is not None:
-        wdf = wdf.merge(workers.rename(columns={"id": "address"}), on="address", how="left")
+        right = workers.rename(columns={"id": "address"})
+        right["address"] = right["address"].astype(object)
+        wdf = wdf.merge(right, on="address", how="left")
     wdf["host"] = wdf["address"].str.extract(r"^[a-z]+://\[?([^\]/]+?)\]?:\d+$", expand=False)
     return conform("workers", wdf)
 
@@ -190,7 +192,10 @@ def _clients_table(records: RunRecords, clients: pd.DataFrame | None) -> pd.Data
         else set() | set(records.graphs["client"].dropna().astype(str))
     )
     cl = sorted(set(cl) | set(records.graphs["client"].dropna().astype(str)))
-    cdf = pd.DataFrame({"client": cl})
+    # object columns on both sides, also when a file holds its header only (a run in progress)
+    cdf = pd.DataFrame({"client": pd.Series(cl, dtype=object)})
     if clients is not None:
-        cdf = cdf.merge(clients.rename(columns={"id": "client"}), on="client", how="left")
+        right = clients.rename(columns={"id": "client"})
+        right["client"] = right["client"].astype(object)
+        cdf = cdf.merge(right, on="client", how="left")
     return conform("clients", cdf)

@@ -130,77 +130,99 @@ def _executions(
 
     Inconsistent times are reported to ``acct``: a worker-side end with no start before it
     (the end is not used), a scheduler startstop that ends before it begins (the end is treated
-    as absent).
+    as absent). Rows by key, start, worker; ``attempt`` counts per key.
     """
     parts: list[_Exec] = []
     ran = np.zeros(nkeys, dtype=bool)
     if work is not None and len(work):
-        running = ("executing", "long-running", "cancelled", "resumed")
-        from_run, to_run = work.from_state.is_in(running), work.to_state.is_in(running)
-        is_start = work.to_state.is_in(("executing",)) & ~from_run
-        is_end = from_run & ~to_run
-        ev = np.flatnonzero(is_start | is_end)
-        kc, ac = work.gkey[ev], work.address.codes[ev]
-        # by key, worker, then time and line (ev is in line order)
-        tev = work.time[ev]
-        order = _lexorder(kc, ac) if _in_time_order(tev) else _lexorder(kc, ac, _time_key(tev))
-        del tev
-        ev, kc, ac = ev[order], kc[order], ac[order]
-        st = is_start[ev]
-        nxt_ok = np.r_[(~st[1:]) & (kc[1:] == kc[:-1]) & (ac[1:] == ac[:-1]), False]
-        starts = ev[st]
-        ends = np.where(nxt_ok[st], np.r_[ev[1:], -1][st], -1)
-        orphan = ~st & ~np.r_[False, (nxt_ok & st)[:-1]]
-        if acct is not None and orphan.any():
-            acct.warn(
-                "worker_transition.csv",
-                f"end of an execution with no start before it (times out of order, or the log "
-                f"began mid-task; end not used) x{int(orphan.sum())}",
-                column="time",
-            )
-        wmap = _mapping(work.address.cats, wcats)
-        parts.append(
-            _Exec(
-                key=work.gkey[starts],
-                worker=wmap[work.address.codes[starts]],
-                start=work.time[starts],
-                end=_at(work.time, ends, _NAT),
-                outcome=work.to_state.take(ends).arrow(),
-                thread=work.thread.take(starts),
-                source=np.zeros(len(starts), dtype=np.int8),
-            )
-        )
-        ran[work.gkey[starts]] = True
+        parts.append(_worker_executions(work, wcats, acct))
+        ran[parts[-1].key] = True
     if sched is not None and len(sched):
-        rows = sched.from_state.is_in(("processing",)) & (~sched.thread.na | (sched.begins != _NAT))
-        rows &= ~ran[sched.gkey]
-        idx = np.flatnonzero(rows)
-        ends = sched.ends[idx]
-        backwards = (ends != _NAT) & (sched.begins[idx] != _NAT) & (ends < sched.begins[idx])
-        if backwards.any():
-            if acct is not None:
-                acct.warn(
-                    "scheduler_transition.csv",
-                    f"'ends' before 'begins' (end treated as absent) x{int(backwards.sum())}",
-                    column="ends",
-                )
-            ends = np.where(backwards, _NAT, ends)
-        if len(idx):
-            parts.append(
-                _Exec(
-                    key=sched.gkey[idx],
-                    worker=_mapping(sched.worker.cats, wcats)[sched.worker.codes[idx]],
-                    start=sched.begins[idx],
-                    end=ends,
-                    outcome=sched.to_state.take(idx).arrow(),
-                    thread=sched.thread.take(idx),
-                    source=np.ones(len(idx), dtype=np.int8),
-                )
-            )
+        from_sched = _scheduler_executions(sched, ran, wcats, acct)
+        if from_sched is not None:
+            parts.append(from_sched)
     if not parts:
         z = np.zeros(0, dtype=np.int64)
         return _Exec(z, z, z, z, pa.array([], pa.string()), _Threads(z.astype(np.uint64), z > 0), z)
-    ex = _Exec(
+    ex = _concat(parts)
+    if sched is not None and len(sched) and ex.thread.na.any():
+        _threads_from_scheduler(ex, sched, wcats)
+    ex = _in_attempt_order(ex, wcats)
+    ex.attempt = _rank_in_runs(_run_starts(ex.key))
+    return ex
+
+
+def _worker_executions(work: _Trans, wcats: pa.Array, acct: Accounting | None) -> _Exec:
+    """Executions from the worker's transitions: a start (to ``executing``) paired with the next
+    row of the same key and worker that leaves the running states."""
+    running = ("executing", "long-running", "cancelled", "resumed")
+    from_run, to_run = work.from_state.is_in(running), work.to_state.is_in(running)
+    is_start = work.to_state.is_in(("executing",)) & ~from_run
+    is_end = from_run & ~to_run
+    ev = np.flatnonzero(is_start | is_end)
+    kc, ac = work.gkey[ev], work.address.codes[ev]
+    # by key, worker, then time and line (ev is in line order)
+    tev = work.time[ev]
+    order = _lexorder(kc, ac) if _in_time_order(tev) else _lexorder(kc, ac, _time_key(tev))
+    del tev
+    ev, kc, ac = ev[order], kc[order], ac[order]
+    st = is_start[ev]
+    nxt_ok = np.r_[(~st[1:]) & (kc[1:] == kc[:-1]) & (ac[1:] == ac[:-1]), False]
+    starts = ev[st]
+    ends = np.where(nxt_ok[st], np.r_[ev[1:], -1][st], -1)
+    orphan = ~st & ~np.r_[False, (nxt_ok & st)[:-1]]
+    if acct is not None and orphan.any():
+        acct.warn(
+            "worker_transition.csv",
+            f"end of an execution with no start before it (times out of order, or the log "
+            f"began mid-task; end not used) x{int(orphan.sum())}",
+            column="time",
+        )
+    wmap = _mapping(work.address.cats, wcats)
+    return _Exec(
+        key=work.gkey[starts],
+        worker=wmap[work.address.codes[starts]],
+        start=work.time[starts],
+        end=_at(work.time, ends, _NAT),
+        outcome=work.to_state.take(ends).arrow(),
+        thread=work.thread.take(starts),
+        source=np.zeros(len(starts), dtype=np.int8),
+    )
+
+
+def _scheduler_executions(
+    sched: _Trans, ran: np.ndarray, wcats: pa.Array, acct: Accounting | None
+) -> _Exec | None:
+    """Executions from the scheduler's startstops (``processing`` rows with a thread or a
+    begins), for the keys no worker-side execution covers."""
+    rows = sched.from_state.is_in(("processing",)) & (~sched.thread.na | (sched.begins != _NAT))
+    rows &= ~ran[sched.gkey]
+    idx = np.flatnonzero(rows)
+    ends = sched.ends[idx]
+    backwards = (ends != _NAT) & (sched.begins[idx] != _NAT) & (ends < sched.begins[idx])
+    if backwards.any():
+        if acct is not None:
+            acct.warn(
+                "scheduler_transition.csv",
+                f"'ends' before 'begins' (end treated as absent) x{int(backwards.sum())}",
+                column="ends",
+            )
+        ends = np.where(backwards, _NAT, ends)
+    if not len(idx):
+        return None
+    return _Exec(
+        key=sched.gkey[idx],
+        worker=_mapping(sched.worker.cats, wcats)[sched.worker.codes[idx]],
+        start=sched.begins[idx],
+        end=ends,
+        outcome=sched.to_state.take(idx).arrow(),
+        thread=sched.thread.take(idx),
+        source=np.ones(len(idx), dtype=np.int8),
+    )
+
+
+def _concat(parts: list[_Exec]) -> _Exec:
+    return _Exec(
         key=np.concatenate([p.key for p in parts]),
         worker=np.concatenate([p.worker for p in parts]),
         start=np.concatenate([p.start for p in parts]),
@@ -212,26 +234,31 @@ def _executions(
         ),
         source=np.concatenate([p.source for p in parts]),
     )
-    # The thread of a worker-side execution comes from the scheduler's row for the same key and
-    # worker (the latest one; a missing worker matches a missing worker).
-    if sched is not None and len(sched) and ex.thread.na.any():
-        nw = len(wcats) + 1
-        has = np.flatnonzero(~sched.thread.na)
-        swork = _mapping(sched.worker.cats, wcats)[sched.worker.codes[has]]
-        pair = sched.gkey[has] * nw + (swork + 1)
-        o = _lexorder(pair, _time_key(sched.time[has]))
-        ps = pair[o]
-        if len(ps):
-            last = np.r_[ps[1:] != ps[:-1], True]
-            upair, uthread = ps[last], sched.thread.values[has][o][last]
-            expair = ex.key * nw + (ex.worker + 1)
-            i = np.minimum(np.searchsorted(upair, expair), len(upair) - 1)
-            fill = ex.thread.na & (upair[i] == expair)
-            ex.thread.values = np.where(fill, uthread[i], ex.thread.values)
-            ex.thread.na = ex.thread.na & ~fill
-    # by key, start, worker (texts sort like their codes; missing last); attempts count per key
+
+
+def _threads_from_scheduler(ex: _Exec, sched: _Trans, wcats: pa.Array) -> None:
+    """The thread of a worker-side execution without one comes from the scheduler's row for the
+    same key and worker (the latest one; a missing worker matches a missing worker)."""
+    nw = len(wcats) + 1
+    has = np.flatnonzero(~sched.thread.na)
+    swork = _mapping(sched.worker.cats, wcats)[sched.worker.codes[has]]
+    pair = sched.gkey[has] * nw + (swork + 1)
+    o = _lexorder(pair, _time_key(sched.time[has]))
+    ps = pair[o]
+    if len(ps):
+        last = np.r_[ps[1:] != ps[:-1], True]
+        upair, uthread = ps[last], sched.thread.values[has][o][last]
+        expair = ex.key * nw + (ex.worker + 1)
+        i = np.minimum(np.searchsorted(upair, expair), len(upair) - 1)
+        fill = ex.thread.na & (upair[i] == expair)
+        ex.thread.values = np.where(fill, uthread[i], ex.thread.values)
+        ex.thread.na = ex.thread.na & ~fill
+
+
+def _in_attempt_order(ex: _Exec, wcats: pa.Array) -> _Exec:
+    """By key, start, worker (texts sort like their codes; missing last)."""
     o = _lexorder(ex.key, _time_key(ex.start), np.where(ex.worker < 0, len(wcats), ex.worker))
-    ex = _Exec(
+    return _Exec(
         key=ex.key[o],
         worker=ex.worker[o],
         start=ex.start[o],
@@ -240,8 +267,6 @@ def _executions(
         thread=_Threads(ex.thread.values[o], ex.thread.na[o]),
         source=ex.source[o],
     )
-    ex.attempt = _rank_in_runs(_run_starts(ex.key))
-    return ex
 
 
 def _executions_table(ex: _Exec, keys: pa.Array, wcats: pa.Array) -> pd.DataFrame:

@@ -1,0 +1,317 @@
+"""Live provenance: a real LocalCluster run recorded by the capture while ``serve --follow`` runs.
+
+Two parts (``--part cluster``, ``--part refresh``, default both):
+
+**cluster** — a LocalCluster (2 worker processes x 2 threads, 127.0.0.1) runs ``--waves``
+waves of ``--per-wave`` small tasks plus a reduction per wave, one wave every ``--pause``
+seconds (defaults: 60 waves x 200 tasks + 21 = 13,260 tasks over more than 60 s), recorded with
+``metaprov.capture.record`` while ``metaprov serve --follow RUN --interval I`` (a separate
+process) follows the run into an embedded store and serves it. Meanwhile:
+
+- a poller asks the endpoint every 0.25 s how many task executions the run in progress holds;
+  the *staleness* of wave k is the first poll that counts all of its executions minus the time
+  the client saw the wave finish (what a user waits for a finished task to answer a query);
+- every ``--snapshot-every`` waves the packaged questions ``runs`` and ``slowest-tasks`` are
+  asked through the endpoint (``metaprov query --endpoint`` does the same): their task counts
+  must only grow;
+- after the run, the served graph is compared with ``metaprov export`` of the run directory
+  (N-Quads, sorted, in the store's literal forms): they must be equal.
+
+**refresh** — the cost of one refresh on synthetic runs of ``--sizes`` tasks (default 10^4 and
+10^5): conversion of the whole run (read + map + N-Triples), the first refresh (everything
+inserted), a steady refresh (same rows: the diff is the state triples), and the final swap
+(provisional graph -> the export's graph), into an embedded store.
+
+Run it under the machine's benchmark lock and say what the load was::
+
+    flock /tmp/metaprov-bench.lock python benchmarks/bench_live.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+MP = "https://w3id.org/metaprov/ns#"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _select(url: str, q: str) -> list[dict[str, Any]]:
+    r = requests.post(
+        url, data={"query": q}, headers={"Accept": "application/sparql-results+json"}, timeout=60
+    )
+    r.raise_for_status()
+    return r.json()["results"]["bindings"]
+
+
+def _canonical(nquads: bytes) -> list[bytes]:
+    import pyoxigraph as ox
+
+    st = ox.Store()
+    st.load(nquads, format=ox.RdfFormat.N_QUADS)
+    return sorted(bytes(st.dump(format=ox.RdfFormat.N_QUADS)).splitlines())
+
+
+def _int(value: Any) -> int:
+    return 0 if value is None or value != value else int(value)
+
+
+def _wave(x: int, w: int) -> int:
+    time.sleep(0.001)
+    return x * w
+
+
+def _total(values: list[int]) -> int:
+    return sum(values)
+
+
+def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from distributed import Client, LocalCluster
+
+    import metaprov.capture as capture
+    from metaprov.queries import query
+
+    run = work / "live-run"
+    store = work / "live-store"
+    port = _free_port()
+    served = subprocess.Popen(
+        [sys.executable, "-m", "metaprov", "serve", "--store", str(store), "--port", str(port)]
+        + ["--follow", str(run), "--interval", str(args.interval)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/query"
+    assert "Serving" in (served.stdout.readline() if served.stdout else "")
+    polls: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        q = (
+            f"PREFIX mp: <{MP}> SELECT (COUNT(?e) AS ?n) "
+            "{ ?r mp:liveState ?s . ?e a mp:TaskExecution }"
+        )
+        while not stop.is_set():
+            try:
+                n = int(_select(url, q)[0]["n"]["value"])
+                polls.append((time.time(), n))
+            except (requests.RequestException, KeyError, IndexError, ValueError):
+                pass
+            time.sleep(0.25)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    finished: list[tuple[float, int]] = []  # (time the wave finished, executions so far)
+    snapshots: list[dict[str, Any]] = []
+    t_start = time.time()
+    done = 0
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        with capture.record(client, run):
+            for w in range(args.waves):
+                futs = client.map(_wave, range(args.per_wave), w=w, pure=False)
+                total = client.submit(_total, futs, pure=False)
+                total.result()
+                done += args.per_wave + 1
+                finished.append((time.time(), done))
+                if (w + 1) % args.snapshot_every == 0:
+                    t0 = time.time()
+                    runs = query("runs", endpoint=url)
+                    slow = query("slowest-tasks", {"limit": 5}, endpoint=url)
+                    live = runs[runs["live_state"].astype(str) == "in progress"]
+                    snapshots.append(
+                        {
+                            "wave": w + 1,
+                            "tasks_submitted": done,
+                            "tasks": _int(live["tasks"].iloc[0]) if len(live) else None,
+                            "executions": _int(live["executions"].iloc[0]) if len(live) else None,
+                            "slowest_rows": int(len(slow)),
+                            "answer_s": round(time.time() - t0, 3),
+                        }
+                    )
+                time.sleep(args.pause)
+    t_run = time.time() - t_start
+    # wait for the final graph (the capture wrote "complete": the follow swaps the graphs)
+    deadline = time.time() + 600
+    final_graph = None
+    while time.time() < deadline:
+        rows = _select(
+            url,
+            f"PREFIX mp: <{MP}> SELECT ?g ?s {{ GRAPH ?g {{ ?r a mp:Run OPTIONAL {{ ?r mp:liveState ?s }} }} }}",
+        )
+        if rows and all("s" not in r for r in rows):
+            final_graph = rows[0]["g"]["value"]
+            break
+        time.sleep(0.5)
+    t_final = time.time() - t_start - t_run
+    stop.set()
+    poller.join(10)
+    nt = requests.post(
+        url,
+        data={
+            "query": f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH <{final_graph}> {{ ?s ?p ?o }} }}"
+        },
+        headers={"Accept": "application/n-triples"},
+        timeout=600,
+    ).content
+    served.send_signal(signal.SIGTERM)
+    _, err = served.communicate(timeout=120)
+    exp = work / "export.nq"
+    subprocess.run(
+        [sys.executable, "-m", "metaprov", "-q", "export", str(run), "-o", str(exp)], check=True
+    )
+    nq = b"".join(ln[:-2] + f" <{final_graph}> .\n".encode() for ln in nt.splitlines(keepends=True))
+    equal = _canonical(nq) == _canonical(exp.read_bytes())
+    # staleness per wave: first poll counting the wave's executions - when the wave finished
+    stale = []
+    for t_done, n in finished:
+        seen = next((t for t, c in polls if t >= t_done and c >= n), None)
+        if seen is not None:
+            stale.append(seen - t_done)
+    refreshes = [ln for ln in err.splitlines() if ln.startswith("refresh ")]
+    durations = []
+    for ln in refreshes:
+        if " in progress" in ln and ") in " in ln:
+            durations.append(float(ln.split(") in ")[1].split(" s")[0]))
+    counts = [s["tasks"] for s in snapshots if s["tasks"] is not None]
+    refresh_median = statistics.median(durations) if durations else None
+    refresh_max = max(durations) if durations else None
+    bound = None if refresh_max is None else 2 * args.interval + refresh_max
+    return {
+        "tasks": done,
+        "waves": args.waves,
+        "run_seconds": round(t_run, 1),
+        "final_swap_wait_seconds": round(t_final, 1),
+        "interval": args.interval,
+        "refreshes": len(refreshes),
+        "last_refreshes": refreshes[-3:],
+        "snapshots": snapshots,
+        "snapshot_task_counts_only_grow": counts == sorted(counts) and len(counts) >= 5,
+        "refresh_s": {
+            "median": None if refresh_median is None else round(refresh_median, 2),
+            "max": None if refresh_max is None else round(refresh_max, 2),
+        },
+        "bound_two_intervals_plus_slowest_refresh_s": None if bound is None else round(bound, 2),
+        "waves_within_bound": None if bound is None else sum(x <= bound for x in stale),
+        "staleness_s": {
+            "waves_measured": len(stale),
+            "median": round(statistics.median(stale), 2) if stale else None,
+            "p90": round(sorted(stale)[int(0.9 * (len(stale) - 1))], 2) if stale else None,
+            "max": round(max(stale), 2) if stale else None,
+        },
+        "final_graph_equals_export": equal,
+        "final_triples": nt.count(b"\n"),
+    }
+
+
+def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    from metaprov.live.follow import EmbeddedTarget, convert, provisional_id, state_lines
+    from metaprov.mapping.terms import DEFAULT_BASE, RunIris
+    from metaprov.store import EmbeddedStore
+    from metaprov.synthetic import generate_run
+
+    rows = []
+    for n in args.sizes:
+        run = generate_run(work / f"run-{n}", n, seed=1)
+        st = EmbeddedStore(work / f"store-{n}")
+        target = EmbeddedTarget(st)
+        pid = provisional_id(run)
+        prov = RunIris(DEFAULT_BASE, pid).graph
+        t0 = time.perf_counter()
+        conv = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid)
+        t_conv = time.perf_counter() - t0
+        lines = conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0.5)
+        t0 = time.perf_counter()
+        target.apply(prov, [], lines)
+        t_first = time.perf_counter() - t0
+        held = set(lines)
+        # a steady refresh: convert again, diff, update (same rows: only the state changes)
+        t0 = time.perf_counter()
+        conv2 = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid)
+        lines2 = conv2.lines + state_lines(conv2.run_iri, updated=time.time(), lag=0.7)
+        new = set(lines2)
+        removed = sorted(held - new)
+        added = [ln for ln in lines2 if ln not in held]
+        t_diff0 = time.perf_counter()
+        target.apply(prov, removed, added)
+        t_steady = time.perf_counter() - t0
+        t_steady_store = time.perf_counter() - t_diff0
+        # the final swap: the export's graph replaces the provisional one
+        t0 = time.perf_counter()
+        fin = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=None)
+        target.apply(fin.graph, [], fin.lines, drop=(prov,))
+        t_final = time.perf_counter() - t0
+        count = st.count(fin.graph)
+        st.close()
+        rows.append(
+            {
+                "tasks": n,
+                "triples": len(fin.lines),
+                "convert_s": round(t_conv, 2),
+                "first_refresh_store_s": round(t_first, 2),
+                "steady_refresh_s": round(t_steady, 2),
+                "steady_refresh_store_s": round(t_steady_store, 3),
+                "steady_diff": [len(removed), len(added)],
+                "final_swap_s": round(t_final, 2),
+                "final_graph_triples_in_store": count,
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+        shutil.rmtree(work / f"store-{n}", ignore_errors=True)
+        shutil.rmtree(run, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=["cluster", "refresh", "both"], default="both")
+    ap.add_argument("--waves", type=int, default=60)
+    ap.add_argument("--per-wave", type=int, default=200)
+    ap.add_argument("--pause", type=float, default=0.8)
+    ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--snapshot-every", type=int, default=10)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="metaprov-bench-live-"))
+    out: dict[str, Any] = {"loadavg_start": os.getloadavg()}
+    try:
+        if args.part in ("cluster", "both"):
+            out["cluster"] = cluster_part(args, work)
+            print(json.dumps(out["cluster"], indent=1), flush=True)
+        if args.part in ("refresh", "both"):
+            out["refresh"] = refresh_part(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["loadavg_end"] = os.getloadavg()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,626 @@
+"""Keep a store's graph of a run current while the run is being written.
+
+Input: a run directory being written (metaprov's capture, or Mofka-Dask CSV writers), a store
+(an embedded store directory, or a SPARQL server). Output: the run's named graph in the store,
+refreshed at every interval, and finally the run's graph exactly as ``metaprov export`` writes it.
+
+**One refresh.** Take a whole-row snapshot of the run directory (:mod:`metaprov.live.snapshot`),
+read and map it as any run (one conversion of the run so far), add the state triples, and hand
+the store the difference with the previous refresh: the triples to delete and to insert, in one
+SPARQL Update request (``DELETE DATA {...} ; INSERT DATA {...}``), which Oxigraph (embedded and
+server) applies in one transaction. Readers see the previous or the new refresh, never a mix.
+
+**Identity while in progress.** A run's id (hence its graph's and instances' IRIs) is derived
+from its content, task count included, so it would change at every refresh. While the run is in
+progress its graph uses a *provisional* id derived from the run directory's absolute path
+(:func:`provisional_id`), stable across refreshes and restarts; the graph holds the run's state
+(``mp:liveState "in progress"``, ``mp:liveUpdated``, ``mp:liveLag``). When the run is complete
+the provisional graph is replaced by the final one, in one request when it fits (else: the final
+graph is loaded, then the provisional one dropped).
+
+**Complete** when ``metaprov-run.json`` says ``complete`` (the capture's last write), or, for
+runs without it (Mofka-Dask writers, a capture that died), when no file of the run directory
+changed for ``quiet`` seconds.
+
+**Restart.** Nothing is kept outside the store: a new ``follow`` reads the provisional graph back
+from the store, so its first refresh sends only the difference, and a follow killed at any moment
+converges to the same final graph when started again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from metaprov.errors import InputError, StoreError, UsageError
+from metaprov.live.snapshot import take_snapshot
+
+log = logging.getLogger("metaprov")
+
+#: Seconds between refreshes by default.
+DEFAULT_INTERVAL = 2.0
+#: Seconds without any change after which a run without a completion signal is complete.
+DEFAULT_QUIET = 120.0
+#: Largest SPARQL Update request sent to a server (bytes); larger changes are split.
+DEFAULT_MAX_REQUEST = 32 << 20
+#: State of a run being followed (``mp:liveState``).
+IN_PROGRESS = "in progress"
+
+
+@dataclass
+class Refresh:
+    """One refresh of the followed run's graph.
+
+    Attributes:
+        number: 1, 2, ...
+        state: ``in progress`` or ``complete``.
+        graph: the graph written.
+        tasks: tasks in the graph.
+        triples: triples in the graph.
+        added, removed: triples inserted and deleted by this refresh.
+        seconds: wall time of the refresh (snapshot, conversion, store update).
+        convert_seconds: of which reading and mapping the run.
+        store_seconds: of which updating the store.
+        snapshot_time: when the snapshot was taken (epoch seconds).
+        newest_row: time of the newest row in the snapshot (epoch seconds; None if unknown).
+        lag: seconds between the newest row and the snapshot.
+        reason: why the run is complete (``capture``: metaprov-run.json; ``quiet``).
+    """
+
+    number: int
+    state: str
+    graph: str
+    tasks: int
+    triples: int
+    added: int
+    removed: int
+    seconds: float
+    convert_seconds: float
+    store_seconds: float
+    snapshot_time: float
+    newest_row: float | None
+    lag: float | None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class FollowResult:
+    """What :func:`follow` did: the refreshes, the final graph."""
+
+    run: str
+    graph: str = ""
+    refreshes: list[Refresh] = field(default_factory=list)
+    complete: bool = False
+
+
+def provisional_id(run: str | Path) -> str:
+    """The run id used while ``run`` is in progress: from its absolute path (stable across
+    refreshes and restarts; the final graph uses the content-derived id)."""
+    path = os.path.abspath(os.fspath(run))
+    return "live-" + hashlib.sha256(b"metaprov-live\x1f" + os.fsencode(path)).hexdigest()[:16]
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversion
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Converted:
+    graph: str
+    run_iri: str
+    lines: list[bytes]
+    tasks: int
+    newest_row: float | None
+
+
+def convert(
+    snapshot: Path,
+    run: Path,
+    *,
+    base: str,
+    detail: str,
+    darshan: bool,
+    run_id: str | None,
+) -> Converted:
+    """Read and map a snapshot as the run ``run`` (its name, its path); ``run_id`` overrides the
+    content-derived id (the provisional id while in progress)."""
+    from metaprov.ingest import read_run
+    from metaprov.mapping import to_prov
+    from metaprov.mapping.terms import RunIris
+    from metaprov.store.base import _maybe_link
+    from metaprov.write import iter_ntriples
+
+    records = read_run(snapshot, darshan=darshan)
+    records.path = str(run)
+    if run_id is not None:
+        records.run_id = run_id
+    _maybe_link(records)
+    graph = to_prov(records, base=base, detail=detail)
+    data = b"".join(iter_ntriples(graph))
+    lines = data.splitlines(keepends=True)
+    if run_id is not None:
+        # "never ran" is a fact of a finished run: while in progress a task without an execution
+        # is waiting or running (its mp:state says which), so the claim is left out until the end
+        from metaprov.mapping.terms import MP
+
+        never = f"> <{MP.neverRan}> ".encode()
+        lines = [ln for ln in lines if never not in ln]
+    last = records.span[1]
+    newest = None if last is None else float(last.value) / 1e9
+    return Converted(
+        graph.graph_iri, RunIris(base, records.run_id).run, lines, len(records.tasks), newest
+    )
+
+
+def state_lines(run_iri: str, *, updated: float, lag: float | None) -> list[bytes]:
+    """The state triples of a run in progress (absent from the final graph)."""
+    from metaprov.mapping.terms import MP
+
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    out = [
+        f'<{run_iri}> <{MP.liveState}> "{IN_PROGRESS}" .\n',
+        f'<{run_iri}> <{MP.liveUpdated}> "{_utc(updated)}"^^<{xsd}dateTime> .\n',
+    ]
+    if lag is not None:
+        out.append(f'<{run_iri}> <{MP.liveLag}> "{max(lag, 0.0):.3f}"^^<{xsd}decimal> .\n')
+    return [s.encode() for s in out]
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets: how a refresh reaches a store
+# ---------------------------------------------------------------------------------------------
+
+
+class ReadWriteLock:
+    """Many readers or one writer (the in-process server's queries against a large final swap
+    that cannot be one transaction)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    def read(self) -> Any:
+        lock = self
+
+        class _Read:
+            def __enter__(self) -> None:
+                with lock._cond:
+                    while lock._writer:
+                        lock._cond.wait()
+                    lock._readers += 1
+
+            def __exit__(self, *exc: object) -> None:
+                with lock._cond:
+                    lock._readers -= 1
+                    lock._cond.notify_all()
+
+        return _Read()
+
+    def write(self) -> Any:
+        lock = self
+
+        class _Write:
+            def __enter__(self) -> None:
+                with lock._cond:
+                    while lock._writer:
+                        lock._cond.wait()
+                    lock._writer = True
+                    while lock._readers:
+                        lock._cond.wait()
+
+            def __exit__(self, *exc: object) -> None:
+                with lock._cond:
+                    lock._writer = False
+                    lock._cond.notify_all()
+
+        return _Write()
+
+
+def _data_block(keyword: str, graph: str, lines: Iterable[bytes]) -> bytes:
+    body = b"".join(lines)
+    if not body:
+        return b""
+    return f"{keyword} {{ GRAPH <{graph}> {{\n".encode() + body + b"} }"
+
+
+def _update_text(
+    drop: Iterable[str], graph: str, removed: list[bytes], added: list[bytes]
+) -> bytes:
+    parts = [f"DROP SILENT GRAPH <{g}>".encode() for g in drop]
+    if removed:
+        parts.append(_data_block("DELETE DATA", graph, removed))
+    if added:
+        parts.append(_data_block("INSERT DATA", graph, added))
+    return b" ;\n".join(parts)
+
+
+class EmbeddedTarget:
+    """Refreshes into an embedded store (pyoxigraph), in one transaction each."""
+
+    #: Above this many bytes the final swap is not one SPARQL Update (memory): it runs under the
+    #: exclusive lock instead, so the in-process server's queries wait for it.
+    max_update = 256 << 20
+
+    def __init__(self, store: Any, lock: ReadWriteLock | None = None) -> None:
+        self.store = store
+        self.ox = store.oxigraph if hasattr(store, "oxigraph") else store._store
+        self.lock = lock or ReadWriteLock()
+        self.location = store.location
+
+    def current(self, graph: str) -> set[bytes]:
+        import pyoxigraph as ox
+
+        node = ox.NamedNode(graph)
+        if not self.ox.contains_named_graph(node):
+            return set()
+        data = self.ox.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=node)
+        return set(bytes(data).splitlines(keepends=True))
+
+    def apply(
+        self, graph: str, removed: list[bytes], added: list[bytes], drop: tuple[str, ...] = ()
+    ) -> None:
+        for g in (graph, *drop):
+            self.store._forget(g)
+        text = _update_text(drop, graph, removed, added)
+        if not text:
+            return
+        try:
+            if len(text) <= self.max_update:
+                self.ox.update(text.decode("utf-8"))
+                return
+            import pyoxigraph as ox
+
+            # Too large for one transaction: apply it under the exclusive lock (this process's
+            # server waits), deletions first, then the bulk loader.
+            with self.lock.write():
+                for g in drop:
+                    node = ox.NamedNode(g)
+                    if self.ox.contains_named_graph(node):
+                        self.ox.remove_graph(node)
+                node = ox.NamedNode(graph)
+                for t in ox.parse(b"".join(removed), format=ox.RdfFormat.N_TRIPLES):
+                    self.ox.remove(ox.Quad(t.subject, t.predicate, t.object, node))
+                self.ox.bulk_load(
+                    b"".join(added), format=ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(graph)
+                )
+        except (OSError, SyntaxError, ValueError, RuntimeError) as exc:
+            raise StoreError(f"updating <{graph}> in {self.location} failed: {exc}") from exc
+        finally:
+            self.ox.flush()
+
+
+class EndpointTarget:
+    """Refreshes into a SPARQL server: SPARQL Update requests (one per refresh when it fits)."""
+
+    def __init__(
+        self, store: Any, update_url: str | None = None, max_request: int = DEFAULT_MAX_REQUEST
+    ):
+        self.store = store
+        self.update_url = update_url or derive_update(store.endpoint.query)
+        self.max_request = max_request
+        self.location = store.location
+        self.split_warned = False
+
+    def current(self, graph: str) -> set[bytes]:
+        resp = self.store._request(
+            "GET",
+            self.store.endpoint.gsp,
+            what=f"reading graph <{graph}>",
+            params={"graph": graph},
+            headers={"Accept": "application/n-triples"},
+        )
+        if resp.status_code == 404:
+            return set()
+        if resp.status_code >= 300:
+            self.store._fail(resp, f"reading graph <{graph}>")
+        return set(resp.content.splitlines(keepends=True))
+
+    def _post(self, text: bytes, what: str) -> None:
+        resp = self.store._request(
+            "POST",
+            self.update_url,
+            what=what,
+            data=text,
+            headers={"Content-Type": "application/sparql-update; charset=utf-8"},
+        )
+        if resp.status_code >= 300:
+            self.store._fail(resp, what)
+
+    def apply(
+        self, graph: str, removed: list[bytes], added: list[bytes], drop: tuple[str, ...] = ()
+    ) -> None:
+        text = _update_text(drop, graph, removed, added)
+        if not text:
+            return
+        if len(text) <= self.max_request:
+            self._post(text, f"updating graph <{graph}>")
+            return
+        if not self.split_warned:
+            log.warning(
+                "a refresh of <%s> is larger than %d bytes: sent as several requests (until the "
+                "last one, readers see a state between two refreshes; a final graph being "
+                "written beside the provisional one)",
+                graph,
+                self.max_request,
+            )
+            self.split_warned = True
+        for keyword, lines in (("DELETE DATA", removed), ("INSERT DATA", added)):
+            piece: list[bytes] = []
+            size = 0
+            for line in lines:
+                if size + len(line) > self.max_request and piece:
+                    self._post(_data_block(keyword, graph, piece), f"updating graph <{graph}>")
+                    piece, size = [], 0
+                piece.append(line)
+                size += len(line)
+            if piece:
+                self._post(_data_block(keyword, graph, piece), f"updating graph <{graph}>")
+        # the final graph is whole: only now is the provisional one dropped
+        for g in drop:
+            self._post(f"DROP SILENT GRAPH <{g}>".encode(), f"dropping graph <{g}>")
+
+
+def derive_update(query_url: str) -> str:
+    """The SPARQL Update endpoint of a server, from its query endpoint (Oxigraph ``/query`` ->
+    ``/update``; Fuseki ``/ds/query`` -> ``/ds/update``; GraphDB ``/repositories/r`` ->
+    ``/repositories/r/statements``; Virtuoso ``/sparql`` -> itself).
+
+    Raises:
+        UsageError: an unknown layout (give ``--update URL``).
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(query_url)
+    segs = [s for s in parts.path.rstrip("/").split("/") if s]
+
+    def with_path(p: str) -> str:
+        return urlunsplit((parts.scheme, parts.netloc, p, "", ""))
+
+    if len(segs) >= 2 and segs[-2] == "repositories":
+        return with_path("/" + "/".join(segs) + "/statements")
+    if segs and segs[-1] == "query":
+        return with_path("/" + "/".join([*segs[:-1], "update"]))
+    if segs == ["sparql"]:
+        return with_path("/sparql")
+    if len(segs) >= 2 and segs[-1] == "sparql":
+        return with_path("/" + "/".join([*segs[:-1], "update"]))
+    raise UsageError(
+        f"cannot tell the SPARQL Update endpoint of {query_url}",
+        hint="give it with --update URL (e.g. http://host:3030/ds/update for Fuseki)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------
+
+
+def follow(
+    run: str | Path,
+    store: str | Path | Any | None = None,
+    endpoint: str | None = None,
+    *,
+    gsp: str | None = None,
+    update: str | None = None,
+    interval: float = DEFAULT_INTERVAL,
+    quiet: float = DEFAULT_QUIET,
+    base: str | None = None,
+    detail: str = "tasks",
+    darshan: bool = True,
+    on_refresh: Callable[[Refresh], None] | None = None,
+    stop: threading.Event | None = None,
+    lock: ReadWriteLock | None = None,
+    max_request: int = DEFAULT_MAX_REQUEST,
+) -> FollowResult:
+    """Keep the graph of ``run`` current in a store until the run is complete.
+
+    Args:
+        run: the run directory being written.
+        store: an embedded store directory (or an open embedded store), or None with ``endpoint``.
+        endpoint: a SPARQL server's query endpoint (updates go to its Update endpoint).
+        gsp: the server's Graph Store endpoint (read back the graph after a restart).
+        update: the server's SPARQL Update endpoint (default: derived from ``endpoint``).
+        interval: seconds between the starts of two refreshes; a refresh that takes longer
+            delays the next one (refreshes never overlap).
+        quiet: seconds without any change after which a run without a completion signal is
+            complete (0: never; follow until stopped).
+        base, detail, darshan: the mapping options (as for ``metaprov export``).
+        on_refresh: called after every refresh.
+        stop: set it to stop following (the graph stays as the last refresh left it).
+        lock: readers' lock of an in-process server (see :class:`ReadWriteLock`).
+        max_request: largest SPARQL Update request sent to a server, in bytes.
+
+    Returns:
+        A :class:`FollowResult`; ``complete`` is False when stopped before the run completed.
+
+    Raises:
+        InputError: ``run`` is not a directory.
+        StoreError: the store refused an update (the follow stops; start it again to resume).
+
+    Example:
+        >>> follow("runs/now", store="live-store", interval=2)  # doctest: +SKIP
+    """
+    from metaprov.mapping.terms import DEFAULT_BASE, RunIris
+    from metaprov.store import EmbeddedStore, open_store
+
+    run_path = Path(run)
+    # A run directory not created yet is waited for (follow started before the job), as long
+    # as the folder it will be created in exists.
+    if (run_path.exists() and not run_path.is_dir()) or (
+        not run_path.exists() and not run_path.absolute().parent.is_dir()
+    ):
+        raise InputError(
+            "no such directory" if not run_path.exists() else "not a directory",
+            path=run_path,
+            hint="give the run directory being written (the capture's or the Mofka writers'); "
+            "it may not exist yet, but the folder it will be created in must",
+        )
+    if interval <= 0:
+        raise UsageError(f"--interval must be positive (got {interval})")
+    if quiet < 0:
+        raise UsageError(f"--quiet must be 0 or more (got {quiet})")
+    base = base or DEFAULT_BASE
+    stop = stop or threading.Event()
+    prov_id = provisional_id(run_path)
+    prov_graph = RunIris(base, prov_id).graph
+    own = False
+    guard = contextlib.ExitStack()
+    if store is not None and not isinstance(store, (str, os.PathLike)):
+        st = store
+    else:
+        st = open_store(store, endpoint, gsp=gsp)
+        own = True
+        if isinstance(st, EmbeddedStore) and st.path is not None:
+            from metaprov.store.owner import owning
+
+            try:
+                guard.enter_context(owning(st.path, role="follow", run=str(run_path)))
+            except BaseException:
+                st.close()
+                raise
+    target: Any
+    target = (
+        EmbeddedTarget(st, lock)
+        if isinstance(st, EmbeddedStore)
+        else EndpointTarget(st, update, max_request)
+    )
+    result = FollowResult(str(run_path))
+    held: set[bytes] | None = None
+    cached: tuple[tuple[Any, ...], Converted] | None = None
+    last_sig: tuple[Any, ...] | None = None
+    last_change = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="metaprov-follow-"))
+    try:
+        while True:
+            t0 = time.monotonic()
+            if not run_path.is_dir():
+                if stop.wait(interval):
+                    return result
+                continue
+            snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
+            snap = take_snapshot(run_path, snap_dir)
+            snap_time = time.time()
+            if snap.signature != last_sig:
+                last_sig, last_change = snap.signature, t0
+            complete, reason = False, ""
+            if snap.status == "complete":
+                complete, reason = True, "capture"
+            elif quiet > 0 and result.refreshes and t0 - last_change >= quiet:
+                complete, reason = True, "quiet"
+            from metaprov.ingest import is_run_directory
+
+            if not is_run_directory(snap_dir):
+                shutil.rmtree(snap_dir.parent, ignore_errors=True)
+                if stop.wait(interval):
+                    return result
+                continue
+            c0 = time.monotonic()
+            if complete:
+                conv = convert(
+                    snap_dir, run_path, base=base, detail=detail, darshan=darshan, run_id=None
+                )
+                c1 = time.monotonic()
+                current = target.current(conv.graph) if conv.graph != prov_graph else set()
+                lines = conv.lines
+                new = set(lines)
+                # the final graph replaces the provisional one in one request when it fits
+                removed = sorted(current - new)
+                added = [ln for ln in lines if ln not in current] if current else lines
+                target.apply(conv.graph, removed, added, drop=(prov_graph,))
+                state = "complete"
+            else:
+                if cached is not None and cached[0] == snap.signature:
+                    conv = cached[1]
+                else:
+                    conv = convert(
+                        snap_dir,
+                        run_path,
+                        base=base,
+                        detail=detail,
+                        darshan=darshan,
+                        run_id=prov_id,
+                    )
+                    cached = (snap.signature, conv)
+                c1 = time.monotonic()
+                lag = None if conv.newest_row is None else snap_time - conv.newest_row
+                lines = conv.lines + state_lines(conv.run_iri, updated=snap_time, lag=lag)
+                if held is None:
+                    held = target.current(prov_graph)
+                new = set(lines)
+                removed = sorted(held - new)
+                added = [ln for ln in lines if ln not in held]
+                target.apply(prov_graph, removed, added)
+                held = new
+                state = IN_PROGRESS
+            t1 = time.monotonic()
+            shutil.rmtree(snap_dir.parent, ignore_errors=True)
+            lag = None if conv.newest_row is None else snap_time - conv.newest_row
+            r = Refresh(
+                number=len(result.refreshes) + 1,
+                state=state,
+                graph=conv.graph if complete else prov_graph,
+                tasks=conv.tasks,
+                triples=len(new),
+                added=len(added),
+                removed=len(removed),
+                seconds=t1 - t0,
+                convert_seconds=c1 - c0,
+                store_seconds=t1 - c1,
+                snapshot_time=snap_time,
+                newest_row=conv.newest_row,
+                lag=lag,
+                reason=reason,
+            )
+            result.refreshes.append(r)
+            result.graph = r.graph
+            if on_refresh is not None:
+                on_refresh(r)
+            if complete:
+                result.complete = True
+                return result
+            # the next refresh starts one interval after this one started, or at once if this
+            # one took longer: never two at a time
+            if stop.wait(max(0.0, interval - (time.monotonic() - t0))):
+                return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if own:
+            st.close()
+        guard.close()
+
+
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "DEFAULT_QUIET",
+    "EmbeddedTarget",
+    "EndpointTarget",
+    "FollowResult",
+    "IN_PROGRESS",
+    "ReadWriteLock",
+    "Refresh",
+    "convert",
+    "derive_update",
+    "follow",
+    "provisional_id",
+    "state_lines",
+]

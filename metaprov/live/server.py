@@ -1,0 +1,335 @@
+"""``metaprov serve --follow``: one process owns the store, follows a run into it and serves it.
+
+Input: an embedded store directory, a run directory being written. Output: a read-only SPARQL
+1.1 endpoint (``/query``: GET or POST, results as JSON, CSV, TSV or XML; CONSTRUCT as
+N-Triples) and a small query page (``/``), answering from the same pyoxigraph store the follow
+loop updates, so every answer reflects the last refresh committed.
+
+Why not Oxigraph's own server: its read-only mode reads the store as it was when it started,
+and its read-write mode would accept updates from anyone who can reach it. Here the only writer
+is the follow loop, in this process; the server answers queries and nothing else.
+
+Policies: the ``Host`` header must name this server (a DNS-rebinding page cannot read it);
+federated queries (``SERVICE``) are refused (the server never fetches URLs for a client); request
+bodies above 1 MiB are refused.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from metaprov.errors import StoreError, UsageError
+from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow
+
+log = logging.getLogger("metaprov")
+
+MAX_BODY = 1 << 20
+_SERVICE = re.compile(r"\bSERVICE\b", re.IGNORECASE)
+_STRINGS = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>|#[^\n]*'
+)
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>metaprov live: {title}</title>
+<style>body{{font-family:sans-serif;margin:1.5em}}textarea{{width:100%;height:12em;font-family:monospace}}
+table{{border-collapse:collapse;margin-top:1em}}td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}
+#status{{color:#555}}</style></head><body>
+<h1>metaprov live</h1>
+<p>Store <code>{store}</code>, following <code>{run}</code>. SPARQL endpoint: <code>{endpoint}</code>
+(the default graph is the union of all runs; a run in progress has <code>mp:liveState "in progress"</code>).</p>
+<textarea id="q">PREFIX mp: &lt;https://w3id.org/metaprov/ns#&gt;
+SELECT ?run ?state ?updated ?lag (COUNT(?task) AS ?tasks) WHERE {{
+  ?run a mp:Run . OPTIONAL {{ ?run mp:liveState ?state ; mp:liveUpdated ?updated }}
+  OPTIONAL {{ ?run mp:liveLag ?lag }} OPTIONAL {{ ?task a mp:Task }}
+}} GROUP BY ?run ?state ?updated ?lag</textarea>
+<p><button id="run">Run query</button> <span id="status"></span></p>
+<div id="out"></div>
+<script>
+document.getElementById("run").onclick = async function () {{
+  const status = document.getElementById("status"), out = document.getElementById("out");
+  status.textContent = "running..."; out.textContent = "";
+  const r = await fetch("query", {{method: "POST",
+    headers: {{"Content-Type": "application/x-www-form-urlencoded",
+               "Accept": "application/sparql-results+json"}},
+    body: "query=" + encodeURIComponent(document.getElementById("q").value)}});
+  const text = await r.text();
+  if (!r.ok) {{ status.textContent = "error " + r.status + ": " + text; return; }}
+  const data = JSON.parse(text);
+  if ("boolean" in data) {{ status.textContent = String(data.boolean); return; }}
+  const vars = data.head.vars, table = document.createElement("table"), head = table.insertRow();
+  for (const v of vars) {{ const th = document.createElement("th"); th.textContent = v; head.appendChild(th); }}
+  for (const b of data.results.bindings) {{
+    const row = table.insertRow();
+    for (const v of vars) {{ row.insertCell().textContent = b[v] ? b[v].value : ""; }}
+  }}
+  status.textContent = data.results.bindings.length + " rows"; out.appendChild(table);
+}};
+</script></body></html>
+"""
+
+_RESULT_TYPES = (
+    ("application/sparql-results+json", "JSON"),
+    ("application/json", "JSON"),
+    ("text/csv", "CSV"),
+    ("text/tab-separated-values", "TSV"),
+    ("application/sparql-results+xml", "XML"),
+)
+
+
+def uses_service(query: str) -> bool:
+    """Whether a query holds the SERVICE keyword (outside strings, IRIs and comments)."""
+    return bool(_SERVICE.search(_STRINGS.sub(" ", query)))
+
+
+class LiveServer:
+    """The HTTP side of ``serve --follow`` over an open embedded store."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        lock: ReadWriteLock | None = None,
+        run: str = "",
+    ) -> None:
+        self.store = store
+        self.lock = lock or ReadWriteLock()
+        self.run = run
+        handler = _handler(self)
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot listen on {host}:{port}: {exc}", hint="is the port in use? try --port 0"
+            ) from exc
+        self.httpd.daemon_threads = True
+        self.host = host
+        self.port = int(self.httpd.server_address[1])
+        h = f"[{host}]" if ":" in host else host
+        self.url = f"http://{h}:{self.port}"
+        self.allowed_hosts = {f"{h}:{self.port}".lower()}
+        if host in ("127.0.0.1", "::1", "localhost"):
+            self.allowed_hosts |= {
+                f"localhost:{self.port}",
+                f"127.0.0.1:{self.port}",
+                f"[::1]:{self.port}",
+            }
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name="metaprov-live-http", daemon=True
+        )
+
+    @property
+    def query_url(self) -> str:
+        return self.url + "/query"
+
+    def start(self) -> LiveServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) of one query (never raises: errors are answers)."""
+        try:
+            return self._answer(query, accept)
+        except Exception as exc:  # noqa: BLE001 - a failed query must not kill the handler
+            log.warning("query failed: %s", exc)
+            return 500, "text/plain", f"the query failed: {type(exc).__name__}: {exc}\n".encode()
+
+    def _answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
+        import pyoxigraph as ox
+
+        if uses_service(query):
+            return 400, "text/plain", b"federated queries (SERVICE) are refused by this server\n"
+        accept = accept or ""
+        with self.lock.read():
+            try:
+                res = self.store.oxigraph.query(query, use_default_graph_as_union=True)
+            except SyntaxError as exc:
+                return 400, "text/plain", f"the query does not parse: {exc}\n".encode()
+            except (OSError, RuntimeError, ValueError) as exc:
+                return 500, "text/plain", f"the query failed: {exc}\n".encode()
+            if isinstance(res, ox.QueryTriples):
+                fmt = ox.RdfFormat.TURTLE if "text/turtle" in accept else ox.RdfFormat.N_TRIPLES
+                return 200, fmt.media_type, bytes(res.serialize(format=fmt))
+            name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
+            fmt = getattr(ox.QueryResultsFormat, name)
+            return 200, fmt.media_type, bytes(res.serialize(format=fmt))
+
+
+def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "metaprov-live"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the CLI prints refreshes
+            log.debug("http: " + fmt, *args)
+
+        def _send(self, status: int, ctype: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _host_ok(self) -> bool:
+            host = (self.headers.get("Host") or "").strip().lower()
+            if host in server.allowed_hosts:
+                return True
+            self._send(
+                403,
+                "text/plain",
+                b"this server answers only requests addressed to it (Host header)\n",
+            )
+            return False
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            if not self._host_ok():
+                return
+            parts = urlsplit(self.path)
+            if parts.path in ("/", "/index.html"):
+                page = PAGE.format(
+                    title=html.escape(Path(server.run).name or "store"),
+                    store=html.escape(str(server.store.location)),
+                    run=html.escape(server.run),
+                    endpoint=html.escape(server.query_url),
+                )
+                self._send(200, "text/html; charset=utf-8", page.encode())
+                return
+            if parts.path == "/query":
+                q = parse_qs(parts.query).get("query")
+                if not q:
+                    self._send(400, "text/plain", b"give the query in the 'query' parameter\n")
+                    return
+                self._send(*server.answer(q[0], self.headers.get("Accept", "")))
+                return
+            self._send(404, "text/plain", b"not found: this server has / and /query\n")
+
+        do_HEAD = do_GET  # noqa: N815
+
+        def do_POST(self) -> None:  # noqa: N802
+            if not self._host_ok():
+                return
+            if urlsplit(self.path).path != "/query":
+                self._send(405, "text/plain", b"read-only: only queries are answered, at /query\n")
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0 or length > MAX_BODY:
+                self._send(413, "text/plain", b"request body missing a length or above 1 MiB\n")
+                return
+            body = self.rfile.read(length)
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                self._send(400, "text/plain", b"the body is not UTF-8\n")
+                return
+            if ctype == "application/sparql-query":
+                query = text
+            elif ctype == "application/x-www-form-urlencoded":
+                q = parse_qs(text).get("query")
+                if not q:
+                    self._send(400, "text/plain", b"give the query in the 'query' parameter\n")
+                    return
+                query = q[0]
+            else:
+                self._send(
+                    415, "text/plain", b"POST application/sparql-query or a form with 'query'\n"
+                )
+                return
+            self._send(*server.answer(query, self.headers.get("Accept", "")))
+
+        def _refuse(self) -> None:
+            if self._host_ok():
+                self._send(405, "text/plain", b"read-only: only queries are answered\n")
+
+        do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
+
+    return Handler
+
+
+def serve_follow(
+    run: str | Path,
+    store: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 7878,
+    interval: float = 2.0,
+    quiet: float = 120.0,
+    base: str | None = None,
+    detail: str = "tasks",
+    darshan: bool = True,
+    on_listen: Callable[[LiveServer], None] | None = None,
+    on_refresh: Callable[[Refresh], None] | None = None,
+    on_complete: Callable[[FollowResult], None] | None = None,
+    stop: threading.Event | None = None,
+) -> FollowResult:
+    """Follow ``run`` into the embedded store ``store`` and serve the store meanwhile.
+
+    Serves until ``stop`` is set (Ctrl-C in the CLI), also after the run is complete.
+
+    Raises:
+        StoreError: the store is served or followed by another process, or the port is taken.
+    """
+    from metaprov.store import EmbeddedStore
+    from metaprov.store.owner import owning, update_owner
+
+    if not 0 <= int(port) <= 65535:
+        raise UsageError(f"port {port} is out of range", hint="give a port from 1 to 65535, or 0")
+    stop = stop or threading.Event()
+    lock = ReadWriteLock()
+    path = Path(store)
+    with ExitStack() as stack:
+        st = EmbeddedStore(path)
+        stack.callback(st.close)
+        stack.enter_context(owning(path, role="follow", run=str(run)))
+        server = LiveServer(st, host=host, port=port, lock=lock, run=str(run)).start()
+        stack.callback(server.stop)
+        update_owner(path, url=server.url)
+        if on_listen is not None:
+            on_listen(server)
+        result = follow(
+            run,
+            st,
+            interval=interval,
+            quiet=quiet,
+            base=base,
+            detail=detail,
+            darshan=darshan,
+            on_refresh=on_refresh,
+            stop=stop,
+            lock=lock,
+        )
+        if on_complete is not None:
+            on_complete(result)
+        stop.wait()
+        return result
+
+
+def describe_refresh(r: Refresh) -> str:
+    """One line per refresh for the terminal."""
+    lag = "" if r.lag is None else f", {r.lag:.1f} s behind the newest row"
+    return (
+        f"refresh {r.number}: {r.state}, {r.tasks:,} tasks, {r.triples:,} triples "
+        f"(+{r.added:,} -{r.removed:,}) in {r.seconds:.2f} s{lag}"
+    )
+
+
+__all__ = ["LiveServer", "describe_refresh", "serve_follow", "uses_service"]

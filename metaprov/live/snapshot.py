@@ -1,0 +1,220 @@
+"""A consistent, whole-row copy of a run directory that is still being written.
+
+Input: a run directory written right now by metaprov's capture (top-level scheduler files, the
+workers' part files under ``metaprov-parts/``, ``metaprov-run.json``) or by Mofka-Dask CSV
+writers (rows appended to the six CSV files).
+Output: a snapshot directory that every metaprov reader reads as a finished run: each CSV file
+cut after its last complete row (a row being written is left for the next snapshot), the
+workers' part files merged into ``worker_transition.csv``, ``worker_transfer.csv``,
+``worker_execution.csv`` and ``worker_result.csv`` exactly as the capture merges them at the end
+(parts in name order, stably sorted by ``time``), other files linked or copied as they are.
+
+Nothing is written into the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The capture's parts directory and the worker tables it holds (kept equal to
+#: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
+PARTS_DIR = "metaprov-parts"
+WORKER_TABLES = ("worker_transition", "worker_transfer", "worker_execution", "worker_result")
+#: The capture's run file (``status``: ``recording`` while it runs, ``complete`` at the end).
+RUN_JSON = "metaprov-run.json"
+
+_TAIL = 1 << 16
+
+
+@dataclass
+class Snapshot:
+    """What one snapshot read.
+
+    Attributes:
+        path: the snapshot directory.
+        status: ``complete`` (the capture says so), ``recording`` (a capture in progress) or
+            None (no ``metaprov-run.json``: a Mofka-Dask run, or a capture that never started).
+        signature: names, sizes and modification times of every file read (equal signatures:
+            nothing changed in the run directory).
+        cut_bytes: bytes of incomplete last rows left out, per file.
+        parts: part files merged, per worker table.
+    """
+
+    path: Path
+    status: str | None
+    signature: tuple[tuple[str, int, int], ...]
+    cut_bytes: dict[str, int] = field(default_factory=dict)
+    parts: dict[str, int] = field(default_factory=dict)
+
+
+def whole_rows_size(path: Path, size: int | None = None) -> int:
+    """Bytes of ``path`` up to and including its last ``\\n`` (0 when it holds none)."""
+    if size is None:
+        size = path.stat().st_size
+    with path.open("rb") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - _TAIL)
+            fh.seek(start)
+            block = fh.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i + 1
+            end = start
+    return 0
+
+
+def copy_prefix(src: Path, dst: Path, length: int) -> None:
+    """Copy the first ``length`` bytes of ``src`` to a new file ``dst`` (kernel copy when possible)."""
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        left = length
+        copy_range = getattr(os, "copy_file_range", None)
+        while left > 0 and copy_range is not None:
+            try:
+                n = copy_range(fin.fileno(), fout.fileno(), left)
+            except OSError:
+                break
+            if n <= 0:
+                break
+            left -= n
+        if left > 0:
+            fin.seek(length - left)
+            fout.seek(length - left)
+            while left > 0:
+                block = fin.read(min(left, 1 << 22))
+                if not block:
+                    break
+                fout.write(block)
+                left -= len(block)
+        fout.truncate(length - left)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def read_status(run: Path) -> tuple[str | None, dict[str, Any]]:
+    """The capture's ``status`` and its whole ``metaprov-run.json`` (None, {} without one)."""
+    try:
+        data = json.loads((run / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, {}
+    if not isinstance(data, dict):
+        return None, {}
+    status = data.get("status")
+    return (status if isinstance(status, str) else None), data
+
+
+def in_progress(run: str | Path) -> bool:
+    """Whether ``run`` is a capture still being written (``metaprov-run.json`` says
+    ``recording``, or the workers' part files are there unmerged)."""
+    status, _ = read_status(Path(run))
+    if status == "complete":
+        return False  # parts left behind by a worker that never closed do not make it running
+    return status == "recording" or (Path(run) / PARTS_DIR).is_dir()
+
+
+def take_snapshot(run: str | Path, dest: str | Path) -> Snapshot:
+    """Copy the whole rows of ``run`` into the (new, empty) directory ``dest``.
+
+    The capture's status is read first: a capture writes ``complete`` only after every file is
+    final, so a snapshot taken after reading ``complete`` is the finished run.
+    """
+    src, out = Path(run), Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    status, _ = read_status(src)
+    sig: list[tuple[str, int, int]] = []
+    snap = Snapshot(out, status, ())
+    for p in sorted(src.iterdir()):
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # removed while we looked (the capture replacing a file)
+        if not p.is_file() or p.name.startswith("."):
+            continue
+        sig.append((p.name, st.st_size, st.st_mtime_ns))
+        target = out / p.name
+        if p.suffix == ".csv":
+            whole = whole_rows_size(p, st.st_size)
+            if whole < st.st_size:
+                snap.cut_bytes[p.name] = st.st_size - whole
+            copy_prefix(p, target, whole)
+        else:
+            _link_or_copy(p, target)
+    parts = src / PARTS_DIR
+    if parts.is_dir():
+        for table in WORKER_TABLES:
+            files = sorted(parts.glob(f"{table}.*.csv"))
+            for f in files:
+                try:
+                    st = f.stat()
+                except OSError:
+                    continue
+                sig.append((f"{PARTS_DIR}/{f.name}", st.st_size, st.st_mtime_ns))
+            if files and not (out / f"{table}.csv").exists():
+                snap.parts[table] = _merge_parts(files, out / f"{table}.csv", snap.cut_bytes)
+    snap.signature = tuple(sig)
+    return snap
+
+
+def _merge_parts(files: list[Path], out: Path, cut: dict[str, int]) -> int:
+    """The capture's merge (:func:`metaprov.capture.merge_parts`) of whole rows of ``files``."""
+    import io
+
+    import pandas as pd
+
+    frames = []
+    header: list[str] | None = None
+    for f in files:
+        try:
+            whole = whole_rows_size(f)
+            with f.open("rb") as fh:
+                data = fh.read(whole)
+        except OSError:
+            continue
+        size = f.stat().st_size if f.exists() else whole
+        if size > whole:
+            cut[f"{PARTS_DIR}/{f.name}"] = size - whole
+        if not data:
+            continue
+        try:
+            df = pd.read_csv(
+                io.BytesIO(data),
+                dtype=str,
+                keep_default_na=False,
+                na_filter=False,
+                on_bad_lines="skip",
+            )
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
+            continue
+        if header is None:
+            header = list(df.columns)
+        if list(df.columns) != header:
+            continue
+        frames.append(df)
+    if not frames:
+        return 0
+    df = pd.concat(frames, ignore_index=True)
+    t = pd.to_numeric(df["time"], errors="coerce") if "time" in df.columns else None
+    if t is not None:
+        df = df.iloc[t.argsort(kind="stable").to_numpy()].reset_index(drop=True)
+    df.to_csv(out, index=True, lineterminator="\n")
+    return len(df)
+
+
+__all__ = [
+    "Snapshot",
+    "in_progress",
+    "take_snapshot",
+    "read_status",
+    "whole_rows_size",
+    "copy_prefix",
+]
