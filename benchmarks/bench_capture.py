@@ -261,6 +261,7 @@ def main() -> None:
                     print(
                         f"rep {r} {v:11s} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
                         f"  cpu {res['cpu']:7.3f} s  in hooks {res['hooks_cpu']:6.3f} s"
+                        f"  start-up {res.get('startup', 0.0):6.3f} s"
                         f"  rows {res['rows']:.0f}",
                         flush=True,
                     )

@@ -9,15 +9,15 @@ inherits the other's caches:
 
 - ``bulk``: Virtuoso's bulk loader, as its manual gives it: ``ld_dir`` on the file, then
   ``rdf_loader_run()`` and ``checkpoint`` through ``isql-vt``;
-- ``endpoint``: ``EndpointStore.load_chunks`` (HTTP Digest, 32 MiB pieces: one PUT, then POSTs),
-  with ``--concurrency`` POSTs in flight (1 = one request at a time), including metaprov's check
-  that the server holds every triple afterwards.
+- ``endpoint``: ``EndpointStore.load_chunks`` (HTTP Digest; pieces of ``MIB`` MiB: one PUT, then
+  POSTs, ``N`` of them in flight, for each ``--ways MIB:N``), including metaprov's check that the
+  server holds every triple afterwards.
 
 Run it under ``flock /tmp/metaprov-bench.lock`` on a shared machine; the load average is printed.
 
 Example::
 
-    flock /tmp/metaprov-bench.lock python benchmarks/bench_virtuoso.py --n 30000 --concurrency 1 2 4
+    flock /tmp/metaprov-bench.lock python benchmarks/bench_virtuoso.py --n 20000 --ways 32:1 8:2 4:2 4
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def quads(n: int, work: Path) -> tuple[Path, int]:
 def bulk(path: Path, triples: int, work: Path) -> dict:
     from virtuoso_server import start
 
-    server = start(work / "bulk", buffers=200_000)
+    server = start(work / "bulk", buffers=200_000, allowed=path.parent)
     try:
         t0 = time.perf_counter()
         server.isql(
@@ -87,16 +87,16 @@ def _count(server) -> int:  # noqa: ANN001
     return EndpointStore(server.query_url).count(GRAPH)
 
 
-def endpoint(path: Path, triples: int, work: Path, concurrency: int) -> dict:
+def endpoint(path: Path, triples: int, work: Path, chunk_mb: int, concurrency: int) -> dict:
     from virtuoso_server import start
 
     from metaprov.store import EndpointStore
 
-    server = start(work / f"endpoint-{concurrency}", buffers=200_000)
+    server = start(work / f"endpoint-{chunk_mb}-{concurrency}", buffers=200_000)
     try:
         os.environ["METAPROV_ENDPOINT_USER"] = "dba"
         os.environ["METAPROV_ENDPOINT_PASSWORD"] = "dba"
-        st = EndpointStore(server.query_url, concurrency=concurrency)
+        st = EndpointStore(server.query_url, chunk_bytes=chunk_mb << 20, concurrency=concurrency)
 
         def chunks():  # noqa: ANN202
             with open(path, "rb") as fh:
@@ -112,7 +112,7 @@ def endpoint(path: Path, triples: int, work: Path, concurrency: int) -> dict:
     finally:
         server.stop()
     return {
-        "way": f"metaprov endpoint, {concurrency} request(s) in flight",
+        "way": f"metaprov endpoint, {chunk_mb} MiB pieces, {concurrency} in flight",
         "seconds": seconds,
         "held": held,
         "requests": report.requests,
@@ -122,20 +122,25 @@ def endpoint(path: Path, triples: int, work: Path, concurrency: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=30000, help="tasks of the synthetic run")
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
+    ap.add_argument(
+        "--ways",
+        nargs="+",
+        default=["32:1", "8:2", "4:2"],
+        help="MIB:N: pieces of MIB MiB, N requests in flight (default: 32:1 8:2 4:2)",
+    )
     args = ap.parse_args(argv)
     print(f"load average at start: {loadavg()}")
     with tempfile.TemporaryDirectory(prefix="metaprov-bench-virtuoso-") as tmp:
         work = Path(tmp)
         path, triples = quads(args.n, work)
+        size = path.stat().st_size
         rows = [bulk(path, triples, work)]
-        for c in args.concurrency:
-            rows.append(endpoint(path, triples, work, c))
+        for way in args.ways:
+            mib, n = (int(x) for x in way.split(":"))
+            rows.append(endpoint(path, triples, work, mib, n))
     print(f"load average at end: {loadavg()}")
     base = rows[0]["seconds"]
-    print(
-        f"{triples:,} triples ({path.stat().st_size / 1e6:.0f} MB N-Triples), N = {args.n:,} tasks"
-    )
+    print(f"{triples:,} triples ({size / 1e6:.1f} MB N-Triples), N = {args.n:,} tasks")
     for r in rows:
         r["triples"] = triples
         r["rate"] = triples / r["seconds"]

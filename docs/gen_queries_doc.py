@@ -121,9 +121,9 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   (table), empty (csv) or `null` (json). An ASK query answers `true` or `false`.
 - **Federated queries** (`SERVICE <URL> {{ ... }}`) make the store send requests to the services
   they name: refused unless `--allow-service` is given (library: `allow_service=True`).
-  Floats in csv
-  and json have at most 15 significant digits in their shortest form (`0.235721`, not the
-  `0.23572099999999999` a sum of decimals leaves). A table is for reading: a run's instance
+- **Numbers and tables**: floats in csv and json have at most 15 significant digits in their
+  shortest form (`0.235721`, not the `0.23572099999999999` a sum of decimals leaves). A table is
+  for reading: a run's instance
   IRIs are written `run:<rest>` (the row's run is in `run_id`), vocabulary IRIs `mp:`/`prov:`,
   and cells over 60 characters are shortened in the middle (a footer says so; csv and json keep
   every value whole). `metaprov query --list -f json` lists the questions for scripts.
@@ -131,9 +131,19 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   adds a `note:` line for each run that lacks them, saying why (e.g. its transition files were
   missing) and what it means, after the table or instead of `(no results)`; with `-f csv`/`-f
   json` the notes go to stderr.
+- **Values the store does not hold**: a `run_id`, `key` or `prefix` that no run in the store has
+  is an error, not an empty answer: `Error: no run 'nope' in the store` with the nearest runs
+  (`hint: nearest runs in the store: c9a65b8b915a081d (run)`), `no task key 'nonexistent' in
+  the store` with the nearest keys, `no task prefix ...` with the nearest prefixes (exit code 7).
+  An empty answer for values the store holds stays `(no results)` with exit code 0.
+- **Export files** for `--file` (and `metaprov load`): N-Quads, N-Triples, Turtle, TriG, JSON-LD
+  or RDF/XML, each also gzip-compressed (`run.nq.gz`). PROV-N, PROV-JSON and PROV-XML are
+  PROV-DM serialisations for PROV tools, not RDF: a triple store cannot read them, and
+  metaprov says so (exit code 2); load the run directory or an RDF export instead.
 - **Errors** are one line (`Error: ...` with a hint) and an exit code: 2 usage, 3 input (an
   export file missing or not valid RDF), 6 store (cannot open or reach it), 7 query (unknown
-  question, bad parameter, query does not parse or the server rejects it).
+  question, bad parameter, a run/key/prefix not in the store, query does not parse or the
+  server rejects it).
 
 From Python:
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from metaprov._version import __version__
+from metaprov._version import __version__, docs_url
 from metaprov.errors import MetaprovError
 
 
@@ -69,7 +69,9 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
 
     \b
     Example:
-      metaprov inspect examples/run
+      metaprov inspect RUN_DIR
+
+    Documentation: https://metaprov.github.io/metaprov/
     """
     level = logging.WARNING
     if quiet:
@@ -78,9 +80,21 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
         level = logging.INFO
     elif verbose >= 2:
         level = logging.DEBUG
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    # The handler itself filters too: records that other libraries' loggers pass up to it
+    # (distributed logs INFO lines on its own loggers' levels) are held back as metaprov's are.
+    for handler in root.handlers:
+        if handler not in before:
+            handler.setLevel(level)
+            _OWN_HANDLERS.append(handler)
     logging.getLogger("metaprov").setLevel(level)
     ctx.obj = Context(quiet=quiet, debug=debug, verbose=verbose)
+
+
+#: The stderr handler(s) this process's CLI installed (``-q`` after a command raises their level).
+_OWN_HANDLERS: list[logging.Handler] = []
 
 
 def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -90,6 +104,8 @@ def _quiet_here(ctx: click.Context, _param: click.Parameter, value: bool) -> boo
         if obj is not None:
             obj.quiet = True
         logging.getLogger("metaprov").setLevel(logging.ERROR)
+        for handler in _OWN_HANDLERS:
+            handler.setLevel(logging.ERROR)
     return value
 
 
@@ -363,7 +379,7 @@ def compare_cmd(
     startup, tail, unexplained) whose seconds add up to it exactly, each with its
     noise and evidence. With more than two runs: one row per run against the
     baseline, outliers flagged. RUNS are run directories, or run ids with --store
-    or --endpoint. See docs/compare.md.
+    or --endpoint. See https://metaprov.github.io/metaprov/compare/
 
     \b
     Example:
@@ -664,7 +680,7 @@ def capture_cmd(
         raise MetaprovError(
             f"{script} started no Dask scheduler, so nothing was recorded",
             hint="the script must start its own cluster (e.g. LocalCluster()); for a running "
-            "cluster use 'dask scheduler --preload metaprov.capture' (docs/capture.md)",
+            f"cluster use 'dask scheduler --preload metaprov.capture' ({docs_url('capture')})",
         )
 
 
@@ -776,7 +792,7 @@ def export_cmd(
     OUTPUT, with a manifest.json; runs are converted in parallel on Dask (the
     backend chosen, and why, is printed). A run that fails does not stop the
     others (exit code 10); running the same command again skips the shards whose
-    inputs did not change. See docs/scaling.md.
+    inputs did not change. See https://metaprov.github.io/metaprov/scaling/
 
     \b
     Example:
@@ -943,7 +959,9 @@ def records_cmd(
     no_darshan: bool,
     as_json: bool,
 ) -> None:
-    """Write the consolidated record tables of RUNS (docs/records.md) for pandas, polars, DuckDB.
+    """Write the consolidated record tables of RUNS for pandas, polars, DuckDB.
+
+    The tables and their columns: https://metaprov.github.io/metaprov/records/
 
     One run: OUTPUT/<table>.parquet per table (tasks, executions, transitions,
     transfers, ..., darshan_links) and OUTPUT/run.json (job, software, missing
@@ -1041,7 +1059,7 @@ def serve_cmd(
     With --follow RUN_DIR the store is served by this process itself (a
     read-only SPARQL endpoint at /query and a query page at /) while it follows
     the run into it: queries answer from the last refresh, during the run and
-    after it (docs/live.md). While a store is served, metaprov load and drop
+    after it (https://metaprov.github.io/metaprov/live/). While a store is served, metaprov load and drop
     refuse to write it, naming the server.
 
     \b
@@ -1467,7 +1485,7 @@ def crate_cmd(
     Each run becomes a CreateAction with its task graphs as the workflow, the Dask scheduler
     as the engine, one step per task prefix, its PROV files (Turtle, JSON-LD, PROV-N) and its
     record files (listed with size and sha256, or copied with --include-inputs). Needs the
-    crate extra: pip install 'metaprov[crate]'. See docs/crate.md.
+    crate extra: pip install 'metaprov[crate]'. See https://metaprov.github.io/metaprov/crate/
 
     \b
     Example:

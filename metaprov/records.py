@@ -495,7 +495,11 @@ class Accounting:
         """JSON-ready summary: per file counts and reasons, with a few example locations."""
         issues = self.issues
         out: dict[str, Any] = {"files": {}, "notes": list(self.notes)}
-        for name, acct in sorted(self.files.items()):
+        # a file with findings but no rows (a configuration file that is not UTF-8, a
+        # workers_info.csv that cannot be parsed) is listed too: no finding goes unreported
+        names = set(self.files) | {str(n) for n in issues["file"].dropna().unique()}
+        for name in sorted(names):
+            acct = self.files.get(name) or FileAccount(name)
             entry: dict[str, Any] = {
                 "present": acct.present,
                 "rows_read": acct.rows_read,

@@ -42,7 +42,7 @@ Striping = 0
 [Parameters]
 ServerPort = 127.0.0.1:{sql_port}
 DisableUnixSocket = 1
-DirsAllowed = ., {d}
+DirsAllowed = ., {d}{allowed}
 NumberOfBuffers = {buffers}
 MaxDirtyBuffers = {dirty}
 ThreadsPerQuery = 2
@@ -119,9 +119,12 @@ class Virtuoso:
             self.proc.wait()
 
 
-def start(directory: Path, *, buffers: int = 20000, wait: float = 120.0) -> Virtuoso:
+def start(
+    directory: Path, *, buffers: int = 20000, wait: float = 120.0, allowed: Path | None = None
+) -> Virtuoso:
     """Write ``virtuoso.ini`` into ``directory`` and start ``virtuoso-t`` in the foreground on
-    free 127.0.0.1 ports; returns once ``/sparql`` answers.
+    free 127.0.0.1 ports; returns once ``/sparql`` answers. ``allowed``: a directory the bulk
+    loader may read.
 
     Raises:
         RuntimeError: not installed, or the server did not come up (its log is in the message).
@@ -141,6 +144,7 @@ def start(directory: Path, *, buffers: int = 20000, wait: float = 120.0) -> Virt
             http_port=http_port,
             buffers=buffers,
             dirty=buffers * 3 // 4,
+            allowed=f", {allowed}" if allowed else "",
         )
     )
     log = open(directory / "stdout.log", "wb")  # noqa: SIM115 - the server's lifetime

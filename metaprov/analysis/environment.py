@@ -8,6 +8,8 @@ evidence: "numpy 1.26.4 -> 2.1.0 between run A and run B").
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from metaprov.records import RunRecords
@@ -22,26 +24,36 @@ def _norm(names: pd.Series) -> pd.Series:
     return names.astype(str).str.replace(r"[-_.]+", "-", regex=True).str.lower()
 
 
-def _versions(records: RunRecords) -> pd.DataFrame:
-    """One row per (manager, package, version) of a run with the processes holding it."""
+def software_table(records: RunRecords) -> pd.DataFrame:
+    """The run's packages, one row per process and package: process, role, manager, name,
+    version (the form :attr:`~metaprov.analysis.timeline.Timeline.software` holds)."""
     pk = records.packages.dropna(subset=["name"])
-    if not len(pk):
-        return pd.DataFrame(columns=["manager", "package", "version", "processes", "roles"])
-    env = records.environments.set_index("process")
-    role = pk["process"].map(env["role"]) if len(env) else pd.Series([None] * len(pk))
-    df = pd.DataFrame(
+    env = records.environments
+    role = dict(zip(env["process"].astype(str), env["role"].fillna("").astype(str), strict=True))
+    return pd.DataFrame(
         {
-            "manager": pk["manager"].fillna("pip").astype(str).to_numpy(),
-            "package": _norm(pk["name"]).to_numpy(),
-            "version": pk["version"].fillna("").astype(str).to_numpy(),
             "process": pk["process"].astype(str).to_numpy(),
-            "role": pd.Series(role).fillna("").astype(str).to_numpy(),
+            "role": pk["process"].astype(str).map(role).fillna("").to_numpy(),
+            "manager": pk["manager"].fillna("pip").astype(str).to_numpy(),
+            "name": pk["name"].astype(str).to_numpy(),
+            "version": pk["version"].fillna("").astype(str).to_numpy(),
         }
     )
+
+
+def _versions_of(software: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per (manager, package, version) with the processes and roles holding it."""
+    if software is None or not len(software):
+        return pd.DataFrame(columns=["manager", "package", "version", "processes", "roles"])
+    df = software.assign(package=_norm(software["name"]))
     g = df.groupby(["manager", "package", "version"], sort=True)
     return g.agg(
         processes=("process", lambda s: sorted(set(s))), roles=("role", lambda s: sorted(set(s)))
     ).reset_index()
+
+
+def _versions(records: RunRecords) -> pd.DataFrame:
+    return _versions_of(software_table(records))
 
 
 def process_differences(records: RunRecords) -> pd.DataFrame:
@@ -121,11 +133,27 @@ def package_changes(
           manager package   change  before  after processes                                   text
         0     pip   numpy  changed  1.26.4  2.1.0    worker  numpy 1.26.4 -> 2.1.0 between run 3 and run 7
     """
-    a, b = _versions(before), _versions(after)
+    return software_changes(
+        software_table(before),
+        software_table(after),
+        before_label=before_label or before.run_id or str(before.path),
+        after_label=after_label or after.run_id or str(after.path),
+    )
+
+
+def software_changes(
+    before: pd.DataFrame | None,
+    after: pd.DataFrame | None,
+    *,
+    before_label: str,
+    after_label: str,
+) -> pd.DataFrame:
+    """:func:`package_changes` over two :func:`software_table` tables (what a
+    :class:`~metaprov.analysis.timeline.Timeline` carries as ``software``)."""
+    a, b = _versions_of(before), _versions_of(after)
     if not len(a) or not len(b):
         return pd.DataFrame(columns=CHANGE_COLUMNS)
-    la = before_label or before.run_id or str(before.path)
-    lb = after_label or after.run_id or str(after.path)
+    la, lb = before_label, after_label
     va = a.groupby(["manager", "package"])["version"].agg(lambda s: sorted(set(s)))
     vb = b.groupby(["manager", "package"])["version"].agg(lambda s: sorted(set(s)))
     roles_b = b.groupby(["manager", "package"])["roles"].agg(lambda s: sorted(set().union(*s)))
@@ -145,6 +173,34 @@ def package_changes(
             text = f"{package} {old} removed between run {la} and run {lb}"
         rows.append((manager, package, change, old, new, " ".join(roles_b.get(key, [])), text))
     return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
+
+
+def software_evidence(base: Any, other: Any, *, limit: int = 20) -> list[dict[str, Any]]:
+    """Evidence rows for ``metaprov compare`` (a hook of ``metaprov.compare.EVIDENCE_HOOKS``):
+    one ``{"kind": "software", "detail": "numpy 1.26.4 -> 2.1.0 between run A and run B",
+    ...}`` per package that changed between two timelines' runs (at most ``limit``, then one
+    row saying how many more); nothing when either run recorded no environment."""
+    table = software_changes(
+        getattr(base, "software", None),
+        getattr(other, "software", None),
+        before_label=str(getattr(base, "label", "baseline")),
+        after_label=str(getattr(other, "label", "other")),
+    )
+    rows: list[dict[str, Any]] = [
+        {
+            "kind": "software",
+            "detail": str(r.text),
+            "package": str(r.package),
+            "manager": str(r.manager),
+            "change": str(r.change),
+            "before": str(r.before),
+            "after": str(r.after),
+        }
+        for r in table.head(limit).itertuples(index=False)
+    ]
+    if len(table) > limit:
+        rows.append({"kind": "software", "detail": f"{len(table) - limit} more package changes"})
+    return rows
 
 
 def environment_summary(records: RunRecords) -> pd.DataFrame:

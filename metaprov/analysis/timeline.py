@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from metaprov.analysis.environment import software_table
 from metaprov.timeutil import NAT_US, utc_to_us
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class Timeline:
         has_io: Darshan I/O was linked for this run.
         has_transitions: the run has worker transitions (readiness and waiting are measured).
         notes: what the timeline could not hold, and why.
+        software: the run's packages, one row per process and package: process, role,
+            manager, name, version (None: the run recorded no environment).
     """
 
     label: str
@@ -77,6 +80,7 @@ class Timeline:
     has_io: bool = False
     has_transitions: bool = True
     notes: list[str] = field(default_factory=list)
+    software: pd.DataFrame | None = None
 
     @property
     def makespan(self) -> float:
@@ -195,6 +199,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         has_io=has_io and len(io) > 0,
         has_transitions=has_transitions,
         notes=notes,
+        software=software_table(records) if len(records.packages) else None,
     )
 
 

@@ -133,7 +133,7 @@ class WorkerCapture(WorkerPlugin):
         """Open this worker's part files and start recording (called by Dask)."""
         directory = self.directory
         meta = None
-        if directory is None or self.environment is None or self.anonymous is None:
+        if directory is None or self.environment is None:
             try:
                 meta = await worker.scheduler.get_metadata(keys=[METADATA_KEY], default=None)
             except Exception:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from metaprov.analysis.compare import Explanation, explain
+from metaprov.analysis.environment import software_evidence
 from metaprov.analysis.timeline import Blame, Timeline, blame, timeline_from_records
 from metaprov.errors import UsageError
 
@@ -28,7 +29,7 @@ from metaprov.errors import UsageError
 OUTLIER_Z = 3.5
 #: Hooks that add evidence rows to every explanation: ``hook(base_timeline, other_timeline)``
 #: returns a list of ``{"kind": ..., "detail": ...}`` (e.g. a software environment difference).
-EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = []
+EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = [software_evidence]
 
 
 @dataclass

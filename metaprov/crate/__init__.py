@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from metaprov.crate.exports import DEFAULT_FORMATS, PROV_FILES
-from metaprov.errors import FormatError, InputError, UsageError
+from metaprov.errors import InputError, UsageError
 from metaprov.mapping.terms import DEFAULT_BASE
 
 log = logging.getLogger("metaprov")
@@ -69,14 +69,11 @@ class CrateResult:
 
 
 def require_rocrate() -> None:
-    """Raise FormatError naming the ``crate`` extra when the rocrate library is missing."""
-    try:
-        import rocrate.rocrate  # noqa: F401
-    except ImportError as exc:
-        raise FormatError(
-            f"metaprov crate needs the rocrate library ({exc})",
-            hint="pip install 'metaprov[crate]'",
-        ) from exc
+    """Raise MissingDependency (exit code 2) naming the ``crate`` extra when the rocrate
+    library is missing."""
+    from metaprov.errors import require
+
+    require("rocrate.rocrate", extra="crate", feature="metaprov crate")
 
 
 def crate(
@@ -127,7 +124,7 @@ def crate(
         A :class:`CrateResult`.
 
     Raises:
-        FormatError: the ``crate`` extra is not installed.
+        MissingDependency: the ``crate`` extra is not installed.
         UsageError: bad options, or an output that exists / cannot be written.
         InputError: a run or the existing crate cannot be read, or is not a crate.
 

@@ -91,7 +91,12 @@ def record_digests(run: str | Path, *, hash: bool = True) -> dict[str, tuple[int
     src = Path(run)
     out: dict[str, tuple[int, str]] = {}
     for p in sorted(x for x in src.rglob("*") if x.is_file()):
-        out[p.relative_to(src).as_posix()] = file_digest(p) if hash else (p.stat().st_size, "")
+        rel = p.relative_to(src).as_posix()
+        try:
+            out[rel] = file_digest(p) if hash else (p.stat().st_size, "")
+        except OSError as exc:  # unreadable: listed with its size, without a sha256
+            log.warning("%s: cannot read %s (%s): listed without a sha256", run, rel, exc.strerror)
+            out[rel] = (p.stat().st_size, "")
     return out
 
 

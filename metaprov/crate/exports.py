@@ -120,6 +120,7 @@ class _Feed:
     def __init__(self, graph: ProvGraph, feed: queue.Queue[Any]) -> None:
         self._graph = graph
         self._feed = feed
+        self.ended = False  # the end marker was taken (a failure after it must not wait for one)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._graph, name)
@@ -128,6 +129,7 @@ class _Feed:
         while True:
             item = self._feed.get()
             if item is _DONE:
+                self.ended = True
                 return
             if isinstance(item, BaseException):
                 raise item
@@ -151,11 +153,14 @@ def write_together(
 
     def run(i: int) -> None:
         path, fmt = targets[i]
+        feed = _Feed(graph, feeds[i])
         try:
-            counts[i] = write(_Feed(graph, feeds[i]), path, fmt, digest=dig[i])  # type: ignore[arg-type]
+            counts[i] = write(feed, path, fmt, digest=dig[i])  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001 - re-raised by the producer
             errors[i] = exc
-            while feeds[i].get() is not _DONE:  # keep draining: the producer never blocks
+            # keep draining, so the producer never blocks, unless the end was already seen (a
+            # failure when the file is completed: a full disk at the last write)
+            while not feed.ended and feeds[i].get() is not _DONE:
                 pass
 
     threads = [

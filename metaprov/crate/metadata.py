@@ -70,25 +70,67 @@ def parse_author(text: str) -> Author:
 
 
 def license_entity(value: str) -> dict[str, Any]:
-    """A license entity from an SPDX identifier (``CC-BY-4.0``) or a URL.
+    """A license entity from an SPDX license identifier (``CC-BY-4.0``, any case) or a URL.
+
+    The identifier is checked against the SPDX license list that the ``packaging`` library
+    bundles (PyPA's own, used for the ``License-Expression`` of package metadata): an id that
+    is not on the list would be written as a broken ``https://spdx.org/licenses/...`` IRI.
 
     Raises:
-        UsageError: anything else.
+        UsageError: anything else (naming the nearest SPDX ids).
     """
     value = value.strip()
     if re.match(r"^https?://\S+$", value):
         return {"@id": value, "@type": "CreativeWork", "name": value}
-    if SPDX_RE.match(value):
-        return {
-            "@id": f"https://spdx.org/licenses/{value}",
-            "@type": "CreativeWork",
-            "name": value,
-            "identifier": value,
-        }
+    spdx = spdx_id(value)
+    return {
+        "@id": f"https://spdx.org/licenses/{spdx}",
+        "@type": "CreativeWork",
+        "name": spdx,
+        "identifier": spdx,
+    }
+
+
+def spdx_id(value: str) -> str:
+    """The canonical SPDX license identifier of ``value`` (``cc-by-4.0`` -> ``CC-BY-4.0``).
+
+    Raises:
+        UsageError: ``value`` is not one SPDX license identifier (an expression such as
+            ``MIT OR Apache-2.0``, a ``LicenseRef-``, or an unknown id); names the nearest ids.
+    """
+    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+
+    hint = "e.g. --license CC-BY-4.0 or --license https://creativecommons.org/licenses/by/4.0/"
+    if SPDX_RE.match(value) and not value.lower().startswith("licenseref-"):
+        try:
+            canonical = canonicalize_license_expression(value)
+        except InvalidLicenseExpression:
+            canonical = ""
+        if canonical and SPDX_RE.match(canonical):
+            return canonical
+        near = _nearest_spdx(value)
+        if near:
+            hint = "did you mean " + ", ".join(near) + "? (or give the license's URL)"
+        raise UsageError(f"license {value!r} is not an SPDX license identifier", hint=hint)
     raise UsageError(
-        f"license {value!r} is neither an SPDX identifier nor a URL",
-        hint="e.g. --license CC-BY-4.0 or --license https://creativecommons.org/licenses/by/4.0/",
+        f"license {value!r} is neither an SPDX license identifier nor a URL",
+        hint=hint + " (one license: for several, give the URL of a page naming them)",
     )
+
+
+def _nearest_spdx(value: str) -> list[str]:
+    """Up to three SPDX ids close to ``value`` (from packaging's bundled list)."""
+    import difflib
+
+    try:
+        from packaging.licenses._spdx import LICENSES
+    except ImportError:  # pragma: no cover - a packaging without its list
+        return []
+    ids = {k: v["id"] for k, v in LICENSES.items() if not v.get("deprecated")}
+    low = value.lower()
+    starts = sorted(k for k in ids if k.startswith(low))
+    close = difflib.get_close_matches(low, list(ids), n=3, cutoff=0.75)
+    return [ids[k] for k in dict.fromkeys(close + starts)][:3]
 
 
 def check_date(value: str) -> str:

@@ -30,14 +30,34 @@ def _e(v: Any) -> str:
     return html.escape("" if v is None else str(v))
 
 
+#: A scheme at the start of an id (``javascript:``, ``data:``, ``file:``, ``http:``).
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _linkable(i: str) -> bool:
+    """May ``i`` (an id from a crate, untrusted) be a live link? Only ``http:``, ``https:``,
+    ``mailto:`` and paths inside the crate (no scheme, not ``//host``, not absolute)."""
+    if any(ord(c) < 0x21 or c in "\\\x7f" for c in i):
+        return False  # browsers drop blanks and control characters: "java\tscript:" runs
+    if _SCHEME.match(i):
+        return i.lower().startswith(("http://", "https://", "mailto:"))
+    return not i.startswith(("/", "#"))
+
+
 def _link(crate: Any, i: str) -> str:
     e = crate.get(i)
     name = e.get("name") if e is not None else None
-    if i.startswith(("http://", "https://")):
-        return f'<a href="{_e(i)}">{_e(name or i)}</a>'
-    if i.startswith("#"):
+    if not _linkable(i):
         return _e(name or i)
     return f'<a href="{_e(i)}">{_e(name or i)}</a>'
+
+
+def _size(v: Any) -> int | str:
+    """A ``contentSize`` as a number when it is one (an existing crate may hold anything)."""
+    try:
+        return int(v if v is not None else 0)
+    except (TypeError, ValueError, OverflowError):
+        return str(v)
 
 
 def _usage(crate: Any, action: Any, *, by: str = "term") -> dict[str, Any]:
@@ -179,7 +199,7 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             for p in prov:
                 out.append(
                     f"<tr><td>{_link(crate, p.id)}</td><td>{_e(p.get('encodingFormat'))}</td>"
-                    f"<td class=n>{_num(int(p.get('contentSize', 0)))}</td><td><code>{_e(p.get('sha256'))}</code></td></tr>"
+                    f"<td class=n>{_num(_size(p.get('contentSize')))}</td><td><code>{_e(p.get('sha256'))}</code></td></tr>"
                 )
             out.append("</table>")
         desc = folder.get("description") or ""
@@ -227,7 +247,7 @@ def _run_section(crate: Any, org: Any, run: Any, shown: set[str]) -> list[str]:
             )
             for r in records:
                 out.append(
-                    f"<tr><td>{_link(crate, r.id)}</td><td class=n>{_num(int(r.get('contentSize', 0)))}</td>"
+                    f"<tr><td>{_link(crate, r.id)}</td><td class=n>{_num(_size(r.get('contentSize')))}</td>"
                     f"<td><code>{_e(r.get('sha256'))}</code></td></tr>"
                 )
             out.append("</table>")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaprov.errors import UsageError
+from metaprov.errors import MissingDependency, UsageError
 
 log = logging.getLogger("metaprov")
 
@@ -251,9 +251,9 @@ def open_backend(b: Backend) -> Iterator[Any]:
         return
     try:
         from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover - distributed is a dependency
-        raise UsageError(
-            "the Dask backends need dask.distributed",
+    except ImportError as exc:  # pragma: no cover - distributed is in the cluster extra
+        raise MissingDependency(
+            "the Dask backends need dask.distributed, which is not installed",
             hint="pip install 'metaprov[cluster]', or use --backend in-process",
         ) from exc
     if b.name == "scheduler":
@@ -274,7 +274,9 @@ def open_backend(b: Backend) -> Iterator[Any]:
         threads_per_worker=1,
         processes=True,
         memory_limit=b.memory_limit,
-        dashboard_address=None,
+        # the scheduler's HTTP server starts whatever the dashboard: on this machine only, on
+        # any free port (never "port 8787 is already in use" warnings)
+        dashboard_address="127.0.0.1:0",
         silence_logs=logging.ERROR,
     )
     try:

@@ -15,6 +15,7 @@ interrupted campaign resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -98,6 +99,30 @@ def is_campaign(
     return bool(run_directories(one))  # a folder of runs; any other folder is a bad run directory
 
 
+def _check_not_a_file_name(out: Path) -> None:
+    """Refuse an output named like an RDF file (``pmda.ttl``) unless it is already a campaign's
+    directory: a campaign is a directory of N-Quads shards, and ``pmda.ttl/`` would surprise.
+
+    Raises:
+        UsageError: the name ends in a format's suffix (names the runs one by one instead).
+    """
+    from metaprov.errors import FormatError
+    from metaprov.write import format_for_path
+
+    if out.is_dir() and (out / MANIFEST).is_file():
+        return  # the same campaign again
+    try:
+        fmt = format_for_path(out)
+    except FormatError:
+        return
+    raise UsageError(
+        f"{out} is named like a {fmt.name} file, but several runs (a campaign) are written into "
+        "a directory: one N-Quads shard per run and a manifest.json",
+        hint=f"give a directory name (e.g. -o {out.with_suffix('').name or 'campaign'}-prov/), "
+        "or export each run to its own file: metaprov export RUN -o RUN.ttl",
+    )
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 
 
@@ -111,7 +136,29 @@ def shard_names(runs: Sequence[Path]) -> list[str]:
         if len(set(names)) == len(names) or depth >= max((len(p) for p in parts), default=1):
             break
         depth += 1
-    return [_UNSAFE.sub("-", n).strip("-") or "run" for n in names]
+    safe = [_safe_name(n) for n in names]
+    counts: dict[str, int] = {}
+    for n in safe:
+        counts[n] = counts.get(n, 0) + 1
+    # one-to-one: a name changed to be safe carries a hash of the original, and so does any name
+    # that still meets another (R:1 -> R-1-3f2a..., never the same file as R-1)
+    return [
+        f"{n}-{_short_hash(raw)}" if counts[n] > 1 and n == raw else n
+        for n, raw in zip(safe, names, strict=True)
+    ]
+
+
+def _short_hash(text: str) -> str:
+    import hashlib
+
+    return hashlib.blake2b(os.fsencode(text), digest_size=4).hexdigest()
+
+
+def _safe_name(raw: str) -> str:
+    """A readable file name for ``raw``; when characters had to change, a short hash of
+    ``raw`` follows, so two runs never share a shard (``R:1``, ``R 1``, ``-R1-`` vs ``R-1``)."""
+    name = _UNSAFE.sub("-", raw).strip("-") or "run"
+    return name if name == raw else f"{name}-{_short_hash(raw)}"
 
 
 def fingerprint(run: str | Path, options: dict[str, Any]) -> str:
@@ -134,12 +181,20 @@ def _now() -> str:
 
 def _write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
+    from metaprov.errors import OutputError
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+    except OSError as exc:  # a full or read-only file system: an error naming the file
+        raise OutputError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint="free some space, or write the campaign where you may write (-o)",
+        ) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _read_json(path: Path) -> Any:
@@ -180,6 +235,8 @@ def _reusable(job: dict[str, Any], fp: str) -> dict[str, Any] | None:
         and old.get("fingerprint") == fp
         and shard.is_file()
         and shard.stat().st_size == old.get("bytes")
+        and old.get("sha256") is not None
+        and file_sha256(shard) == old.get("sha256")  # a damaged shard of the same size
     ):
         old["reused"] = True
         return old
@@ -190,6 +247,7 @@ def _convert(job: dict[str, Any], entry: dict[str, Any], work: Any) -> dict[str,
     """Run ``work(fingerprint) -> dict`` for ``job`` unless its shard is up to date; record
     the outcome (failures included) in ``entry`` and in the entry file beside the shard."""
     t0 = time.perf_counter()
+    worker_logging(job.get("log_level"))
     shard, entry_path = Path(job["shard"]), Path(job["entry"])
     try:
         fp = fingerprint(job["run"], job["options"])
@@ -199,7 +257,13 @@ def _convert(job: dict[str, Any], entry: dict[str, Any], work: Any) -> dict[str,
             return old
         entry["inputs"] = sorted(p.name for p in Path(job["run"]).iterdir() if p.is_file())
         entry.update(work())
-        entry.update(status="ok", bytes=shard.stat().st_size, error=None, peak_rss=peak_rss())
+        entry.update(
+            status="ok",
+            bytes=shard.stat().st_size,
+            sha256=file_sha256(shard),
+            error=None,
+            peak_rss=peak_rss(),
+        )
     except MetaprovError as exc:
         entry["error"] = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - a bug on one run must not stop the campaign
@@ -210,9 +274,36 @@ def _convert(job: dict[str, Any], entry: dict[str, Any], work: Any) -> dict[str,
     entry["seconds"] = round(time.perf_counter() - t0, 3)
     try:
         _write_json(entry_path, entry)
-    except OSError as exc:
+    except MetaprovError as exc:
         entry.update(status="failed", error=f"cannot write {entry_path}: {exc}")
     return entry
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 8 MB pieces."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(8 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def worker_logging(level: int | None) -> None:
+    """In a worker process, print metaprov's messages as the command does (``WARNING: ...``)
+    at the command's level (``-q``: errors only). Python's last-resort handler would print
+    them bare; in the command's own process (in-process backend) nothing changes."""
+    if level is None:
+        return
+    logger = logging.getLogger("metaprov")
+    logger.setLevel(level)
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.setLevel(level)
+    logger.addHandler(handler)
 
 
 def _lost(job: dict[str, Any], exc: BaseException) -> dict[str, Any]:
@@ -225,7 +316,7 @@ def _lost(job: dict[str, Any], exc: BaseException) -> dict[str, Any]:
     Path(job["shard"]).unlink(missing_ok=True)
     try:
         _write_json(Path(job["entry"]), entry)
-    except OSError:
+    except MetaprovError:
         pass
     return entry
 
@@ -382,7 +473,8 @@ def export_campaign(
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file", hint="a campaign is written into a directory")
-    (out / SHARDS).mkdir(parents=True, exist_ok=True)
+    _check_not_a_file_name(out)
+    _make_outdir(out)
     if partitions < 1:
         raise UsageError("--partitions must be at least 1")
     options = {
@@ -402,6 +494,7 @@ def export_campaign(
             "entry": str((out / SHARDS / f"{n}.json").resolve()),
             "options": options,
             "partitions": partitions,
+            "log_level": logging.getLogger("metaprov").getEffectiveLevel(),
         }
         for r, n in zip(found, names, strict=True)
     ]
@@ -462,6 +555,23 @@ def export_campaign(
             hint="fix those runs and run the same command again: finished shards are skipped",
         )
     return result
+
+
+def _make_outdir(out: Path) -> None:
+    """Create ``out/shards`` (``out`` itself may be new; its folder must exist, as for every
+    output: :func:`metaprov.write.output.check_parent`)."""
+    from metaprov.errors import OutputError
+    from metaprov.write.output import check_parent
+
+    if not out.is_dir():
+        check_parent(out)
+    try:
+        (out / SHARDS).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot create {out / SHARDS}: {exc.strerror or exc}",
+            hint="choose an output directory you can write to (-o)",
+        ) from exc
 
 
 def _task_key(job: dict[str, Any]) -> str:

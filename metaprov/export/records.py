@@ -160,6 +160,9 @@ def write_records(
             f"unknown records format {format!r}", hint=f"use one of: {', '.join(RECORD_FORMATS)}"
         )
     out = Path(output)
+    from metaprov.write.output import check_parent
+
+    check_parent(out)  # the folder exists, is a directory and not a store (never created)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(
             f"{out} already exists and is not an empty directory",
@@ -175,8 +178,10 @@ def write_records(
         )
     partitioned = len(dirs) > 1
     result = RecordsResult(str(out), format)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.part-", dir=out.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.part-", dir=out.parent))
+    except OSError as exc:
+        raise _output_error(out, exc) from exc
     try:
         seen: dict[str, str] = {}
         facts: list[dict[str, Any]] = []
@@ -205,11 +210,23 @@ def write_records(
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
+    except OSError as exc:  # a full or read-only file system while writing the tables
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _output_error(out, exc) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _output_error(out: Path, exc: OSError) -> Exception:
+    from metaprov.errors import OutputError
+
+    return OutputError(
+        f"cannot write the records to {out}: {exc.strerror or exc}; nothing was left there",
+        hint="free some space, or choose a place you may write to with -o",
+    )
 
 
 def _write_run(

@@ -8,6 +8,7 @@ and the row accounting of every file.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from metaprov.errors import InputError
@@ -72,6 +73,16 @@ def check_run_directory(path: str | Path) -> Path:
         InputError: no such directory, a file, or none of the run files.
     """
     run = Path(path)
+    try:
+        os.fspath(run.absolute()).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = os.fspath(run).encode("utf-8", "backslashreplace").decode("ascii", "replace")
+        raise InputError(
+            "the run directory's path is not UTF-8 text (its name holds bytes of another "
+            "encoding): its IRIs, records and reports could not name it",
+            path=shown,
+            hint="rename the directory (or a parent) with a UTF-8 name, e.g. with convmv",
+        ) from exc
     if not run.exists():
         raise InputError(
             "no such directory",

@@ -88,7 +88,11 @@ def _configs(run: Path, acct: Accounting) -> pd.DataFrame:
             kind = "yaml"
         if kind is None:
             continue
-        data = p.read_bytes()
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            acct.warn(name, f"cannot read the file: {exc.strerror or exc}; left out")
+            continue
         text = ""
         if len(data) <= _MAX_TEXT:
             try:

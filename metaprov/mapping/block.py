@@ -147,7 +147,7 @@ class Block:
 # N-Triples term formatting (also used by Turtle and the PROV converters)
 # ---------------------------------------------------------------------------------------------
 
-_NT_NEEDS_ESCAPE = r'[\\"\n\r]'
+_NT_NEEDS_ESCAPE = r'[\\"\n\r\x00]'
 
 
 def byte_table(chars: bytes) -> np.ndarray:
@@ -185,17 +185,19 @@ def has_any_byte(values: pa.Array, table: np.ndarray, pattern: str) -> bool:
     return bool(table[data].any())
 
 
-_NT_ESCAPED = byte_table(b'\\"\n\r')
+_NT_ESCAPED = byte_table(b'\\"\n\r\x00')
 
 
 def nt_escape(values: pa.Array) -> pa.Array:
-    """Escape a string literal's lexical forms for N-Triples/Turtle: ``\\``, ``"``, LF, CR."""
+    """Escape a string literal's lexical forms for N-Triples/Turtle: ``\\``, ``"``, LF, CR,
+    and NUL as ``\\u0000`` (a raw NUL byte breaks line-oriented tools and C strings)."""
     if not has_any_byte(values, _NT_ESCAPED, _NT_NEEDS_ESCAPE):
         return values
     out = pc.replace_substring(values, "\\", "\\\\")
     out = pc.replace_substring(out, '"', '\\"')
     out = pc.replace_substring(out, "\n", "\\n")
-    return pc.replace_substring(out, "\r", "\\r")
+    out = pc.replace_substring(out, "\r", "\\r")
+    return pc.replace_substring(out, "\x00", "\\u0000")
 
 
 def nt_iri(values: pa.Array) -> pa.Array:

@@ -115,10 +115,96 @@ def run_question(
     """
     q = question if isinstance(question, Question) else resolve(question)
     answer = _answer(store, q, dict(params or {}))
+    if isinstance(answer, pd.DataFrame) and not len(answer) and q.name != CRITICAL_PATH:
+        _explain_empty(store, q, dict(params or {}))
     if q.needs and isinstance(answer, pd.DataFrame):
         run = (params or {}).get("run_id", (params or {}).get("run"))
         answer.attrs["notes"] = gaps(store, q.needs, run=None if run is None else str(run))
     return answer
+
+
+_MP = "PREFIX mp: <https://w3id.org/metaprov/ns#>\n"
+#: What a value of each checked parameter names, and how to find the values the store holds.
+_HELD = {
+    "key": (
+        "task key",
+        _MP + "SELECT DISTINCT ?value WHERE { GRAPH ?g { ?run mp:runId ?run_id . "
+        "?task a mp:Task ; mp:key ?value . FILTER (STRSTARTS(?value, ?start)) } } LIMIT 2000",
+    ),
+    "prefix": (
+        "task prefix",
+        _MP + "SELECT DISTINCT ?value WHERE { GRAPH ?g { ?run mp:runId ?run_id . "
+        "?plan a mp:TaskPrefix ; mp:name ?value . FILTER (STRSTARTS(?value, ?start)) } } LIMIT 2000",
+    ),
+}
+_HAS = {
+    "key": _MP + "ASK { GRAPH ?g { ?run mp:runId ?run_id . ?task a mp:Task ; mp:key ?value } }",
+    "prefix": _MP
+    + "ASK { GRAPH ?g { ?run mp:runId ?run_id . ?plan a mp:TaskPrefix ; mp:name ?value } }",
+}
+
+
+def _explain_empty(store: Store, q: Question, values: dict[str, Any]) -> None:
+    """An empty answer to a question given a run, key or prefix the store does not hold is a
+    typo, not "no results": raise QueryError naming the nearest values the store holds.
+
+    Only runs when the answer is empty (a few index lookups; a key's neighbours are searched
+    among the keys sharing its first characters).
+    """
+    import difflib
+
+    run = values.get("run_id")
+    run = None if run is None or str(run) == "" else str(run)
+    if run is not None and q.param("run_id") is not None:
+        runs = store.runs()
+        ids = runs["run_id"].astype(str).tolist()
+        if run not in ids:
+            names = runs["name"].astype(object).where(runs["name"].notna(), "").astype(str)
+            named = [i for i, n in zip(ids, names, strict=True) if n == run]
+            if named:
+                hint = f"{run!r} is a run's name; give its id: --param run_id={named[0]}"
+            else:
+                near = difflib.get_close_matches(run, ids, n=5, cutoff=0.3) or ids[:10]
+                shown = ", ".join(
+                    f"{i} ({n})" if n else i for i, n in zip(ids, names, strict=True) if i in near
+                )
+                hint = (
+                    f"nearest runs in the store: {shown} (metaprov runs lists them)"
+                    if shown
+                    else "the store holds no run"
+                )
+            raise QueryError(f"no run {run!r} in the store", hint=hint)
+    for name, (what, nearby) in _HELD.items():
+        value = values.get(name)
+        if value is None or str(value) == "" or q.param(name) is None:
+            continue
+        value = str(value)
+        scope = {"run_id": run} if run is not None else {}
+        if store.query(_HAS[name], {"value": value, **scope}):
+            continue
+        where = f" of run {run}" if run is not None else ""
+        found: list[str] = []
+        for start in _starts(value):
+            df = store.query(nearby, {"start": start, **scope})
+            found = df["value"].astype(str).tolist() if len(df) else []
+            if found:
+                break
+        near = difflib.get_close_matches(value, found, n=5, cutoff=0.0) if found else []
+        hint = (
+            "nearest in the store: " + ", ".join(repr(v) for v in near)
+            if near
+            else "the store holds none"
+        )
+        raise QueryError(f"no {what} {value!r} in the store{where}", hint=hint)
+
+
+def _starts(value: str) -> list[str]:
+    """Shorter and shorter beginnings of ``value`` to look for neighbours under, then any."""
+    out = []
+    for cut in (value.rfind("-"), value.find("-"), value.find(","), 8, 3, 1):
+        if cut > 0 and value[:cut] not in out:
+            out.append(value[:cut])
+    return [*out, ""]
 
 
 _FACTS = """PREFIX mp: <https://w3id.org/metaprov/ns#>

@@ -84,6 +84,16 @@ _SPAN = (
   OPTIONAL { ?run mp:runName ?name }
 } }"""
 )
+_SOFTWARE = (
+    _P
+    + """SELECT ?environment ?cls ?manager ?name ?version WHERE { GRAPH %(g)s {
+  ?run a mp:Run ; prov:used ?env . ?env a mp:SoftwareEnvironment ; mp:environmentId ?environment ;
+       mp:package ?p . ?p mp:packageManager ?manager ; mp:packageName ?name ;
+       mp:packageVersion ?version .
+  OPTIONAL { ?agent mp:environment ?env ; a ?cls .
+             FILTER (?cls IN (mp:Client, mp:Scheduler, mp:WorkerProcess)) }
+} }"""
+)
 _READS = (
     _P
     + """SELECT ?key ?attempt ?path ?bytes ?seconds WHERE { GRAPH %(g)s {
@@ -259,6 +269,24 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
             "no thread ids: per-thread lanes are unknown; capacity comes from the workers' "
             "thread counts or, without them, the most tasks seen running at once"
         )
+    sw = ask(_SOFTWARE)
+    software = None
+    if len(sw):
+        role = {"Client": "client", "Scheduler": "scheduler", "WorkerProcess": "worker"}
+        cls = _get(sw, "cls", len(sw)).astype(str).str.rsplit("#", n=1).str[-1]
+        software = (
+            pd.DataFrame(
+                {
+                    "process": sw["environment"].astype(str),  # one row per environment
+                    "role": cls.map(role).fillna("").to_numpy(),
+                    "manager": sw["manager"].astype(str),
+                    "name": sw["name"].astype(str),
+                    "version": sw["version"].astype(str),
+                }
+            )
+            .drop_duplicates()
+            .reset_index(drop=True)
+        )
     return Timeline(
         label=name,
         run_id=run_id,
@@ -273,6 +301,7 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
         has_io=len(io) > 0,
         has_transitions=has_transitions,
         notes=notes,
+        software=software,
     )
 
 

@@ -14,7 +14,6 @@ Needs the ``report`` extra (Bokeh): ``pip install 'metaprov[report]'``.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaprov.errors import FormatError, InputError
+from metaprov.errors import InputError
 
 __all__ = [
     "ReportResult",
@@ -37,14 +36,11 @@ __all__ = [
 
 
 def require_bokeh() -> None:
-    """Raise :class:`~metaprov.errors.FormatError` naming the extra when Bokeh is missing."""
-    try:
-        import bokeh  # noqa: F401
-    except ImportError as exc:
-        raise FormatError(
-            "the HTML report needs Bokeh, which is not installed",
-            hint="install the report extra: pip install 'metaprov[report]'",
-        ) from exc
+    """Raise :class:`~metaprov.errors.MissingDependency` (exit code 2) naming the extra when
+    Bokeh is missing."""
+    from metaprov.errors import require
+
+    require("bokeh", extra="report", feature="the HTML report (metaprov report)")
 
 
 @dataclass
@@ -197,7 +193,7 @@ def write_report(
         A :class:`ReportResult` (path, size, seconds, the facts embedded in the page).
 
     Raises:
-        FormatError: Bokeh (the ``report`` extra) is not installed.
+        MissingDependency: Bokeh (the ``report`` extra) is not installed.
         InputError: a run cannot be read, or no run was given.
 
     Example:
@@ -207,7 +203,7 @@ def write_report(
     t = time.perf_counter()
     if not runs:
         raise InputError("no run to report on", hint="give at least one run directory")
-    out = _output(output)
+    out = _output(output, runs)
     if any(is_campaign(r) for r in runs):
         if not all(is_campaign(r) for r in runs):
             raise InputError(
@@ -228,32 +224,45 @@ def write_report(
         bar.update(1)
     return ReportResult(
         path=out,
-        bytes=_write_atomic(out, text),
+        bytes=_write_atomic(out, text, runs),
         runs=[str(r) for r in runs],
         seconds=time.perf_counter() - t,
         facts=facts,
     )
 
 
-def _output(output: str | Path) -> Path:
+def _output(output: str | Path, inputs: Sequence[str | Path] = ()) -> Path:
+    """Check the output before reading anything, as every command that writes does
+    (:func:`metaprov.write.output.check_output`): not a directory, not one of the files under
+    ``inputs``, its folder exists and is not a store."""
+    from metaprov.write.output import check_output
+
     out = Path(output)
-    if out.is_dir():
-        raise InputError("is a directory", path=out, hint="give a file name, e.g. report.html")
+    check_output(out, inputs=_files_under(inputs))
     return out
 
 
-def _write_atomic(out: Path, text: str) -> int:
-    """Write ``text`` to ``out`` through a temporary file renamed at the end; returns bytes."""
+def _files_under(paths: Sequence[str | Path]) -> list[Path]:
+    """The files under the given runs or campaigns (what a report must never replace)."""
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_dir():
+            files.append(p)
+            continue
+        for root, _dirs, names in os.walk(p):
+            files.extend(Path(root, n) for n in names)
+    return files
+
+
+def _write_atomic(out: Path, text: str, inputs: Sequence[str | Path] = ()) -> int:
+    """Write ``text`` to ``out`` through :func:`metaprov.write.output.open_output` (atomic for
+    a file, written through for a pipe or device); returns bytes."""
+    from metaprov.write.output import open_output
+
     data = text.encode("utf-8")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with open_output(out, inputs=_files_under(inputs), background=False) as fh:
+        fh.write(data)
     return len(data)
 
 
@@ -309,7 +318,7 @@ def write_store_report(
         progress: show a progress bar.
 
     Raises:
-        FormatError: Bokeh (the ``report`` extra) is not installed.
+        MissingDependency: Bokeh (the ``report`` extra) is not installed.
         StoreError: the store cannot be opened, or holds no run.
         InputError: a run of ``runs`` is not in the store; a campaign cannot be read.
 
@@ -321,7 +330,7 @@ def write_store_report(
     from metaprov.store import EmbeddedStore, Store, load, open_store
 
     t = time.perf_counter()
-    out = _output(output)
+    out = _output(output, campaigns)
     warm = _warm_up()
     if campaigns:
         st: Any = EmbeddedStore(None)
@@ -343,7 +352,7 @@ def write_store_report(
     text, facts = render_store(view, title)
     return ReportResult(
         path=out,
-        bytes=_write_atomic(out, text),
+        bytes=_write_atomic(out, text, campaigns),
         runs=list(view.runs["run_id"]),
         seconds=time.perf_counter() - t,
         facts=facts,

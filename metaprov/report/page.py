@@ -119,7 +119,8 @@ def table(
     """An HTML table of ``df``: columns as (field, heading, kind); numbers right-aligned."""
     head = "".join(f"<th>{esc(h)}</th>" for _, h, _ in columns)
     rows = []
-    for rec in df[[c for c, _, _ in columns]].itertuples(index=False):
+    # a table the run has no data for may come without its columns (no readable Darshan log)
+    for rec in df.reindex(columns=[c for c, _, _ in columns]).itertuples(index=False):
         cells = []
         for v, (_, _, kind) in zip(rec, columns, strict=True):
             num = kind in ("int", "bytes", "s", "s3")

@@ -363,7 +363,7 @@ def _lane_of(lanes: Lanes, worker: np.ndarray, thread: np.ndarray, kind: str) ->
     sub = t[t["kind"] == kind]
     if not len(worker):
         return np.zeros(0, dtype=np.int64)
-    if not len(sub):
+    if not len(sub):  # no lane of this kind (e.g. every I/O segment is on a task thread)
         return np.full(len(worker), -1, dtype=np.int64)
     # (worker code, thread) -> lane, as one sorted search over a combined 128-bit-free key
     idx = pd.MultiIndex.from_arrays([sub["worker"].to_numpy(), sub["thread"].to_numpy()])

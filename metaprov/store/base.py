@@ -337,11 +337,17 @@ class Store(ABC):
             )
         records = read_run(run, darshan=darshan)
         _maybe_link(records)
-        graph = to_prov(records, base=base, detail=detail)
-        report = self.load_graph(graph, source=str(run))
+        mapped = [to_prov(records, base=base, detail=detail)]
+        del records  # the graph holds them: a store may let both go before it loads
+        report = self._load_mapped(mapped, source=str(run))
         self._remember(report, fingerprint=fingerprint)
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _load_mapped(self, mapped: list[ProvGraph], *, source: str) -> LoadReport:
+        """Load the graph ``mapped`` holds (popped from the list: this call may hold the only
+        reference, and free the run's records before the store itself needs memory)."""
+        return self.load_graph(mapped.pop(), source=source)
 
     def _unchanged(self, fingerprint: str) -> tuple[str, int] | None:
         """(graph, triples) when a load with this fingerprint is still complete in the store."""

@@ -36,10 +36,16 @@ def run_fingerprint(run: str | Path, *, base: str, detail: str, darshan: bool) -
     for p in sorted(root.iterdir()):
         if not p.is_file():
             continue
-        h.update(f"{p.name}\0{p.stat().st_size}\0".encode())
-        with open(p, "rb") as f:
-            while block := f.read(1 << 22):
-                h.update(block)
+        st = p.stat()
+        h.update(f"{p.name}\0{st.st_size}\0".encode())
+        try:
+            with open(p, "rb") as f:
+                while block := f.read(1 << 22):
+                    h.update(block)
+        except OSError:
+            # unreadable (the reader reports it): its size and time stand for its content, so
+            # the fingerprint changes when it becomes readable or changes
+            h.update(f"\0unreadable\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 

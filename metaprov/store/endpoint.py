@@ -311,7 +311,10 @@ class EndpointStore(Store):
         make_term(graph, "iri", name="graph")
         gsp = self.endpoint.gsp  # before anything is sent: a UsageError when unknown
         t0 = time.perf_counter()
-        replaced = graph in set(self.graphs())
+        # One lookup, not a list of every graph (which Virtuoso makes from all its quads).
+        replaced = self._ask(
+            f"ASK {{ GRAPH {make_term(graph, 'iri', name='graph')} {{ ?s ?p ?o }} }}"
+        )
         triples = 0
         requests_made = 0
         headers = {"Content-Type": _NTRIPLES}

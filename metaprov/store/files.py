@@ -41,36 +41,206 @@ def ox_format(name: str) -> Any | None:
     }.get(name)
 
 
+#: What loads, and why PROV-N/JSON/XML do not (the message of every refusal).
+LOADABLE = (
+    "a store loads RDF: N-Quads (.nq), N-Triples (.nt), Turtle (.ttl), TriG (.trig), JSON-LD "
+    "(.jsonld) or RDF/XML (.rdf), each also gzip-compressed (.gz)"
+)
+_NOT_RDF = (
+    "cannot load {name} files into a store: {label} is a PROV-DM serialisation for PROV tools, "
+    "not an RDF syntax, so a triple store cannot read it"
+)
+
+
 def _rdf_format(path: Path, format: str | None) -> Any:
-    import pyoxigraph as ox
+    """pyoxigraph's format of an export file: ``format`` (a metaprov format name) or the
+    file's suffix (``.gz`` removed first: ``run.nq.gz`` is gzip-compressed N-Quads).
+
+    Raises:
+        InputError: no such file, or a suffix that names no RDF format.
+        UsageError: a PROV-N/PROV-JSON/PROV-XML file (not RDF: says what loads instead).
+    """
+    from metaprov.errors import FormatError
+    from metaprov.write import format_for_path, get_format
 
     if not path.is_file():
         raise InputError(
             "no such file", path=path, hint="give a run directory or an RDF export file"
         )
+    hint = f"{LOADABLE}; export the run again in one of them, or load the run directory"
     if format:
-        from metaprov.write import get_format
-
-        name = get_format(format).name
-        fmt = ox_format(name)
-        if fmt is None:
-            raise UsageError(
-                f"cannot load {name} files into a store",
-                hint="export to N-Quads, N-Triples or Turtle",
-            )
-        return fmt
-    suffix = path.suffix.lstrip(".").lower()
-    fmt = ox.RdfFormat.from_extension(suffix) if suffix else None
-    if suffix == "json":
-        fmt = ox.RdfFormat.JSON_LD
+        f = get_format(format)
+    else:
+        try:
+            f = format_for_path(path)
+        except FormatError:
+            raise InputError(
+                f"cannot tell the RDF format of {path.name!r} from its suffix",
+                path=path,
+                hint=f"{LOADABLE} (the suffix gives the format; in Python: "
+                "Store.load_file(path, format=...))",
+            ) from None
+    fmt = ox_format(f.name)
     if fmt is None:
-        raise InputError(
-            f"cannot tell the RDF format of {path.name!r} from its suffix",
-            path=path,
-            hint="rename it with one of .nq, .nt, .ttl, .trig, .jsonld, .rdf (the suffix gives the "
-            "format; in Python: Store.load_file(path, format=...))",
-        )
+        raise UsageError(_NOT_RDF.format(name=f.name, label=f.label), hint=hint)
     return fmt
+
+
+#: Deepest nesting accepted in a JSON-LD or RDF/XML input (metaprov writes at most ~10 levels;
+#: deeper input makes Oxigraph's parsers recurse until the process dies, or slow to a halt).
+MAX_NESTING = 256
+_SCAN = 64 << 20
+
+
+def check_nesting(path: Path, fmt_name: str, limit: int = MAX_NESTING) -> None:
+    """Refuse, before any parser sees it, an RDF input that would crash or hang the parser:
+    JSON-LD nested deeper than ``limit`` (arrays and objects, strings skipped), RDF/XML nested
+    deeper than ``limit`` or declaring XML entities (``<!ENTITY``: "billion laughs" expansion).
+
+    Raises:
+        InputError: naming the file, the depth or the declaration, and the limit.
+    """
+    name = fmt_name.lower().replace("_", "-")
+    if name in ("json-ld", "jsonld"):
+        depth = _json_depth(path, limit)
+    elif name in ("rdf-xml", "rdfxml", "xml"):
+        depth = _xml_depth(path, limit)
+    else:
+        return
+    if depth > limit:
+        raise InputError(
+            f"nested more than {limit} levels deep: refused before parsing (such nesting "
+            "crashes or stalls RDF parsers; metaprov's exports nest about 10 levels)",
+            path=path,
+            hint="give an export written by metaprov, or flatten the document",
+        )
+
+
+def _open_plain(path: Path) -> Any:
+    """The file's bytes as a parser reads them (a ``.gz`` name: decompressed)."""
+    if path.name.lower().endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rb")
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+
+def _json_depth(path: Path, limit: int, piece_size: int = _SCAN) -> int:
+    """Deepest nesting of arrays and objects (outside strings), read in pieces, column-wise;
+    stops as soon as it passes ``limit``."""
+    import numpy as np
+
+    depth = 0
+    deepest = 0
+    in_string = 0  # parity: inside a string
+    run = 0  # backslashes at the end of the previous piece
+    try:
+        fh = _open_plain(path)
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from exc
+    with fh:
+        while piece := fh.read(piece_size):
+            b = np.frombuffer(piece, dtype=np.uint8)
+            bs = b == 92
+            c = np.cumsum(bs, dtype=np.int64) + run
+            # backslashes in the run ending at each byte
+            r = c - np.maximum.accumulate(np.where(bs, 0, c))
+            before = np.concatenate(([run], r[:-1]))
+            quote = (b == 34) & (before % 2 == 0)
+            inside = (np.cumsum(quote, dtype=np.int64) + in_string) % 2
+            # a quote's own position counts as outside when it opens, inside when it closes:
+            # brackets are never quotes, so the parity at a bracket is the right one
+            step = np.zeros(len(b), dtype=np.int64)
+            outside = inside == 0
+            step[outside & ((b == 91) | (b == 123))] = 1
+            step[outside & ((b == 93) | (b == 125))] = -1
+            levels = np.cumsum(step) + depth
+            if len(levels):
+                deepest = max(deepest, int(levels.max()))
+                depth = int(levels[-1])
+            in_string = int(inside[-1]) if len(inside) else in_string
+            run = int(r[-1]) if len(r) else run
+            if deepest > limit:
+                break
+    return deepest
+
+
+def _xml_depth(path: Path, limit: int) -> int:
+    """Deepest element nesting of an XML file (expat, streamed); refuses entity declarations."""
+    from xml.parsers import expat
+
+    class _Stop(Exception):
+        pass
+
+    state = {"depth": 0, "deepest": 0}
+    parser = expat.ParserCreate()
+
+    def start(_name: str, _attrs: Any) -> None:
+        state["depth"] += 1
+        if state["depth"] > state["deepest"]:
+            state["deepest"] = state["depth"]
+            if state["deepest"] > limit:
+                raise _Stop
+
+    def end(_name: str) -> None:
+        state["depth"] -= 1
+
+    def entity(name: str, *_: Any) -> None:
+        raise InputError(
+            f"declares the XML entity {name!r}: refused (entity expansion can make a few "
+            "hundred bytes expand to gigabytes; RDF/XML needs no entities)",
+            path=path,
+            hint="give an RDF/XML export written by metaprov, or expand the entities first",
+        )
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.EntityDeclHandler = entity
+    parser.buffer_text = True
+    try:
+        with _open_plain(path) as fh:
+            while piece := fh.read(8 << 20):
+                parser.Parse(piece, False)
+            parser.Parse(b"", True)
+    except _Stop:
+        pass
+    except expat.ExpatError as exc:
+        raise InputError(f"not well-formed XML: {exc}", path=path) from exc
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read the file: {exc}", path=path) from exc
+    return state["deepest"]
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether ``path`` is read through gzip (its name ends in ``.gz``)."""
+    return path.name.lower().endswith(".gz")
+
+
+def parse_file(path: Path, fmt: Any) -> Iterator[Any]:
+    """Oxigraph's parser over an RDF file, through gzip for a ``.gz`` name (streamed).
+
+    Raises:
+        InputError: not valid RDF, not gzip data, or a truncated gzip file.
+    """
+    import gzip
+    import zlib
+
+    import pyoxigraph as ox
+
+    try:
+        if not is_gzip(path):
+            yield from ox.parse(path=str(path), format=fmt)
+            return
+        with gzip.open(path, "rb") as fh:
+            yield from ox.parse(input=fh, format=fmt)
+    except (SyntaxError, ValueError) as exc:
+        raise InputError(f"not valid RDF: {exc}", path=path) from exc
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputError(
+            f"cannot decompress: {exc}",
+            path=path,
+            hint="a name ending in .gz is read as gzip data: is it complete and compressed?",
+        ) from exc
 
 
 def _file_graphs(path: Path, fmt: Any) -> list[tuple[str, Iterator[bytes]]]:
@@ -79,31 +249,31 @@ def _file_graphs(path: Path, fmt: Any) -> list[tuple[str, Iterator[bytes]]]:
 
     from metaprov.mapping.terms import MP, RDF
 
+    if fmt in (ox.RdfFormat.JSON_LD, ox.RdfFormat.RDF_XML):
+        check_nesting(path, "json-ld" if fmt == ox.RdfFormat.JSON_LD else "rdf-xml")
+
     is_quads = fmt in (ox.RdfFormat.N_QUADS, ox.RdfFormat.TRIG)
     names: list[str] = []
     run_iri = None
-    try:
-        # Pass 1: which graphs (quad formats), or which run (triple formats) the file holds.
-        for q in ox.parse(path=str(path), format=fmt):
-            if is_quads:
-                g = q.graph_name
-                if (
-                    isinstance(g, ox.NamedNode)
-                    and (not names or names[-1] != g.value)
-                    and g.value not in names
-                ):
-                    names.append(g.value)
-            elif (
-                run_iri is None
-                and isinstance(q.subject, ox.NamedNode)
-                and q.predicate.value == RDF.type
-                and isinstance(q.object, ox.NamedNode)
-                and q.object.value == MP.Run
+    # Pass 1: which graphs (quad formats), or which run (triple formats) the file holds.
+    for q in parse_file(path, fmt):
+        if is_quads:
+            g = q.graph_name
+            if (
+                isinstance(g, ox.NamedNode)
+                and (not names or names[-1] != g.value)
+                and g.value not in names
             ):
-                run_iri = q.subject.value
-                break
-    except (SyntaxError, ValueError) as exc:
-        raise InputError(f"not valid RDF: {exc}", path=path) from exc
+                names.append(g.value)
+        elif (
+            run_iri is None
+            and isinstance(q.subject, ox.NamedNode)
+            and q.predicate.value == RDF.type
+            and isinstance(q.object, ox.NamedNode)
+            and q.object.value == MP.Run
+        ):
+            run_iri = q.subject.value
+            break
     if not is_quads:
         graph = f"{run_iri}/graph" if run_iri else path.resolve().as_uri()
         return [(graph, _triples_of(path, fmt, None))]
@@ -138,18 +308,15 @@ def _triples_of(path: Path, fmt: Any, graph: str | None, batch: int = 200_000) -
 
     out: list[Any] = []
     xml = fmt == ox.RdfFormat.RDF_XML
-    try:
-        for q in ox.parse(path=str(path), format=fmt):
-            if graph is not None and not (
-                isinstance(q.graph_name, ox.NamedNode) and q.graph_name.value == graph
-            ):
-                continue
-            out.append(_unescaped(q.triple) if xml else q.triple)
-            if len(out) >= batch:
-                yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
-                out = []
-    except (SyntaxError, ValueError) as exc:
-        raise InputError(f"not valid RDF: {exc}", path=path) from exc
+    for q in parse_file(path, fmt):
+        if graph is not None and not (
+            isinstance(q.graph_name, ox.NamedNode) and q.graph_name.value == graph
+        ):
+            continue
+        out.append(_unescaped(q.triple) if xml else q.triple)
+        if len(out) >= batch:
+            yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
+            out = []
     if out:
         yield ox.serialize(out, format=ox.RdfFormat.N_TRIPLES)
 

@@ -154,13 +154,14 @@ def _hash(algorithm: str, text: str) -> str:
 
 def _parse_challenges(headers: list[str]) -> dict[str, dict[str, str]]:
     """``WWW-Authenticate`` headers -> scheme (lower case) -> its parameters."""
-    from requests.utils import parse_dict_header
+    from urllib.request import parse_http_list, parse_keqv_list
 
     out: dict[str, dict[str, str]] = {}
     for value in headers:
         scheme, _, rest = value.strip().partition(" ")
         try:
-            out[scheme.lower()] = {k.lower(): v or "" for k, v in parse_dict_header(rest).items()}
+            items = [i for i in parse_http_list(rest) if "=" in i]
+            out[scheme.lower()] = {k.lower(): v for k, v in parse_keqv_list(items).items()}
         except ValueError:
             out[scheme.lower()] = {}
     return out

@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from metaprov.errors import MissingDependency, StoreError, UsageError
 
@@ -69,6 +70,7 @@ class Server:
     process: subprocess.Popen[bytes]
     url: str
     store: str
+    guard: Any = None
     #: This server's owner file in the store (load and drop refuse while it names a live server).
     owner: Path | None = None
 
@@ -79,6 +81,9 @@ class Server:
 
     def stop(self, timeout: float = 10.0) -> int:
         """Stop the server; returns its exit code."""
+        if self.guard is not None:
+            self.guard.stop()
+            self.guard = None
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -134,33 +139,66 @@ def serve(
     owners(path, clean=True)
     if not 0 <= int(port) <= 65535:
         raise UsageError(f"port {port} is out of range", hint="give a port from 1 to 65535, or 0")
-    port = free_port(host) if int(port) == 0 else int(port)
+    from metaprov.store.guard import Guard
+
+    program = oxigraph_command()
+    try:
+        guard = Guard(host, int(port), ("127.0.0.1", 0))
+    except OSError as exc:
+        import errno
+
+        if exc.errno != errno.EADDRINUSE:
+            raise UsageError(
+                f"cannot listen on {host!r} port {port}: {exc.strerror or exc}",
+                hint="give an address of this machine with --host (127.0.0.1: this machine "
+                "only), and a free port (--port 0: any)",
+            ) from exc
+        raise StoreError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}",
+            hint="another program uses the port: give another --port, or --port 0 (any free one)",
+        ) from exc
+    except (ValueError, TypeError, UnicodeError, OverflowError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(
+            f"cannot listen on {host!r} port {port}: {reason}",
+            hint="give an address of this machine with --host (127.0.0.1: this machine only), "
+            "and a free port (--port 0: any)",
+        ) from exc
+    port = guard.port
+    inner = free_port("127.0.0.1")  # Oxigraph's own port, reached only through the guard
     cmd = [
-        oxigraph_command(),
+        program,
         "serve-read-only",
         "--location",
         str(path),
         "--bind",
-        f"{host}:{port}",
+        f"127.0.0.1:{inner}",
         "--union-default-graph",
     ]
     if cors:
         cmd.append("--cors")
     if timeout is not None:
         cmd += ["--timeout-s", str(int(timeout))]
-    proc = subprocess.Popen(  # noqa: S603 - a fixed program and arguments, no shell
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-    )
-    server = Server(proc, f"http://{_url_host(host)}:{port}", str(path))
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - a fixed program and arguments, no shell
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    except BaseException:
+        guard.stop()
+        raise
+    guard.backend = ("127.0.0.1", inner)
+    server = Server(proc, f"http://{_url_host(host)}:{port}", str(path), guard)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            guard.stop()
             out = proc.stdout.read().decode(errors="replace").strip() if proc.stdout else ""
             raise StoreError(
-                f"Oxigraph's server did not start on {host}:{port}: {out[-500:] or 'no message'}",
-                hint="is the port in use (try --port 0), or is the store being loaded right now?",
+                f"Oxigraph's server did not start: {out[-500:] or 'no message'}",
+                hint="is the store being loaded right now?",
             )
-        if _listening(host, port):
+        if _listening("127.0.0.1", inner) and proc.poll() is None:
+            guard.start()
             server.owner = owner_file(path)
             _write(
                 server.owner,
@@ -176,6 +214,20 @@ def serve(
         time.sleep(0.05)
     server.stop()
     raise StoreError(f"Oxigraph's server did not listen on {host}:{port} within {wait:.0f} s")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Raise StoreError when ``host:port`` cannot be bound (another program listens there)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise StoreError(
+                f"cannot serve on {host}:{port}: {exc.strerror or exc}",
+                hint="another program uses the port: give another --port, or --port 0 (any free one)",
+            ) from exc
 
 
 def _url_host(host: str) -> str:

@@ -162,6 +162,8 @@ def validate(
             f"unknown validation engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}"
         )
     label, nt, path, fmt = _as_ntriples(source, format)
+    if path is not None and path.name.lower().endswith(".gz"):
+        return _validate_gzip(path, fmt.name, engine, progress)
     if fmt is not None and fmt.name in ("provn", "provjson", "provxml"):
         assert path is not None
         return _validate_provdm(path, fmt.name, twin)
@@ -180,6 +182,9 @@ def validate(
                 store.bulk_load(b"".join(nt()), format=ox.RdfFormat.N_TRIPLES)
             else:
                 assert path is not None and fmt is not None
+                from metaprov.store.files import check_nesting
+
+                check_nesting(path, fmt.name)
                 store.bulk_load(
                     path=str(path), format=_ox_format(fmt.name), to_graph=ox.DefaultGraph()
                 )
@@ -216,6 +221,38 @@ def validate(
     return report
 
 
+def _validate_gzip(path: Path, fmt: str, engine: str, progress: bool) -> ValidationReport:
+    """Validate a gzip-compressed export (``run.nt.gz``): decompressed, streamed, into a
+    temporary file beside nothing of the user's, then validated as that format."""
+    import gzip
+    import shutil
+    import zlib
+
+    with tempfile.TemporaryDirectory(prefix="metaprov-validate-") as tmp:
+        plain = Path(tmp) / (path.name[:-3] or "export")
+        try:
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise InputError(
+                f"cannot decompress: {exc}",
+                path=path,
+                hint="a name ending in .gz is read as gzip data: is it complete and compressed?",
+            ) from exc
+        try:
+            report = validate(plain, format=fmt, engine=engine, progress=progress)
+        except InputError as exc:  # name the user's file, not the temporary one
+            raise InputError(
+                exc.message.replace(str(plain), f"{path} (decompressed)"), hint=exc.hint
+            ) from exc
+    report.source = str(path)
+    report.notes.append("gzip-compressed: decompressed to a temporary file first")
+    for v in report.violations:
+        if v.path == str(plain):
+            v.path = str(path)
+    return report
+
+
 def _try_columnar(
     label: str,
     nt: Callable[[], Iterator[bytes]] | None,
@@ -242,7 +279,10 @@ def _try_columnar(
         else:
             import pyoxigraph as ox
 
+            from metaprov.store.files import check_nesting
+
             assert path is not None
+            check_nesting(path, fmt.name)  # before the parser: deep nesting, XML entities
             source, quads = Path(tmp) / "converted.nq", True
             try:
                 ox.serialize(

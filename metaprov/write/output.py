@@ -16,6 +16,10 @@ it, so they all keep the same promises (``docs/reliability.md``):
 * An output that is one of the command's own input files (same file, by device and inode) is
   refused before anything is written.
 * A name ending in ``.gz`` is gzip-compressed (deterministic: no name, no time in the header).
+* The folder the output goes in must exist: it is never created (a typo in ``-o`` would
+  otherwise scatter folders); the error names the missing folder and the fix (``mkdir -p``).
+* A file inside a store directory (an Oxigraph/RocksDB database: ``CURRENT`` and ``IDENTITY``
+  or ``MANIFEST-*`` beside it) is refused: writing there destroys the store.
 * A ``.part`` file left by a killed earlier run for the same ``NAME`` is removed by the next
   one. It is provably ours: the name pattern says which output it was for, and a writer holds
   an exclusive lock on its ``.part`` for as long as it lives, so an unlocked one is an orphan.
@@ -48,7 +52,16 @@ PART_SUFFIX = ".part"
 #: gzip level of ``.gz`` outputs (gzip's own default).
 GZIP_LEVEL = 6
 
-__all__ = ["open_output", "check_output", "is_stdout", "PART_MARK", "PART_SUFFIX", "GZIP_LEVEL"]
+__all__ = [
+    "open_output",
+    "check_output",
+    "check_parent",
+    "is_store_dir",
+    "is_stdout",
+    "PART_MARK",
+    "PART_SUFFIX",
+    "GZIP_LEVEL",
+]
 
 
 def is_stdout(target: str | os.PathLike[str]) -> bool:
@@ -118,13 +131,7 @@ class _Plan:
                 return
         # a regular file, or a new one: written next to the symlink's target, if any
         self.real = Path(os.path.realpath(path))
-        parent = self.real.parent
-        pst = _stat(parent)
-        if pst is not None and not stat.S_ISDIR(pst.st_mode):
-            raise OutputError(
-                f"cannot write {path}: {parent} is a file, not a directory",
-                hint="give a path whose folders are directories",
-            )
+        check_parent(self.real, label=path)
 
     def refuse_inputs(self, inputs: Iterable[str | os.PathLike[str]]) -> None:
         if self.st is None:
@@ -140,6 +147,49 @@ class _Plan:
                     f"refusing to write the output over {p}: it is one of the inputs",
                     hint="give another output path with -o",
                 )
+
+
+def is_store_dir(path: str | os.PathLike[str]) -> bool:
+    """Is ``path`` a store directory (an Oxigraph store: a RocksDB database)?"""
+    p = Path(path)
+    try:
+        return (p / "CURRENT").is_file() and (
+            (p / "IDENTITY").is_file() or any(p.glob("MANIFEST-*"))
+        )
+    except OSError:
+        return False
+
+
+def check_parent(
+    target: str | os.PathLike[str], *, label: str | os.PathLike[str] | None = None
+) -> None:
+    """Refuse an output whose folder does not exist, is not a directory, or is a store.
+
+    The folder is never created: ``-o results/x.ttl`` with no ``results`` is an error naming
+    the folder (a typo must not scatter new folders); create it first.
+
+    Raises:
+        OutputError: naming ``label`` (default: ``target``) and the fix.
+    """
+    name = os.fspath(label if label is not None else target)
+    parent = Path(os.path.realpath(target)).parent
+    pst = _stat(parent)
+    if pst is None:
+        raise OutputError(
+            f"cannot write {name}: the folder {parent} does not exist",
+            hint=f"create it first (mkdir -p {parent}), or choose another output path",
+        )
+    if not stat.S_ISDIR(pst.st_mode):
+        raise OutputError(
+            f"cannot write {name}: {parent} is a file, not a directory",
+            hint="give a path whose folders are directories",
+        )
+    if is_store_dir(parent):
+        raise OutputError(
+            f"refusing to write {name}: {parent} is a store directory (writing there "
+            "destroys the store)",
+            hint="write the output outside the store directory",
+        )
 
 
 def _through_proc(path: Path) -> bool:
@@ -291,19 +341,9 @@ class _Output:
         import fcntl
 
         assert self.plan.real is not None
-        real, name = self.plan.real, self.plan.name
+        real = self.plan.real
         parent = real.parent
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError) as exc:
-            raise OutputError(
-                f"cannot write {name}: a parent of it is a file, not a directory",
-                hint="give a path whose folders are directories",
-            ) from exc
-        except OSError as exc:
-            raise OutputError(
-                f"cannot create the folder {parent}: {exc.strerror}", hint=_hint(exc)
-            ) from exc
+        check_parent(real, label=self.plan.name)  # again: it may have changed since the plan
         remove_leftovers(real)
         try:
             fd, self.tmp = tempfile.mkstemp(

@@ -133,4 +133,4 @@ def test_crate_force_replaces_and_needs_rocrate(
     monkeypatch.setitem(sys.modules, "rocrate", None)
     monkeypatch.setitem(sys.modules, "rocrate.rocrate", None)
     result = invoke("crate", EXAMPLE, "-o", str(tmp_path / "x"))
-    assert result.exit_code == 4 and "pip install 'metaprov[crate]'" in result.stderr
+    assert result.exit_code == 2 and "pip install 'metaprov[crate]'" in result.stderr

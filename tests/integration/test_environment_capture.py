@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("distributed")
+from crategraph import PREFIXES, crate_graph  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
 from metaprov import read_run  # noqa: E402
@@ -231,25 +232,8 @@ def test_crate_answers_the_competency_questions(crated: Path) -> None:
     """CQ5-CQ9 (times, status, inputs/outputs, versions) and CQ10's software requirements, in
     SPARQL written for this crate over its JSON-LD (CQ1 needs a container image: none here;
     CQ2 resource usage; CQ3 the engine's configuration)."""
-    rdflib = pytest.importorskip("rdflib")
-    ctx = Path(__file__).resolve().parents[3] / "shared" / "data" / "rocrate-contexts"
-    if not ctx.is_dir():
-        pytest.skip("RO-Crate contexts not found (../shared/data/rocrate-contexts)")
-    meta = json.loads((crated / "ro-crate-metadata.json").read_text(encoding="utf-8"))
-    local = {
-        "https://w3id.org/ro/crate/1.1/context": ctx / "ro-crate-1.1-context.jsonld",
-        "https://w3id.org/ro/terms/workflow-run/context": ctx / "workflow-run-context.json",
-    }
-    merged: dict = {}
-    for c in meta["@context"] if isinstance(meta["@context"], list) else [meta["@context"]]:
-        if isinstance(c, str):
-            merged.update(json.loads(local[c].read_text())["@context"])
-        else:
-            merged.update(c)
-    meta["@context"] = merged
-    g = rdflib.Graph().parse(data=json.dumps(meta), format="json-ld", base=crated.as_uri() + "/")
-    s = "PREFIX s: <http://schema.org/>\nPREFIX wfrun: <https://w3id.org/ro/terms/workflow-run#>\n"
-    s += "PREFIX bs: <https://bioschemas.org/>\n"
+    g = crate_graph(crated)
+    s = PREFIXES
 
     def rows(q: str) -> list:
         return list(g.query(s + q))

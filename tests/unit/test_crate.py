@@ -215,7 +215,7 @@ def test_include_inputs_copies_records(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"license": "not a licence!"}, "neither an SPDX identifier nor a URL"),
+        ({"license": "not a licence!"}, "neither an SPDX license identifier nor a URL"),
         ({"authors": ["0000-0002-1825-0098"]}, "not a valid ORCID iD"),
         ({"formats": ("turtle", "rdfxml")}, "unknown PROV format"),
         ({"date_published": "yesterday"}, "not an ISO 8601 date"),

@@ -150,6 +150,17 @@ def test_crate_names_the_container_image_and_the_packages(tmp_path: Path) -> Non
     req = graph[tools[0]["softwareRequirements"][0]["@id"]]
     assert req["@type"] == "SoftwareApplication" and req["softwareVersion"]
     assert any(i.endswith("packages.csv") for i in graph)
+    # CQ1 of the Workflow Run Crate: what container images were used by the run?
+    from crategraph import PREFIXES, crate_graph
+
+    cq1 = crate_graph(out).query(
+        PREFIXES + "SELECT ?execution ?type ?name WHERE { ?execution a s:CreateAction ; "
+        "wfrun:containerImage ?c . ?c a wfrun:ContainerImage ; s:additionalType ?type ; "
+        "s:name ?name }"
+    )
+    assert [(str(r[1]).rsplit("#", 1)[-1], str(r[2])) for r in cq1] == [
+        ("SIFImage", "/scratch/images/analysis.sif")
+    ]
 
 
 def test_container_image_of_a_registry_reference() -> None:
@@ -190,3 +201,36 @@ def test_every_engine_checks_the_environment_shapes(tmp_path: Path) -> None:
         assert validate(good, engine=engine).conforms, engine
         shapes = {v.shape for v in validate(bad, engine=engine).violations}
         assert {"SoftwarePackageShape", "SoftwareEnvironmentShape"} <= shapes, (engine, shapes)
+
+
+def _run_with_numpy(tmp_path: Path, name: str, version: str) -> Path:
+    # another client id: another run id
+    files = {k: v.replace("Client-aaaa", f"Client-{name}") for k, v in tiny_files().items()}
+    run = write_run(tmp_path / name, files)
+    rec = collect("worker", root=tmp_path, environ={}, gpus=False)
+    rec["packages"] = [p for p in rec["packages"] if p["name"].lower() != "numpy"]
+    rec["packages"].append({"name": "numpy", "version": version, "location": "/site"})
+    write_record(run, rec, f"worker-{rec['process']['pid']}-0000000a.json")
+    return run
+
+
+def test_compare_gives_the_software_change_as_evidence(tmp_path: Path) -> None:
+    from metaprov.compare import compare
+
+    a = _run_with_numpy(tmp_path, "R3", "1.26.4")
+    b = _run_with_numpy(tmp_path, "R7", "2.1.0")
+    ev = compare([a, b], darshan=False).pair.evidence
+    software = [e for e in ev if e["kind"] == "software"]
+    assert [e["detail"] for e in software] == ["numpy 1.26.4 -> 2.1.0 between run R3 and run R7"]
+    # the same from a store holding the two runs' PROV
+    store = tmp_path / "store"
+    metaprov.load([a, b], store)
+    ids = [metaprov.read_run(r, darshan=False).run_id for r in (a, b)]
+    ev = compare(ids, store=store).pair.evidence
+    details = [e["detail"] for e in ev if e["kind"] == "software"]
+    assert len(details) == 1 and details[0].startswith("numpy 1.26.4 -> 2.1.0 between run ")
+    # nothing when the software is the same
+    same = _run_with_numpy(tmp_path, "R8", "2.1.0")
+    assert not [
+        e for e in compare([b, same], darshan=False).pair.evidence if e["kind"] == "software"
+    ]

@@ -13,7 +13,7 @@ pytest.importorskip("bokeh", reason="the report needs the 'report' extra (Bokeh)
 
 from metaprov.analysis.critical_path import critical_path  # noqa: E402
 from metaprov.analysis.summary import summarize  # noqa: E402
-from metaprov.errors import FormatError  # noqa: E402
+from metaprov.errors import MissingDependency  # noqa: E402
 from metaprov.ingest import read_run  # noqa: E402
 from metaprov.link import link_io  # noqa: E402
 from metaprov.report import read_facts, render, write_report  # noqa: E402
@@ -152,7 +152,7 @@ def test_comparison_of_two_runs(tmp_path, synthetic):
 
 def test_missing_bokeh_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "bokeh", None)
-    with pytest.raises(FormatError, match=r"metaprov\[report\]"):
+    with pytest.raises(MissingDependency, match=r"metaprov\[report\]"):
         write_report([EXAMPLE], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
 
@@ -164,3 +164,33 @@ def test_largest_is_the_stable_sort_without_sorting_everything():
     for v in (rng.integers(0, 50, 5000).astype(float), rng.random(5000)):  # ties, no ties
         for k in (0, 1, 50, 4999, 5000, 6000):
             assert list(_largest(v, k)) == list(np.argsort(-v, kind="stable")[:k]), k
+
+
+def test_lane_of_a_kind_no_lane_has_is_none():
+    # A run whose Darshan I/O is all on task threads has no "I/O, other threads" lane; asking
+    # for it gave an IndexError (metaprov report crashed on the real *-mofka runs).
+    from metaprov.report.views import Lanes, _lane_of
+
+    lanes = Lanes(
+        pd.DataFrame(
+            {
+                "y": [0, 1],
+                "worker": [0, 0],
+                "thread": np.array([7, 0], np.uint64),
+                "kind": ["thread", "transfers"],
+            }
+        )
+    )
+    worker, thread = np.array([0, 0]), np.array([7, 8], np.uint64)
+    assert _lane_of(lanes, worker, thread, "io").tolist() == [-1, -1]
+    assert _lane_of(lanes, worker, thread, "thread").tolist() == [0, -1]
+
+
+@pytest.mark.realdata
+def test_report_of_a_real_run_with_io_on_task_threads_only(tmp_path):
+    run = Path(__file__).resolve().parents[2].parent / "shared/data/darshan-dask-runs/burst-mofka"
+    if not run.is_dir():
+        pytest.skip(f"real run not found: {run}")
+    result = write_report([run], tmp_path / "r.html")
+    assert (tmp_path / "r.html").stat().st_size > 0
+    assert read_facts(tmp_path / "r.html")["runs"][0]["io"]["segments"] > 0, result

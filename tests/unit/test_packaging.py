@@ -1,0 +1,71 @@
+"""Issue 29: what a user installs and reads agrees with itself: one version, one documentation
+URL (package metadata, mkdocs.yml, --help), extras for every feature and `all` over them, the
+site's navigation over every page, --help texts that point at the site rather than at files the
+wheel lacks. (CI builds the site and the wheel and runs the README's job from it: .ci/package.)"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from metaprov._version import DOCS_URL, __version__, docs_url
+from metaprov.cli import cli
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_one_documentation_url_everywhere() -> None:
+    assert DOCS_URL.startswith("https://") and "example.invalid" not in DOCS_URL
+    assert _pyproject()["project"]["urls"]["Documentation"] == DOCS_URL
+    site_url = re.search(r"^site_url:\s*(\S+)", (REPO / "mkdocs.yml").read_text(), re.M)
+    assert site_url and site_url.group(1) == DOCS_URL
+    assert docs_url("scaling") == DOCS_URL + "scaling/"
+    res = CliRunner().invoke(cli, ["--help"])
+    assert res.exit_code == 0 and DOCS_URL in res.output
+
+
+def test_version_from_one_place() -> None:
+    project = _pyproject()
+    assert "version" in project["project"]["dynamic"]
+    attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "metaprov._version.__version__"
+    res = CliRunner().invoke(cli, ["--version"])
+    assert res.output.strip() == f"metaprov, version {__version__}"
+    assert "## Unreleased" in (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+
+
+def test_extras_cover_every_feature_and_all_installs_them() -> None:
+    extras = _pyproject()["project"]["optional-dependencies"]
+    features = {"capture", "cluster", "report", "crate", "serve"}
+    assert features <= set(extras)
+    (line,) = extras["all"]
+    assert set(re.search(r"\[(.*)\]", line).group(1).split(",")) == features
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "pip install '.[all]' && metaprov export examples/run" in readme
+
+
+def test_the_site_lists_every_page() -> None:
+    text = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^strict:\s*true", text, re.M)
+    listed = set(re.findall(r":\s*([\w-]+\.md)\s*$", text, re.M))
+    assert listed == {p.name for p in (REPO / "docs").glob("*.md")}
+
+
+def test_help_points_at_the_site_not_at_repository_files() -> None:
+    runner = CliRunner()
+    for name in cli.commands:
+        res = runner.invoke(cli, [name, "--help"])
+        assert res.exit_code == 0, name
+        assert not re.search(r"docs/\w+\.md", res.output), f"metaprov {name} --help"
