@@ -149,13 +149,19 @@ def _every_question_answers_as_on_the_embedded_store(loaded: tuple) -> None:
 
 
 def _replace_drop_and_list_a_run(virtuoso: Virtuoso) -> None:
-    remote = EndpointStore(virtuoso.query_url, chunk_bytes=512 * 1024)
-    graph = _graph(PMDA_RUNS[2])
+    """The tiny run (loaded by the fixture): drop it, load it, load it again, drop it."""
+    remote = EndpointStore(virtuoso.query_url)
+    graph = to_prov(tiny_records())
+    ask = f"ASK {{ GRAPH <{graph.graph_iri}> {{ ?s ?p ?o }} }}"
+    assert remote.query(ask) is True and graph.run_id in set(remote.runs()["run_id"])
+    assert remote.drop(graph.graph_iri) is True
+    assert remote.query(ask) is False and graph.run_id not in set(remote.runs()["run_id"])
     first = remote.load_graph(graph)
     assert not first.replaced and remote.count(graph.graph_iri) == first.triples
     again = remote.load_graph(graph)  # PUT first: replaces, does not add
     assert again.replaced and remote.count(graph.graph_iri) == first.triples
-    assert graph.run_id in set(remote.runs()["run_id"])
+    listed = remote.runs()
+    assert graph.run_id in set(listed["run_id"]) and len(listed) == 2
     assert remote.drop(graph.graph_iri) is True
     assert graph.run_id not in set(remote.runs()["run_id"])
     assert remote.count(graph.graph_iri) == 0
