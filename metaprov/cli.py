@@ -913,9 +913,7 @@ def validate_cmd(
     from metaprov.errors import ValidationError
     from metaprov.validate import validate
 
-    report = validate(
-        source, format=fmt, engine=engine, progress=progress_enabled(ctx), twin=twin
-    )
+    report = validate(source, format=fmt, engine=engine, progress=progress_enabled(ctx), twin=twin)
     if as_json:
         _echo_json(report.to_dict())
     else:

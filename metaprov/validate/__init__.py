@@ -541,11 +541,17 @@ def _compare_twin(report: ValidationReport, doc: Any, twin: Path) -> None:
 
     for rel in sorted(theirs - mine):
         report.violations.append(
-            Violation("provdm:sameRelationsAsRdf", focus(rel), "stated by the RDF twin, missing from the file")
+            Violation(
+                "provdm:sameRelationsAsRdf",
+                focus(rel),
+                "stated by the RDF twin, missing from the file",
+            )
         )
     for rel in sorted(mine - theirs):
         report.violations.append(
-            Violation("provdm:sameRelationsAsRdf", focus(rel), "stated by the file, not by the RDF twin")
+            Violation(
+                "provdm:sameRelationsAsRdf", focus(rel), "stated by the file, not by the RDF twin"
+            )
         )
 
 
