@@ -329,21 +329,21 @@ class EndpointTarget:
             params={"graph": graph},
             headers={"Accept": "application/n-triples"},
         )
-        if resp.status_code == 404:
+        if resp.status == 404:
             return set()
-        if resp.status_code >= 300:
+        if resp.status >= 300:
             self.store._fail(resp, f"reading graph <{graph}>")
-        return set(resp.content.splitlines(keepends=True))
+        return set(resp.body.splitlines(keepends=True))
 
     def _post(self, text: bytes, what: str) -> None:
         resp = self.store._request(
             "POST",
             self.update_url,
             what=what,
-            data=text,
+            body=text,
             headers={"Content-Type": "application/sparql-update; charset=utf-8"},
         )
-        if resp.status_code >= 300:
+        if resp.status >= 300:
             self.store._fail(resp, what)
 
     def apply(

@@ -133,22 +133,7 @@ def take_snapshot(run: str | Path, dest: str | Path) -> Snapshot:
     status, _ = read_status(src)
     sig: list[tuple[str, int, int]] = []
     snap = Snapshot(out, status, ())
-    for p in sorted(src.iterdir()):
-        try:
-            st = p.stat()
-        except OSError:
-            continue  # removed while we looked (the capture replacing a file)
-        if not p.is_file() or p.name.startswith("."):
-            continue
-        sig.append((p.name, st.st_size, st.st_mtime_ns))
-        target = out / p.name
-        if p.suffix == ".csv":
-            whole = whole_rows_size(p, st.st_size)
-            if whole < st.st_size:
-                snap.cut_bytes[p.name] = st.st_size - whole
-            copy_prefix(p, target, whole)
-        else:
-            _link_or_copy(p, target)
+    _copy_tree(src, out, "", sig, snap)
     parts = src / PARTS_DIR
     if parts.is_dir():
         for table in WORKER_TABLES:
@@ -163,6 +148,36 @@ def take_snapshot(run: str | Path, dest: str | Path) -> Snapshot:
                 snap.parts[table] = _merge_parts(files, out / f"{table}.csv", snap.cut_bytes)
     snap.signature = tuple(sig)
     return snap
+
+
+def _copy_tree(
+    src: Path, out: Path, prefix: str, sig: list[tuple[str, int, int]], snap: Snapshot
+) -> None:
+    """Whole rows of every CSV file, the other files as they are, sub-folders too (e.g. the
+    capture's ``environment/``), except the parts (merged instead) and hidden entries."""
+    for p in sorted(src.iterdir()):
+        if p.name.startswith(".") or (not prefix and p.name == PARTS_DIR):
+            continue
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # removed while we looked (the capture replacing a file)
+        rel = f"{prefix}{p.name}"
+        target = out / p.name
+        if p.is_dir() and not p.is_symlink():
+            target.mkdir(exist_ok=True)
+            _copy_tree(p, target, rel + "/", sig, snap)
+            continue
+        if not p.is_file():
+            continue
+        sig.append((rel, st.st_size, st.st_mtime_ns))
+        if p.suffix == ".csv":
+            whole = whole_rows_size(p, st.st_size)
+            if whole < st.st_size:
+                snap.cut_bytes[rel] = st.st_size - whole
+            copy_prefix(p, target, whole)
+        else:
+            _link_or_copy(p, target)
 
 
 def _merge_parts(files: list[Path], out: Path, cut: dict[str, int]) -> int:
