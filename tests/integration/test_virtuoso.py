@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import PMDA_RUNS
-from tinyrun import tiny_records
+from tinyrun import recomputed_records, tiny_records
 from virtuoso_server import PASSWORD, USER, Virtuoso, executables, start
 
 import metaprov
@@ -144,8 +144,27 @@ def _every_question_answers_as_on_the_embedded_store(loaded: tuple) -> None:
         ("slowest-tasks", {"prefix": "list"}),
         ("configuration", {"run_id": run_id}),
         ("file-access", {"key": LIST_TASK}),
+        # the tiny run: a retried task, a task that never ran (its dependencies' last
+        # executions), a task with two levels upstream
+        ("lineage", {"key": "err"}),
+        ("lineage", {"key": "never"}),
+        ("lineage", {"key": "x/y z"}),
     ):
         _same(run_question(remote, name, params), run_question(local, name, params), name)
+    # a run with re-executed keys (lineage rows are the executions that fed the row below),
+    # loaded for this check only
+    graph = to_prov(recomputed_records())
+    alone = EmbeddedStore(None)
+    alone.load_graph(graph)
+    remote.load_graph(graph)
+    try:
+        for key in ("x/y z", "never", "('b-1f', 0)"):
+            params = {"key": key, "run_id": graph.run_id}
+            want = run_question(alone, "lineage", params)
+            _same(run_question(remote, "lineage", params), want, f"lineage {key}")
+            assert want["attempt"].notna().any()
+    finally:
+        remote.drop(graph.graph_iri)
 
 
 def _replace_drop_and_list_a_run(virtuoso: Virtuoso) -> None:
