@@ -183,6 +183,27 @@ def tiny_records(path: str = "/runs/tiny") -> RunRecords:
     return rec
 
 
+def recomputed_records() -> RunRecords:
+    """The tiny run (run id ``tiny0002``) where ``a`` was computed again (a worker lost it:
+    attempt 1, 7 s .. 12 s, longer than the first) and ``x/y z`` then ran again from it (attempt 1
+    at 13 s); ``b`` kept the result of the first ``a``; ``never`` depends on ``x/y z``."""
+    rec = tiny_records("/runs/tiny-recomputed")
+    again = pd.DataFrame(
+        {
+            "key": [KEY_A, KEY_SLASH],
+            "attempt": pd.array([1, 1], dtype="Int64"),
+            "worker": [W2, W1],
+            "start": utc([T0 + 7, T0 + 13]),
+            "end": utc([T0 + 12, T0 + 13.5]),
+            "outcome": ["memory", "memory"],
+            "time_source": ["worker", "worker"],
+        }
+    )
+    rec.executions = conform("executions", pd.concat([rec.executions, again], ignore_index=True))
+    rec.run_id = "tiny0002"
+    return rec
+
+
 def partial_records() -> RunRecords:
     """Only graph.csv + worker_transfer.csv content, as in most ImageProcessing runs."""
     full = tiny_records("/runs/partial")

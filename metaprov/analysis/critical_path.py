@@ -289,7 +289,9 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
     runs = runs[runs["key"].isin(on_path)][["key", "worker", "start", "end"]]
     fed = feeding_executions(on_path, runs, "key").set_index("key")
     info["start"], info["end"] = fed["start"].to_numpy(), fed["end"].to_numpy()
-    info["worker"] = fed["worker"].where(fed["worker"].notna(), info["worker"].to_numpy()).to_numpy()
+    info["worker"] = (
+        fed["worker"].where(fed["worker"].notna(), info["worker"].to_numpy()).to_numpy()
+    )
     out = path_frame(keys, path, weights, info[["prefix", "worker", "start", "end"]])
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     return out

@@ -27,6 +27,8 @@ from metaprov.errors import UsageError
 
 #: A run is an outlier when its makespan is this many scaled MADs from the campaign's median.
 OUTLIER_Z = 3.5
+
+
 #: Hooks that add evidence rows to every explanation: ``hook(base_timeline, other_timeline)``
 #: returns a list of ``{"kind": ..., "detail": ...}`` (e.g. a software environment difference).
 EVIDENCE_HOOKS: list[Callable[[Timeline, Timeline], list[dict[str, Any]]]] = [software_evidence]
@@ -251,7 +253,13 @@ def _campaign_table(blames: list[Blame], ib: int, explanations: list[Explanation
     return table
 
 
-__all__ = ["EVIDENCE_HOOKS", "OUTLIER_Z", "Comparison", "compare", "read_timelines"]
+__all__ = [
+    "EVIDENCE_HOOKS",
+    "OUTLIER_Z",
+    "Comparison",
+    "compare",
+    "read_timelines",
+]
 
 from metaprov._callable import make_callable  # noqa: E402 - after compare() is defined
 

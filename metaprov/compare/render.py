@@ -172,8 +172,10 @@ def explanation_lines(ex: Explanation, top: int = 4) -> list[str]:
     rest = len(sig) - len(phrases)
     if rest > 0:
         lines.append(f"  ({rest} smaller cause(s) above the noise: see the table above)")
-    for e in ex.evidence:
+    for e in ex.evidence[:5]:
         lines.append(f"  evidence: {e.get('kind', '')}: {e.get('detail', '')}")
+    if len(ex.evidence) > 5:
+        lines.append(f"  ({len(ex.evidence) - 5} more evidence rows in --json)")
     return lines
 
 

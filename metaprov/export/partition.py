@@ -55,6 +55,8 @@ from metaprov.mapping.block import Block, Column
 from metaprov.mapping.terms import MP, PROV, RunIris, quote_array
 from metaprov.records import TABLES, RunRecords, conform
 
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+
 #: Rows per mapping block of a partition. A partition's tables hold its own keys and their
 #: dependencies (at P = 4 about 40 % of the rows are its own), and formatting a block costs
 #: several times its text, so smaller blocks than a whole run's keep a worker's peak down
@@ -464,7 +466,7 @@ class PartGraph(ProvGraph):
                 if not len(block):
                     continue
                 block = block.with_base_types()  # as ProvGraph._blocks does
-                per_task = block.rdf_type in TASK_CLASSES
+                per_task = _per_task(block, task_iri)
                 if self.part < 0:
                     if not per_task:
                         yield block
@@ -478,6 +480,18 @@ class PartGraph(ProvGraph):
                     yield block
                 elif mask.any():
                     yield _filter(block, mask)
+
+
+def _per_task(block: Block, task_iri: str) -> bool:
+    """Whether a block's rows belong to tasks (each written by its key's partition) rather than
+    to the run (written once, by the run-level part). A typed block goes by its class; a block
+    that only adds to subjects another block types (no leading ``rdf:type``, e.g. the task
+    facts' locations on executions) goes with its subjects: per task when every one is a task's
+    (``<run>/task/...``)."""
+    first = block.columns[0] if block.columns else None
+    if first is not None and first.predicate == RDF_TYPE and isinstance(first.values, str):
+        return block.rdf_type in TASK_CLASSES
+    return bool(pc.all(pc.starts_with(block.subjects, task_iri)).as_py())
 
 
 def _owner_segments(block: Block, task_iri: str) -> pa.Array:

@@ -219,7 +219,14 @@ def _linked_io(
     for li, w in mapped.worker_of_log.items():
         worker_col[li] = w
     links = links_table(
-        records.darshan.segments, seg.log, seg.start, seg.end, logs, worker_col, ex.table, d,
+        records.darshan.segments,
+        seg.log,
+        seg.start,
+        seg.end,
+        logs,
+        worker_col,
+        ex.table,
+        d,
         notes=notes,
     )
     procs = processes_table(logs, seg.log, d.status, proc_rows, worker_col)

@@ -242,6 +242,8 @@ def transfer_picks(ctx: MapContext, idx: TaskIndex) -> np.ndarray:
     """Per row of :func:`transfers_sorted`: the row of ``executions_sorted`` whose result the
     transfer copied (decision 21; -1: none recorded)."""
     versions, _ex, _rows, picks = _picks(ctx, idx)
+    if len(versions.gen) == 0:  # no execution of this part generated a version: none picked
+        return np.full(len(picks), -1, dtype=np.int64)
     return np.where(picks >= 0, versions.gen[np.maximum(picks, 0)], -1)
 
 

@@ -307,6 +307,11 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
     ]
     page.html(kv(pairs, name=f"summary{sx}"))
     page.html("<h3>Tasks per prefix</h3>")
+    if view.prefixes["compute_s"].isna().any():
+        page.html(
+            '<p class="muted">compute (s) is blank where no execution of the prefix has both '
+            "a start and an end: unknown, not zero</p>"
+        )
     page.html(
         table(
             view.prefixes.sort_values("prefix"),
@@ -446,6 +451,14 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
             ],
         )
         page.html("<h3>Per task prefix (I/O linked to tasks)</h3>")
+        if not len(bp):
+            by_rule = io.get("link", {}).get("by_rule", {})
+            why = ", ".join(f"{k} {v:,}" for k, v in sorted(by_rule.items()) if v) or "none"
+            page.html(
+                '<p class="muted">empty: no Darshan segment is linked to a task execution '
+                f"(segments by link rule: {esc(why)}; see the notes of the task stream and "
+                "docs/darshan.md for what each rule means)</p>"
+            )
         page.html(
             table(
                 bp,
@@ -557,10 +570,18 @@ def add_comparison(page: Page, views: list[RunView]) -> dict[str, Any]:
                 "workers": s["workers"]["total"],
                 "transfers": s["transfers"]["distinct"],
                 "tbytes": s["transfers"]["bytes"],
-                "critical": v.critical.attrs.get("total_seconds", 0.0),
+                # unknown (blank), not 0, when the run has no compute windows
+                "critical": None
+                if s["tasks"]["compute_seconds"] is None
+                else v.critical.attrs.get("total_seconds"),
             }
         )
     runs = pd.DataFrame(rows)
+    if runs["compute"].isna().any():
+        page.html(
+            '<p class="muted">compute and critical path are blank for a run without compute '
+            "windows (no execution has a start and an end): unknown, not zero</p>"
+        )
     page.html(
         table(
             runs,

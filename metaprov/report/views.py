@@ -264,6 +264,8 @@ def _prefix_table(
     known = ex[ex["prefix"] >= 0]
     out["executions"] = np.bincount(known["prefix"], minlength=m)
     out["compute_s"] = np.bincount(known["prefix"], weights=known["duration"], minlength=m)
+    # a prefix none of whose executions has a start and an end has unknown compute, not 0
+    out["compute_s"] = out["compute_s"].where(out["executions"] > 0)
     out["mean"] = out["compute_s"] / out["executions"].where(out["executions"] > 0)
     qs = {"min": 0.0, "p05": 0.05, "p25": 0.25, "median": 0.5, "p75": 0.75, "p95": 0.95, "max": 1.0}
     for c in qs:
@@ -273,7 +275,9 @@ def _prefix_table(
         q.columns = list(qs)
         out.loc[q.index.to_numpy(), list(qs)] = q.to_numpy()
     # Colours follow the order of compute time (the busiest prefix gets the first colour).
-    out = out.sort_values(["compute_s", "tasks", "prefix"], ascending=[False, False, True])
+    out = out.sort_values(
+        ["compute_s", "tasks", "prefix"], ascending=[False, False, True], na_position="last"
+    )
     out["code"] = out.index.to_numpy()
     out["color"] = np.arange(len(out), dtype=np.int64)
     return out.reset_index(drop=True)
@@ -281,6 +285,36 @@ def _prefix_table(
 
 # ---------------------------------------------------------------------------------------------
 # task stream
+
+#: Pseudo thread ids of the packed lanes of executions without a thread id (from the top of the
+#: uint64 range, far from any pthread id): lane j of a worker is ``_PACKED - j``.
+_PACKED = np.uint64(2**64 - 2**20)
+
+
+def _pack_unknown_threads(ex: pd.DataFrame) -> int:
+    """Give executions without a thread id (0) a lane each so that overlapping ones never share
+    one (first fit, per worker, in start order); returns how many there were. In place."""
+    unknown = ex["thread"].to_numpy() == 0
+    if not unknown.any():
+        return 0
+    sub = ex.loc[unknown, ["worker", "left", "right"]].sort_values(["worker", "left"], kind="stable")
+    lane = np.zeros(len(sub), np.uint64)
+    worker, left, right = (sub[c].to_numpy() for c in ("worker", "left", "right"))
+    ends: list[float] = []
+    for i in range(len(sub)):  # first fit: sequential by nature, only over these executions
+        if i == 0 or worker[i] != worker[i - 1]:
+            ends = []
+        for j, e in enumerate(ends):
+            if e <= left[i]:
+                ends[j] = right[i]
+                lane[i] = j
+                break
+        else:
+            ends.append(right[i])
+            lane[i] = len(ends) - 1
+    ex.loc[sub.index, "thread"] = _PACKED - lane
+    return int(unknown.sum())
+
 
 
 def _lanes(
@@ -308,9 +342,12 @@ def _lanes(
     )
     lanes = lanes.sort_values(["worker", "kind", "thread"], kind="stable").reset_index(drop=True)
     lanes["y"] = np.arange(len(lanes), dtype=np.int64)
-    known = (lanes["kind"] == 0) & (lanes["thread"] != 0)
+    packed = (lanes["kind"] == 0) & (lanes["thread"] > _PACKED - np.uint64(2**19))
+    known = (lanes["kind"] == 0) & (lanes["thread"] != 0) & ~packed
     num = (lanes[known].groupby("worker").cumcount() + 1).reindex(lanes.index)
     num = num.fillna(0).astype(np.int64).astype(str).where(known, "?")
+    slot = (_PACKED - lanes["thread"].where(packed, _PACKED).to_numpy(np.uint64)).astype(np.int64)
+    num = num.where(~packed, "? (packed " + pd.Series(slot + 1, index=lanes.index).astype(str) + ")")
     name = workers[lanes["worker"].to_numpy()] if len(lanes) else np.zeros(0, dtype=object)
     kind_text = np.array(["thread ", "transfers in", "I/O, other threads"], dtype=object)[
         lanes["kind"].to_numpy()
@@ -483,9 +520,11 @@ def _io(
     dr = records.darshan
     cols = ["path", "read", "bytes", "task", "prefix", "worker", "pthread", "left", "right"]
     if dr is None or records.io is None or not len(dr.segments):
-        return pd.DataFrame(
+        empty = pd.DataFrame(
             {c: pd.Series(dtype="float64" if c in ("left", "right") else np.int64) for c in cols}
-        ), np.zeros(0, dtype=object)
+        )
+        empty["worker_role"] = pd.Series(dtype=bool)
+        return empty, np.zeros(0, dtype=object)
     seg, links = dr.segments, records.io.segments
     # one row per file: a path on two nodes' own file systems is two (docs/model.md, decision 16)
     path, files = _codes(file_labels(dr.logs, seg["log"], seg["path"]), "(unknown)")
@@ -503,12 +542,22 @@ def _io(
                 ),
                 "worker": wpos,
                 "pthread": _thread(links["pthread"]),
+                # the segment's log is a worker process's (mapped to its worker or not)
+                "worker_role": _worker_role(dr.logs, seg["log"]),
                 "left": _secs(utc_to_us(links["start"]), t0),
                 "right": _secs(utc_to_us(links["end"]), t0),
             }
         ),
         files,
     )
+
+
+def _worker_role(logs: pd.DataFrame, seg_log: pd.Series) -> np.ndarray:
+    """Per segment: whether its Darshan log (by file name) is a worker process's."""
+    if "role" not in logs or not len(seg_log):
+        return np.zeros(len(seg_log), dtype=bool)
+    workers = logs.loc[logs["role"].astype(str) == "worker", "log"].astype(str)
+    return seg_log.astype(str).isin(set(workers)).to_numpy(dtype=bool)
 
 
 def _io_files(
@@ -720,6 +769,13 @@ def run_view(
     notes: list[str] = []
     tasks, t = _tasks(records)
     ex, workers = _executions(records, tasks, t0)
+    packed = _pack_unknown_threads(ex)
+    if packed:
+        notes.append(
+            f"task stream: {packed:,} executions have no thread id; on each worker they are "
+            "drawn on lanes 'thread ?' packed so that bars overlapping in time never share a "
+            "lane (the lanes are not the worker's threads)"
+        )
     not_timed = len(records.executions) - len(ex)
     if not_timed:
         notes.append(f"{not_timed:,} execution(s) have no start or end time and are not drawn")
@@ -825,9 +881,25 @@ def run_view(
             f"(segments of one thread less than {igap * 1e3:.3g} ms apart merged)"
         )
     if len(io) > len(io_w):
-        notes.append(
-            f"I/O: {len(io) - len(io_w):,} segments of processes that are not workers are not drawn on the task stream"
-        )
+        drawn_not = io[~((io["worker"] >= 0) & io["left"].notna())]
+        untimed = int(drawn_not["left"].isna().sum())
+        timed = drawn_not[drawn_not["left"].notna()]
+        of_workers = int(timed["worker_role"].sum())
+        others = len(timed) - of_workers
+        if of_workers:
+            notes.append(
+                f"I/O: {of_workers:,} segments of worker processes are not drawn on the task "
+                "stream: their log could not be matched to a worker (the match goes by the "
+                "thread ids of its task executions; a log without thread ids, or whose threads "
+                "ran no task, has none), so no lane is theirs"
+            )
+        if others:
+            notes.append(
+                f"I/O: {others:,} segments of processes that are not workers (nanny, "
+                "scheduler, launcher, ...) are not drawn on the task stream"
+            )
+        if untimed:
+            notes.append(f"I/O: {untimed:,} segments have no time and are not drawn")
 
     occ, dw = _occupancy(ex, len(workers), span, OCCUPANCY_BINS)
     wt = records.workers.drop_duplicates("address")
@@ -928,8 +1000,15 @@ def facts(view: RunView) -> dict[str, Any]:
         "lanes": {
             "total": len(view.lanes),
             "threads": view.lanes.count("thread"),
+            # lanes of executions without a thread id (packed so that none overlap)
             "threads_unknown": int(
-                ((view.lanes.table["kind"] == "thread") & (view.lanes.table["thread"] == 0)).sum()
+                (
+                    (view.lanes.table["kind"] == "thread")
+                    & (
+                        (view.lanes.table["thread"] == 0)
+                        | (view.lanes.table["thread"] > _PACKED - np.uint64(2**19))
+                    )
+                ).sum()
             ),
             "transfers": view.lanes.count("transfers"),
             "io": view.lanes.count("io"),
@@ -946,7 +1025,7 @@ def facts(view: RunView) -> dict[str, Any]:
                 "executions": int(r.executions),
                 "erred": int(r.erred),
                 "retried": int(r.retried),
-                "compute_s": round(float(r.compute_s), 6),
+                "compute_s": None if pd.isna(r.compute_s) else round(float(r.compute_s), 6),
             }
             for r in p.sort_values("prefix").itertuples()
         },

@@ -185,11 +185,12 @@ def _column(cells: list[dict[str, Any] | None]) -> pd.Series:
     if bound and all(c.get("type") in ("literal", "typed-literal") for c in bound):
         types = {c.get("datatype") for c in bound}
         if types <= _INT_TYPES or (
-            # integers a server keeps as decimals (Virtuoso: above 2^31) beside true integers
+            # integers a server keeps as decimals (Virtuoso 7.2: those past 2^31) beside true
+            # integers: the column stays integer (a decimal such as 2.0 never does)
             types <= _INT_TYPES | {XSD + "decimal"}
             and types & _INT_TYPES
             and all(
-                _INTEGRAL.match(str(c.get("value", "")))
+                _big_integral(str(c.get("value", "")))
                 for c in bound
                 if c.get("datatype") == XSD + "decimal"
             )
@@ -216,6 +217,10 @@ def _column(cells: list[dict[str, Any] | None]) -> pd.Series:
 
 
 _INTEGRAL = re.compile(r"^[+-]?[0-9]+(?:\.0*)?$")
+
+
+def _big_integral(text: str) -> bool:
+    return bool(_INTEGRAL.match(text)) and abs(int(text.split(".")[0])) >= 2**31
 
 
 def _integers(ints: list[int | None]) -> pd.Series:

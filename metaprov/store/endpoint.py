@@ -433,7 +433,18 @@ class EndpointStore(Store):
         return dict(data)
 
     def _ask(self, text: str) -> bool:
-        return bool(self._select_json(text).get("boolean"))
+        data = self._select_json(text)
+        if "boolean" in data:
+            return bool(data["boolean"])
+        # Virtuoso 7.2 answers ASK as a one-row SELECT of ?__ASK_RETVAL (1 or 0).
+        rows = data.get("results", {}).get("bindings", [])
+        if data.get("head", {}).get("vars") == ["__ASK_RETVAL"] and len(rows) <= 1:
+            return bool(rows) and rows[0].get("__ASK_RETVAL", {}).get("value") in ("1", "true")
+        raise StoreError(
+            f"the SPARQL server at {redact(self.endpoint.query)} answered an ASK query without "
+            "true or false",
+            hint="is this URL the query endpoint?",
+        )
 
     def _select_csv(self, text: str) -> bytes:
         if not self.virtuoso:

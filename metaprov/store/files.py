@@ -77,7 +77,7 @@ def _rdf_format(path: Path, format: str | None) -> Any:
             raise InputError(
                 f"cannot tell the RDF format of {path.name!r} from its suffix",
                 path=path,
-                hint=f"{LOADABLE} (the suffix gives the format; in Python: "
+                hint=f"rename it with the suffix of its format: {LOADABLE} (in Python: "
                 "Store.load_file(path, format=...))",
             ) from None
     fmt = ox_format(f.name)

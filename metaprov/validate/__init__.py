@@ -42,8 +42,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metaprov")
 
-#: Largest graph (triples) validated with pyshacl under ``engine="auto"``.
-SHACL_LIMIT = 300_000
+#: Largest graph (triples) validated with pyshacl under ``engine="auto"``: none (0). Measured
+#: (docs/benchmarks.md, "Validation engines by size"): pyshacl costs the most CPU at every size
+#: (1.5x to 4.7x the columnar engine's from 4,254 to 39,747 triples, 14x at 238,553), and the
+#: columnar engine is the cheapest or within 0.25 s of the cheapest at every size measured.
+SHACL_LIMIT = 0
 ENGINES = ("auto", "shacl", "sparql", "columnar")
 _MAX_LISTED = 50
 
@@ -138,7 +141,8 @@ def validate(
         source: an export file, a run directory (exported in memory first), RunRecords or a
             ProvGraph.
         format: the file's format when its suffix does not tell (same names as ``export``).
-        engine: ``auto`` (pyshacl up to :data:`SHACL_LIMIT` triples, columnar above),
+        engine: ``auto`` (the columnar engine: cheapest by measured cost at every size;
+            pyshacl up to :data:`SHACL_LIMIT` triples when that is raised above 0),
             ``shacl``, ``columnar`` or ``sparql``; the report's notes say which ran and why.
         progress: show a progress bar over the checks (stderr).
         twin: for a PROV-N/JSON/XML file, the RDF export (or run directory, exported with the
@@ -333,11 +337,18 @@ def _why(engine: str, chosen: str, n: int) -> str:
             f"engine shacl (pyshacl): {n:,} triples, within its limit of {SHACL_LIMIT:,} "
             "(give --engine columnar or --engine sparql for the same checks at any size)"
         )
+    if SHACL_LIMIT > 0:
+        return (
+            f"engine columnar: {n:,} triples, more than pyshacl's limit of {SHACL_LIMIT:,} "
+            "(pyshacl holds everything in memory at ~1 KB per triple); the same constraints "
+            "run as joins over the export's triples read column-wise (no triple store; "
+            "--engine sparql runs them as SPARQL queries in Oxigraph)"
+        )
     return (
-        f"engine columnar: {n:,} triples, more than pyshacl's limit of {SHACL_LIMIT:,} "
-        "(pyshacl holds everything in memory at ~1 KB per triple); the same constraints "
-        "run as joins over the export's triples read column-wise (no triple store; "
-        "--engine sparql runs them as SPARQL queries in Oxigraph)"
+        f"engine columnar: {n:,} triples; the cheapest engine by measured cost at every size "
+        "(pyshacl takes 1.5x to 14x its CPU time): the shapes and constraints run as joins "
+        "over the export's triples read column-wise (--engine shacl runs pyshacl, --engine "
+        "sparql the same checks as SPARQL queries in Oxigraph)"
     )
 
 
@@ -541,11 +552,17 @@ def _compare_twin(report: ValidationReport, doc: Any, twin: Path) -> None:
 
     for rel in sorted(theirs - mine):
         report.violations.append(
-            Violation("provdm:sameRelationsAsRdf", focus(rel), "stated by the RDF twin, missing from the file")
+            Violation(
+                "provdm:sameRelationsAsRdf",
+                focus(rel),
+                "stated by the RDF twin, missing from the file",
+            )
         )
     for rel in sorted(mine - theirs):
         report.violations.append(
-            Violation("provdm:sameRelationsAsRdf", focus(rel), "stated by the file, not by the RDF twin")
+            Violation(
+                "provdm:sameRelationsAsRdf", focus(rel), "stated by the file, not by the RDF twin"
+            )
         )
 
 

@@ -343,7 +343,14 @@ def document_from_rdf(g: Any, ns: dict[str, str]) -> ProvDocument:
     keyed = []
     for rtype, ident, attrs in records:
         attrs = sorted(attrs, key=lambda a: (str(a[0]), str(a[1])))
-        keyed.append(((str(rtype), str(ident or ""), [(str(a), str(v)) for a, v in attrs]), rtype, ident, attrs))
+        keyed.append(
+            (
+                (str(rtype), str(ident or ""), [(str(a), str(v)) for a, v in attrs]),
+                rtype,
+                ident,
+                attrs,
+            )
+        )
     keyed.sort(key=lambda k: k[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import PMDA_RUNS
-from tinyrun import tiny_records
+from tinyrun import recomputed_records, tiny_records
 from virtuoso_server import PASSWORD, USER, Virtuoso, executables, start
 
 import metaprov
@@ -144,18 +144,43 @@ def _every_question_answers_as_on_the_embedded_store(loaded: tuple) -> None:
         ("slowest-tasks", {"prefix": "list"}),
         ("configuration", {"run_id": run_id}),
         ("file-access", {"key": LIST_TASK}),
+        # the tiny run: a retried task, a task that never ran (its dependencies' last
+        # executions), a task with two levels upstream
+        ("lineage", {"key": "err"}),
+        ("lineage", {"key": "never"}),
+        ("lineage", {"key": "x/y z"}),
     ):
         _same(run_question(remote, name, params), run_question(local, name, params), name)
+    # a run with re-executed keys (lineage rows are the executions that fed the row below),
+    # loaded for this check only
+    graph = to_prov(recomputed_records())
+    alone = EmbeddedStore(None)
+    alone.load_graph(graph)
+    remote.load_graph(graph)
+    try:
+        for key in ("x/y z", "never", "('b-1f', 0)"):
+            params = {"key": key, "run_id": graph.run_id}
+            want = run_question(alone, "lineage", params)
+            _same(run_question(remote, "lineage", params), want, f"lineage {key}")
+            assert want["attempt"].notna().any()
+    finally:
+        remote.drop(graph.graph_iri)
 
 
 def _replace_drop_and_list_a_run(virtuoso: Virtuoso) -> None:
-    remote = EndpointStore(virtuoso.query_url, chunk_bytes=512 * 1024)
-    graph = _graph(PMDA_RUNS[2])
+    """The tiny run (loaded by the fixture): drop it, load it, load it again, drop it."""
+    remote = EndpointStore(virtuoso.query_url)
+    graph = to_prov(tiny_records())
+    ask = f"ASK {{ GRAPH <{graph.graph_iri}> {{ ?s ?p ?o }} }}"
+    assert remote.query(ask) is True and graph.run_id in set(remote.runs()["run_id"])
+    assert remote.drop(graph.graph_iri) is True
+    assert remote.query(ask) is False and graph.run_id not in set(remote.runs()["run_id"])
     first = remote.load_graph(graph)
     assert not first.replaced and remote.count(graph.graph_iri) == first.triples
     again = remote.load_graph(graph)  # PUT first: replaces, does not add
     assert again.replaced and remote.count(graph.graph_iri) == first.triples
-    assert graph.run_id in set(remote.runs()["run_id"])
+    listed = remote.runs()
+    assert graph.run_id in set(listed["run_id"]) and len(listed) == 2
     assert remote.drop(graph.graph_iri) is True
     assert graph.run_id not in set(remote.runs()["run_id"])
     assert remote.count(graph.graph_iri) == 0

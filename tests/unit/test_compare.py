@@ -360,3 +360,28 @@ def test_json_schema() -> None:
     import json
 
     json.dumps(d)  # JSON types only
+
+
+def test_package_changes_are_evidence() -> None:
+    """The recorded software of both runs: a package upgraded is named beside the causes."""
+
+    def software(version: str) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "process": ["worker-1-x"] * 2,
+                "role": ["worker"] * 2,
+                "manager": ["pip"] * 2,
+                "name": ["numpy", "dask"],
+                "version": [version, "2024.1.0"],
+            }
+        )
+
+    a, b = chain(8, 0.1, label="a"), chain(8, 0.15, label="b")
+    a.software, b.software = software("1.26.4"), software("2.1.0")
+    c = compare([a, b])
+    ev = c.pair.evidence
+    assert [(e["kind"], e["package"], e["before"], e["after"]) for e in ev] == [
+        ("software", "numpy", "1.26.4", "2.1.0")
+    ]
+    assert "evidence: software: numpy 1.26.4 -> 2.1.0 between run a and run b" in c.text()
+    assert c.to_dict()["evidence"][0]["detail"] == ev[0]["detail"]

@@ -199,6 +199,11 @@ def test_multi_step_rows_are_passed_as_terms() -> None:
 @pytest.mark.parametrize("q", [q for q in questions() if q.text], ids=lambda q: q.name)
 def test_each_question_runs_on_an_empty_store(q) -> None:
     params = {p.name: SAMPLE.get(p.type, "5") for p in q.params if p.required}
+    if {"key", "prefix", "run_id"} & set(params):
+        # a value the store does not hold is a typo, not "no results" (issue 29)
+        with pytest.raises(QueryError, match=r"no (task key|task prefix|run) .* in the store"):
+            run_question(EmbeddedStore(None), q.name, params)
+        return
     df = run_question(EmbeddedStore(None), q.name, params)
     assert isinstance(df, pd.DataFrame) and len(df) == 0
 

@@ -88,10 +88,75 @@ def test_lineage_is_the_task_and_every_ancestor(loaded) -> None:
     assert (few["relation"] == "upstream").sum() == 3 and (few["relation"] == "self").sum() == 1
     # issue 25: nearest first, with the distance (edges from the task) as a column
     depth = nx.single_source_shortest_path_length(dag.reverse(), key)
-    got = dict(zip(tasks["item"], tasks["distance"].astype(int), strict=True))
+    # (a key appears once per execution that fed the lineage: its nearest is its distance)
+    got = tasks.groupby("item")["distance"].min().astype(int).to_dict()
     assert got == {k: depth[k] for k in got} and got[key] == 0
     assert tasks["distance"].astype(int).is_monotonic_increasing
     assert lin["distance"].astype(int).is_monotonic_increasing
+    # each row is one execution: an attempt of its key
+    assert tasks["attempt"].notna().all()
+
+
+def _recomputed_store() -> EmbeddedStore:
+    from tinyrun import recomputed_records
+
+    store = EmbeddedStore(None)
+    store.load_graph(to_prov(recomputed_records()))
+    return store
+
+
+def _fed_in_time_order(lin, deps: dict[str, set[str]]) -> list[str]:
+    """Rows of a lineage answer that no row one level nearer (a task depending on it) can have
+    used: the row ends after every such row started (a row below that never ran has no start:
+    anything may have fed it)."""
+    import pandas as pd
+
+    tasks = lin[lin["kind"] == "task"].copy()
+    tasks["start"] = pd.to_datetime(tasks["start"], utc=True)
+    tasks["end"] = tasks["start"] + pd.to_timedelta(tasks["duration"].astype(float), unit="s")
+    bad = []
+    for row in tasks[tasks["relation"] == "upstream"].itertuples():
+        feeds = [k for k, up in deps.items() if row.item in up]
+        below = tasks[(tasks["distance"] == row.distance - 1) & tasks["item"].isin(feeds)]
+        if not len(below) or not (below["start"].isna() | (below["start"] >= row.end)).any():
+            bad.append(f"{row.item} at distance {row.distance}: {row.start} + {row.duration} s")
+    return bad
+
+
+def test_lineage_rows_are_the_executions_that_fed_the_row_below() -> None:
+    """Issue 25: a key executed again (a longer attempt, after the task it had fed) made its
+    lineage row end after the task it feeds began (first start of any attempt, longest
+    duration). Each row is now the execution whose result the row below used: the task itself
+    its last execution; a key that fed two executions appears once for each."""
+    import pandas as pd
+    from tinyrun import KEY_A, KEY_B, KEY_NEVER, KEY_SLASH, T0, W1, W2, utc
+
+    store = _recomputed_store()
+    deps = {KEY_B: {KEY_A}, KEY_SLASH: {KEY_A, KEY_B}, KEY_NEVER: {KEY_SLASH}}
+    lin = run_question(store, "lineage", {"key": KEY_SLASH})
+    assert _fed_in_time_order(lin, deps) == []
+    got = [
+        (r.item, int(r.distance), int(r.attempt), pd.Timestamp(r.start)) for r in lin.itertuples()
+    ]
+    at = utc([T0 + 13, T0 + 2, T0 + 7, T0 + 1])
+    assert got == [  # nearest first, then by start
+        (KEY_SLASH, 0, 1, at[0]),  # the last execution of the task itself
+        (KEY_B, 1, 0, at[1]),
+        (KEY_A, 1, 1, at[2]),  # the second a fed it
+        (KEY_A, 2, 0, at[3]),  # the first a fed b
+    ]
+    assert lin["duration"].astype(float).tolist() == [0.5, 0.5, 5.0, 0.5]
+    assert lin["worker"].tolist() == [W1, W1, W2, W1]
+    # a task that never ran: its dependencies' last executions, then what fed them
+    never = run_question(store, "lineage", {"key": KEY_NEVER})
+    assert _fed_in_time_order(never, deps) == []
+    assert [(r.item, r.attempt) for r in never.itertuples()][:2] == [
+        (KEY_NEVER, pd.NA),
+        (KEY_SLASH, 1),
+    ]
+    assert len(never) == 5
+    # a limit counts executions upstream
+    assert len(run_question(store, "lineage", {"key": KEY_SLASH, "limit": "2"})) == 3
 
 
 WALK = """# title: reachable
