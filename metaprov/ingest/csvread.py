@@ -59,6 +59,11 @@ class CsvTable:
         return CsvTable(self.name, self.table.filter(pa.array(mask)), self.lines[mask])
 
 
+# Unknown columns named one warning each; beyond this, one summary warning (a header of 10^5
+# columns must not make 10^5 accounting entries).
+_MAX_EXTRA_WARNINGS = 20
+
+
 def _header(path: Path) -> list[str]:
     with path.open("rb") as fh:
         first = fh.readline()
@@ -123,12 +128,25 @@ def _read_csv(
     for c in optional:
         if c not in header:
             acct.warn(name, "missing optional column (values treated as absent)", line=1, column=c)
-    dupes = {c for c in header if header.count(c) > 1}
+    # Linear in the header's width (a hostile header may hold 10^6 names): one pass to count.
+    seen: set[str] = set()
+    dupes: set[str] = set()
+    for c in header:
+        (dupes if c in seen else seen).add(c)
     if dupes:
-        raise InputError(f"duplicate column name(s) {sorted(dupes)}", path=path, line=1)
+        shown = sorted(dupes)
+        more = f" and {len(shown) - 10} more" if len(shown) > 10 else ""
+        raise InputError(f"duplicate column name(s) {shown[:10]}{more}", path=path, line=1)
     extra = [c for c in header if c not in known and c != ""]
-    for c in extra:
+    for c in extra[:_MAX_EXTRA_WARNINGS]:
         acct.warn(name, "unknown extra column ignored", line=1, column=c)
+    if len(extra) > _MAX_EXTRA_WARNINGS:
+        acct.warn(
+            name,
+            "unknown extra columns ignored",
+            line=1,
+            detail=f"{len(extra) - _MAX_EXTRA_WARNINGS} more beyond the {_MAX_EXTRA_WARNINGS} named",
+        )
 
     if select is not None and not large_rows:
         try:
