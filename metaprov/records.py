@@ -406,6 +406,7 @@ class Accounting:
     def __init__(self) -> None:
         self.files: dict[str, FileAccount] = {}
         self._issues: list[pd.DataFrame] = []
+        self._pending: list[tuple[str, int | None, str | None, str, str]] = []
         self.notes: list[str] = []
 
     def file(self, name: str) -> FileAccount:
@@ -437,6 +438,7 @@ class Accounting:
             acct = self.file(name)
             acct.not_used[reason] = acct.not_used.get(reason, 0) + int(lines_arr.size)
         det = detail if isinstance(detail, str) else list(detail)
+        self._flush()
         self._issues.append(
             pd.DataFrame(
                 {
@@ -460,17 +462,9 @@ class Accounting:
         detail: str = "",
     ) -> None:
         """Record a finding that does not remove a row (kept with a warning)."""
-        self._issues.append(
-            pd.DataFrame(
-                {
-                    "file": [name],
-                    "line": pd.array([line], dtype="Int64"),
-                    "column": [column],
-                    "reason": [reason],
-                    "detail": [detail],
-                }
-            )
-        )
+        # Kept as a plain row until the next drop() or read of the findings: a DataFrame per
+        # warning made 10^4 warnings (one per empty Darshan log) cost minutes.
+        self._pending.append((name, line, column, reason, detail))
         log.warning(
             "%s%s: %s%s",
             name,
@@ -480,6 +474,24 @@ class Accounting:
             extra=REPORTED,
         )
 
+    def _flush(self) -> None:
+        """Move the pending warnings into one findings table (keeps the order of the calls)."""
+        if not self._pending:
+            return
+        name, line, column, reason, detail = zip(*self._pending, strict=True)
+        self._pending = []
+        self._issues.append(
+            pd.DataFrame(
+                {
+                    "file": list(name),
+                    "line": pd.array(list(line), dtype="Int64"),
+                    "column": list(column),
+                    "reason": list(reason),
+                    "detail": list(detail),
+                }
+            )
+        )
+
     def note(self, text: str) -> None:
         self.notes.append(text)
         log.info(text)
@@ -487,6 +499,7 @@ class Accounting:
     @property
     def issues(self) -> pd.DataFrame:
         """Every finding: file, line, column, reason, detail."""
+        self._flush()
         if not self._issues:
             return pd.DataFrame({c: pd.Series(dtype=object) for c in ISSUE_COLUMNS})
         return pd.concat(self._issues, ignore_index=True)
@@ -498,6 +511,7 @@ class Accounting:
         # a file with findings but no rows (a configuration file that is not UTF-8, a
         # workers_info.csv that cannot be parsed) is listed too: no finding goes unreported
         names = set(self.files) | {str(n) for n in issues["file"].dropna().unique()}
+        findings = _findings_by_file(issues, max_examples)
         for name in sorted(names):
             acct = self.files.get(name) or FileAccount(name)
             entry: dict[str, Any] = {
@@ -506,31 +520,45 @@ class Accounting:
                 "rows_used": acct.rows_used,
                 "not_used": dict(sorted(acct.not_used.items())),
             }
-            sub = issues[issues["file"] == name]
-            if len(sub):
-                findings = []
-                for reason, grp in sub.groupby("reason", sort=True):
-                    ex = grp.head(max_examples)
-                    findings.append(
-                        {
-                            "reason": reason,
-                            "count": len(grp),
-                            "examples": [
-                                {
-                                    "line": None if pd.isna(r.line) else int(r.line),
-                                    "column": None
-                                    if r.column is None
-                                    or (isinstance(r.column, float) and np.isnan(r.column))
-                                    else r.column,
-                                    "detail": r.detail,
-                                }
-                                for r in ex.itertuples()
-                            ],
-                        }
-                    )
-                entry["findings"] = findings
+            if name in findings:
+                entry["findings"] = findings[name]
             out["files"][name] = entry
         return out
+
+
+def _findings_by_file(issues: pd.DataFrame, max_examples: int) -> dict[str, list[dict[str, Any]]]:
+    """Per file, its findings grouped by reason (sorted), each with its count and the first
+    ``max_examples`` locations in the order found. One pass over the table for all files (a
+    scan per file made 10^4 Darshan logs cost minutes)."""
+    iss = issues[issues["file"].notna()]
+    if not len(iss):
+        return {}
+    iss = iss.assign(_f=iss["file"].astype(str)).reset_index(drop=True)
+    groups = iss.groupby(["_f", "reason"], sort=True)
+    sizes = groups.size()
+    ex = iss[groups.cumcount().to_numpy() < max_examples]
+    ex = ex.sort_values(["_f", "reason"], kind="stable")
+    line = ex["line"].astype(object).where(ex["line"].notna(), None).tolist()
+    examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f, r, ln, col, det in zip(
+        ex["_f"].tolist(),
+        ex["reason"].tolist(),
+        line,
+        ex["column"].tolist(),
+        ex["detail"].tolist(),
+        strict=True,
+    ):
+        if isinstance(col, float) and np.isnan(col):
+            col = None
+        examples.setdefault((f, r), []).append(
+            {"line": None if ln is None else int(ln), "column": col, "detail": det}
+        )
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (f, r), count in sizes.items():
+        out.setdefault(f, []).append(
+            {"reason": r, "count": int(count), "examples": examples[(f, r)]}
+        )
+    return out
 
 
 def text_columns(df: pd.DataFrame, *, digits: int | None = None) -> pd.DataFrame:
