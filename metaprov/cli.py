@@ -1354,8 +1354,8 @@ def drop_cmd(
     \b
     Example:
       metaprov runs --store prov-store
-      metaprov drop c9a65b8b915a081d --store prov-store
-      metaprov drop c9a65b8b915a081d --endpoint http://127.0.0.1:7878/query
+      metaprov drop 3a11b3998b3a66d8 --store prov-store
+      metaprov drop 3a11b3998b3a66d8 --endpoint http://127.0.0.1:7878/query
     """
     from metaprov.store import drop
 
