@@ -635,7 +635,8 @@ def query_cmd(
 @click.option(
     "--anonymous",
     is_flag=True,
-    help="Leave host names and user names out of the environment records (environment/).",
+    help="Leave host names and user names out of the records (environment/, metaprov-run.json, "
+    "workers_info.csv).",
 )
 @click.pass_context
 def capture_cmd(
