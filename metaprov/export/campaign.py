@@ -458,9 +458,9 @@ def export_campaign(
     base = _checked_base(format, base, detail, io_detail)
     found = find_runs([runs] if isinstance(runs, (str, Path)) else list(runs))
     out = Path(output)
-    _prepare_output(out)
-    if partitions < 1:
+    if partitions < 1:  # before anything is created
         raise UsageError("--partitions must be at least 1")
+    _prepare_output(out)
     options = {
         "base": base,
         "detail": detail,
