@@ -30,7 +30,7 @@ OUT = ROOT / "docs" / "queries.md"
 
 _HEADER_LINE = re.compile(r"^#\s*(title|description|param|example|needs)\s*:")
 
-_RUN = "https://w3id.org/metaprov/id/run/c9a65b8b915a081d"
+_RUN = "https://w3id.org/metaprov/id/run/3a11b3998b3a66d8"
 _MP = "https://w3id.org/metaprov/ns#"
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 
@@ -133,7 +133,7 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   json` the notes go to stderr.
 - **Values the store does not hold**: a `run_id`, `key` or `prefix` that no run in the store has
   is an error, not an empty answer: `Error: no run 'nope' in the store` with the nearest runs
-  (`hint: nearest runs in the store: c9a65b8b915a081d (run)`), `no task key 'nonexistent' in
+  (`hint: nearest runs in the store: 3a11b3998b3a66d8 (run)`), `no task key 'nonexistent' in
   the store` with the nearest keys, `no task prefix ...` with the nearest prefixes (exit code 7).
   An empty answer for values the store holds stays `(no results)` with exit code 0.
 - **Export files** for `--file` (and `metaprov load`): N-Quads, N-Triples, Turtle, TriG, JSON-LD

@@ -9,15 +9,28 @@ once and succeeds on its retry, and a dask.array reduction (tuple keys)::
 
     python examples/capture_example.py examples/run --overwrite
     metaprov inspect examples/run
+
+It records with ``anonymous=True`` (no host or user names in the files, so the bundled example can
+be published) and with the task facts on (``task_function.csv``, ``worker_result.csv``: the
+function of every task group, the result or exception of every attempt). After recording it checks
+that this machine's host name and user name appear in none of the files it wrote, and fails if
+they do.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import getpass
 import hashlib
+import io
+import json
 import os
+import re
+import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dask.array as da
@@ -58,11 +71,51 @@ def validate(value: int) -> None:
     raise ValueError(f"total {value} is not a multiple of 1000")
 
 
-def workload(client: Client, directory: Path, *, overwrite: bool = False) -> dict:
+def leaks(directory: Path) -> list[str]:
+    """Where the files under ``directory`` name this machine's host or user.
+
+    Looks at values only (every CSV cell, every JSON string value, not the JSON keys), split into
+    words at anything but letters, digits, ``_``, ``.`` and ``-``: ``tcp://vm:8786`` names host
+    ``vm``, ``/home/ann/x`` names user ``ann``; the key ``"root"`` does not name user ``root``."""
+    names = {"host": socket.gethostname()}
+    try:
+        names["user"] = getpass.getuser()
+    except Exception:  # no passwd entry (containers)
+        pass
+
+    def strings(value: object) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from strings(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from strings(v)
+
+    found = []
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            values = list(strings(json.loads(text)))
+        else:
+            values = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+        words = {w for v in values for w in re.split(r"[^A-Za-z0-9_.-]+", v)}
+        found += [
+            f"{what} {name!r} in {path.relative_to(directory)}"
+            for what, name in names.items()
+            if name in words
+        ]
+    return found
+
+
+def workload(
+    client: Client, directory: Path, *, overwrite: bool = False, anonymous: bool = True
+) -> dict:
     """Run the workload under capture on a client with two workers; return the capture summary."""
     workdir = tempfile.mkdtemp(prefix="metaprov-example-")
     w0, w1 = sorted(client.scheduler_info()["workers"])[:2]
-    with record(client, directory, overwrite=overwrite) as cap:
+    with record(client, directory, overwrite=overwrite, anonymous=anonymous) as cap:
         # Measurements alternate between the two workers ...
         samples = [
             client.submit(measure, i, workdir, key=("measure", i), workers=[(w0, w1)[i % 2]])
@@ -89,7 +142,7 @@ def workload(client: Client, directory: Path, *, overwrite: bool = False) -> dic
     return cap.summary
 
 
-def run(directory: Path, *, overwrite: bool = False) -> dict:
+def run(directory: Path, *, overwrite: bool = False, anonymous: bool = True) -> dict:
     """Start a LocalCluster, run the workload under capture, return the capture summary."""
     with (
         LocalCluster(
@@ -101,15 +154,21 @@ def run(directory: Path, *, overwrite: bool = False) -> dict:
         ) as cluster,
         Client(cluster) as client,
     ):
-        return workload(client, directory, overwrite=overwrite)
+        summary = workload(client, directory, overwrite=overwrite, anonymous=anonymous)
+    if anonymous and (found := leaks(directory)):
+        raise SystemExit("anonymous capture still names this machine: " + "; ".join(found))
+    return summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path, help="run directory to write, e.g. examples/run")
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier capture there")
+    parser.add_argument(
+        "--named", action="store_true", help="keep host and user names (default: anonymous)"
+    )
     args = parser.parse_args()
-    run(args.directory, overwrite=args.overwrite)
+    run(args.directory, overwrite=args.overwrite, anonymous=not args.named)
 
 
 if __name__ == "__main__":

@@ -635,7 +635,8 @@ def query_cmd(
 @click.option(
     "--anonymous",
     is_flag=True,
-    help="Leave host names and user names out of the environment records (environment/).",
+    help="Leave host names and user names out of the records (environment/, metaprov-run.json, "
+    "workers_info.csv).",
 )
 @click.pass_context
 def capture_cmd(
@@ -1354,8 +1355,8 @@ def drop_cmd(
     \b
     Example:
       metaprov runs --store prov-store
-      metaprov drop c9a65b8b915a081d --store prov-store
-      metaprov drop c9a65b8b915a081d --endpoint http://127.0.0.1:7878/query
+      metaprov drop 3a11b3998b3a66d8 --store prov-store
+      metaprov drop 3a11b3998b3a66d8 --endpoint http://127.0.0.1:7878/query
     """
     from metaprov.store import drop
 

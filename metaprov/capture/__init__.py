@@ -143,7 +143,8 @@ def record(
         environment: record what each process ran in (interpreter, installed distributions,
             venv/conda, container, batch job, host; for this client also its script and git
             state) under ``<directory>/environment/`` (see ``docs/capture.md``, *Environment*).
-        anonymous: leave host names and user names out of those records.
+        anonymous: leave host names and user names out of those records, and out of
+            ``metaprov-run.json`` and ``workers_info.csv``.
 
     Yields:
         A :class:`Capture`; its ``summary`` is filled when the block exits.

@@ -555,13 +555,13 @@ class SchedulerCapture(SchedulerPlugin):
             "stopped_epoch": stopped,
             "updated": utc_stamp(updated := now()),
             "updated_epoch": updated,
-            "user": _user(),
+            "user": None if self.anonymous else _user(),
             # Versions of the scheduler's process; each worker's are in workers_info.csv.
             "versions": {**versions(), "platform": platform.platform()},
             "scheduler": {
                 "address": self._address,
                 "pid": os.getpid(),
-                "hostname": socket.gethostname(),
+                "hostname": None if self.anonymous else socket.gethostname(),
                 **versions(),
                 "config_sha256": self._config_sha,
             },

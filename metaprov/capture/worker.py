@@ -190,6 +190,10 @@ class WorkerCapture(WorkerPlugin):
         environment = (
             self.environment if self.environment is not None else meta.get("environment", True)
         )
+        # anonymous: no host name in workers_info.csv either (as in the environment records)
+        self.anonymous = bool(
+            self.anonymous if self.anonymous is not None else meta.get("anonymous")
+        )
         if environment:
             from metaprov.capture.environment import Background
 
@@ -197,9 +201,7 @@ class WorkerCapture(WorkerPlugin):
             self._env_job = Background(
                 self.run_dir,
                 "worker",
-                anonymous=bool(
-                    self.anonymous if self.anonymous is not None else meta.get("anonymous")
-                ),
+                anonymous=self.anonymous,
                 process={
                     "address": self.address,
                     "name": None if worker.name is None else str(worker.name),
@@ -408,7 +410,7 @@ class WorkerCapture(WorkerPlugin):
             "worker": self.address,
             "name": None if w.name is None else str(w.name),
             "pid": os.getpid(),
-            "hostname": socket.gethostname(),
+            "hostname": None if self.anonymous else socket.gethostname(),
             "nthreads": int(w.state.nthreads),
             "memory_limit": None if memory_limit is None else int(memory_limit),
             "local_directory": str(w.local_directory),

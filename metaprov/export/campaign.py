@@ -452,12 +452,49 @@ def export_campaign(
     Example:
         >>> export_campaign(["runs/"], "out", local_workers=2).manifest["totals"]  # doctest: +SKIP
     """
-    from metaprov.export.backend import choose_backend, open_backend, run_tasks
+    from metaprov.export.backend import choose_backend
+
+    t0 = time.perf_counter()
+    base = _checked_base(format, base, detail, io_detail)
+    found = find_runs([runs] if isinstance(runs, (str, Path)) else list(runs))
+    out = Path(output)
+    if partitions < 1:  # before anything is created
+        raise UsageError("--partitions must be at least 1")
+    _prepare_output(out)
+    options = {
+        "base": base,
+        "detail": detail,
+        "io_detail": io_detail,
+        "darshan": darshan,
+        "partitions": partitions,
+    }
+    jobs = _jobs(found, out, options, partitions)
+    chosen = choose_backend(
+        found,
+        backend=backend,
+        scheduler=scheduler,
+        local_workers=local_workers,
+        partitions=partitions,
+    )
+    if announce is not None:
+        announce(chosen.describe())
+    log.info("%s", chosen.describe())
+    ordered = _run_jobs(chosen, jobs, partitions, progress)
+    manifest = _manifest(options, chosen, ordered, t0)
+    path = out / MANIFEST
+    _write_json(path, manifest)
+    result = CampaignResult(manifest, path, chosen, ordered)
+    if raise_on_failure and result.failed:
+        raise _failure(result, path)
+    return result
+
+
+def _checked_base(format: str | None, base: str | None, detail: str, io_detail: str) -> str:
+    """Check the export options of a campaign; return the base IRI, without its trailing ``/``."""
     from metaprov.mapping import DETAILS, IO_DETAILS, _check_base
     from metaprov.mapping.terms import DEFAULT_BASE
     from metaprov.write import resolve_format
 
-    t0 = time.perf_counter()
     fmt = resolve_format(None, format or "nquads")
     if fmt.name not in FORMATS:
         raise UsageError(
@@ -468,24 +505,23 @@ def export_campaign(
     _check_base(base)
     if detail not in DETAILS or io_detail not in IO_DETAILS:
         raise UsageError(f"unknown detail {detail!r} / I/O detail {io_detail!r}")
-    items = [runs] if isinstance(runs, (str, Path)) else list(runs)
-    found = find_runs(items)
-    out = Path(output)
+    return base
+
+
+def _prepare_output(out: Path) -> None:
+    """Check that ``out`` can be the campaign's directory, and create it with its ``shards/``."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file", hint="a campaign is written into a directory")
     _check_not_a_file_name(out)
     _make_outdir(out)
-    if partitions < 1:
-        raise UsageError("--partitions must be at least 1")
-    options = {
-        "base": base,
-        "detail": detail,
-        "io_detail": io_detail,
-        "darshan": darshan,
-        "partitions": partitions,
-    }
+
+
+def _jobs(
+    found: list[Path], out: Path, options: dict[str, Any], partitions: int
+) -> list[dict[str, Any]]:
+    """One job per run: where its shard and entry go, and the export options."""
     names = shard_names(found)
-    jobs = [
+    return [
         {
             "run": str(r.resolve()),
             "name": n,
@@ -498,17 +534,15 @@ def export_campaign(
         }
         for r, n in zip(found, names, strict=True)
     ]
-    chosen = choose_backend(
-        found,
-        backend=backend,
-        scheduler=scheduler,
-        local_workers=local_workers,
-        partitions=partitions,
-    )
-    if announce is not None:
-        announce(chosen.describe())
-    log.info("%s", chosen.describe())
+
+
+def _run_jobs(
+    chosen: Any, jobs: list[dict[str, Any]], partitions: int, progress: bool
+) -> list[dict[str, Any]]:
+    """Run the jobs on the chosen backend; return their entries in the order of ``jobs``."""
     from tqdm.auto import tqdm
+
+    from metaprov.export.backend import open_backend, run_tasks
 
     entries: dict[str, dict[str, Any]] = {}
     with (
@@ -525,8 +559,14 @@ def export_campaign(
             bar.update(1)
             if entry["status"] != "ok":
                 bar.write(f"failed {entry['run']}: {entry.get('error')}")
-    ordered = [entries[j["name"]] for j in jobs]
-    manifest = {
+    return [entries[j["name"]] for j in jobs]
+
+
+def _manifest(
+    options: dict[str, Any], chosen: Any, ordered: list[dict[str, Any]], t0: float
+) -> dict[str, Any]:
+    """What ``manifest.json`` holds: the options, the backend, one entry per run, the totals."""
+    return {
         "kind": MANIFEST_KIND,
         "metaprov": _version(),
         "format": "nquads",
@@ -543,18 +583,17 @@ def export_campaign(
             "seconds": round(time.perf_counter() - t0, 3),
         },
     }
-    path = out / MANIFEST
-    _write_json(path, manifest)
-    result = CampaignResult(manifest, path, chosen, ordered)
-    if raise_on_failure and result.failed:
-        n = len(result.failed)
-        raise CampaignError(
-            f"{n} of {len(ordered)} runs failed (the other shards are written; see {path}):\n"
-            + "\n".join(f"  {e['run']}: {e.get('error')}" for e in result.failed),
-            manifest=manifest,
-            hint="fix those runs and run the same command again: finished shards are skipped",
-        )
-    return result
+
+
+def _failure(result: CampaignResult, path: Path) -> CampaignError:
+    """The error raised when some runs failed (the manifest at ``path`` is written)."""
+    n = len(result.failed)
+    return CampaignError(
+        f"{n} of {len(result.entries)} runs failed (the other shards are written; see {path}):\n"
+        + "\n".join(f"  {e['run']}: {e.get('error')}" for e in result.failed),
+        manifest=result.manifest,
+        hint="fix those runs and run the same command again: finished shards are skipped",
+    )
 
 
 def _make_outdir(out: Path) -> None:

@@ -238,20 +238,72 @@ class Page:
 
 def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> dict[str, Any]:
     """Add the sections of one run to ``page``; returns its facts."""
-    s = view.summary
     f = facts(view)
     colors = figures.palette(len(view.prefixes))
-    run, tasks, tr = s["run"], s["tasks"], s["transfers"]
-    sx = suffix
+    _add_summary(page, view, suffix, nav)
+    _add_stream(page, view, f, colors, suffix, nav)
+    _add_durations(page, view, colors, suffix, nav)
+    _add_transfers(page, view, suffix, nav)
+    _add_io(page, view, suffix, nav)
+    _add_graphs(page, view, colors, suffix, nav)
+    return f
 
+
+def _add_summary(page: Page, view: RunView, sx: str, nav: bool) -> None:
+    """The summary section: the run's figures, its tasks per prefix, the rows not used, the notes."""
+    s = view.summary
+    run = s["run"]
     page.section(f"summary{sx}", "Summary" + (f": {run['path']}" if sx else ""), nav)
     if not nav:
         page.nav.append((f"summary{sx}", f"run {sx.lstrip('-')}"))
+    page.html(kv(_summary_pairs(s), name=f"summary{sx}"))
+    page.html("<h3>Tasks per prefix</h3>")
+    if view.prefixes["compute_s"].isna().any():
+        page.html(
+            '<p class="muted">compute (s) is blank where no execution of the prefix has both '
+            "a start and an end: unknown, not zero</p>"
+        )
+    page.html(
+        table(
+            view.prefixes.sort_values("prefix"),
+            [
+                ("prefix", "prefix", ""),
+                ("tasks", "tasks", "int"),
+                ("executed", "executed", "int"),
+                ("erred", "erred", "int"),
+                ("retried", "retried", "int"),
+                ("executions", "executions", "int"),
+                ("compute_s", "compute (s)", "s3"),
+            ],
+            name=f"prefixes{sx}",
+        )
+    )
+    page.html("<h3>Rows read and not used</h3>")
+    accdf = _accounting(s)
+    page.html(
+        table(
+            accdf,
+            [
+                ("file", "file", ""),
+                ("present", "present", ""),
+                ("read", "rows read", "int"),
+                ("used", "rows used", "int"),
+                ("not used", "not used (reason: rows)", ""),
+            ],
+            name=f"accounting{sx}",
+        )
+    )
+    for note in view.notes:
+        page.html(f'<p class="note">{esc(note)}</p>')
+
+
+def _summary_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rows of the summary table, from the run's summary."""
+    run, tasks, tr = s["run"], s["tasks"], s["transfers"]
     job = s.get("job") or {}
-    io = s.get("io") or {}
-    tot = io.get("totals") or {}
+    tot = (s.get("io") or {}).get("totals") or {}
     live = bool(run.get("in_progress"))
-    pairs = [
+    return [
         ("run", run["path"] + (" (in progress: as of its last event below)" if live else "")),
         ("run id", run["run_id"]),
         ("first event", run["first_event"]),
@@ -305,29 +357,10 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
         ),
         ("missing inputs", ", ".join(run["missing_inputs"]) or "-"),
     ]
-    page.html(kv(pairs, name=f"summary{sx}"))
-    page.html("<h3>Tasks per prefix</h3>")
-    if view.prefixes["compute_s"].isna().any():
-        page.html(
-            '<p class="muted">compute (s) is blank where no execution of the prefix has both '
-            "a start and an end: unknown, not zero</p>"
-        )
-    page.html(
-        table(
-            view.prefixes.sort_values("prefix"),
-            [
-                ("prefix", "prefix", ""),
-                ("tasks", "tasks", "int"),
-                ("executed", "executed", "int"),
-                ("erred", "erred", "int"),
-                ("retried", "retried", "int"),
-                ("executions", "executions", "int"),
-                ("compute_s", "compute (s)", "s3"),
-            ],
-            name=f"prefixes{sx}",
-        )
-    )
-    page.html("<h3>Rows read and not used</h3>")
+
+
+def _accounting(s: dict[str, Any]) -> pd.DataFrame:
+    """One row per input file: present, rows read, rows used, and why the others were not."""
     acc = []
     for name, a in s["accounting"]["files"].items():
         acc.append(
@@ -339,23 +372,14 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
                 "not used": "; ".join(f"{k}: {v:,}" for k, v in a["not_used"].items()),
             }
         )
-    accdf = pd.DataFrame(acc, columns=["file", "present", "read", "used", "not used"])
-    page.html(
-        table(
-            accdf,
-            [
-                ("file", "file", ""),
-                ("present", "present", ""),
-                ("read", "rows read", "int"),
-                ("used", "rows used", "int"),
-                ("not used", "not used (reason: rows)", ""),
-            ],
-            name=f"accounting{sx}",
-        )
-    )
-    for note in view.notes:
-        page.html(f'<p class="note">{esc(note)}</p>')
+    return pd.DataFrame(acc, columns=["file", "present", "read", "used", "not used"])
 
+
+def _add_stream(
+    page: Page, view: RunView, f: dict[str, Any], colors: list[str], sx: str, nav: bool
+) -> None:
+    """The task stream: one lane per worker thread, plus transfer and I/O lanes."""
+    run = view.summary["run"]
     page.section(f"stream{sx}", "Task stream", nav)
     page.html(
         f'<p class="muted">{f["lanes"]["threads"]} worker-thread lanes, {f["lanes"]["transfers"]} transfer lanes, '
@@ -374,6 +398,9 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
     if len(view.lanes):
         page.figure(f"stream{sx}", figures.task_stream(view, colors))
 
+
+def _add_durations(page: Page, view: RunView, colors: list[str], sx: str, nav: bool) -> None:
+    """Durations per prefix, the slowest executions, the erred or retried tasks."""
     page.section(f"prefixes{sx}", "Durations per prefix", nav)
     page.figure(f"durations{sx}", figures.durations(view, colors))
     page.figure(f"histogram{sx}", figures.histogram(view, view.executions))
@@ -416,6 +443,9 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
                 f'<p class="muted">first {len(view.problems)} of {view.n_problems:,} shown</p>'
             )
 
+
+def _add_transfers(page: Page, view: RunView, sx: str, nav: bool) -> None:
+    """Transfers between workers: the matrix and its table."""
     page.section(f"transfers{sx}", "Transfers between workers", nav)
     page.figure(f"matrix{sx}", figures.transfer_matrix(view))
     if len(view.matrix):
@@ -433,6 +463,11 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
             )
         )
 
+
+def _add_io(page: Page, view: RunView, sx: str, nav: bool) -> None:
+    """I/O (Darshan): per task prefix, how segments were linked, per file."""
+    io = view.summary.get("io") or {}
+    tot = io.get("totals") or {}
     page.section(f"io{sx}", "I/O (Darshan)", nav)
     if not tot:
         page.html('<p class="muted">no Darshan logs were read for this run</p>')
@@ -500,6 +535,9 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
             )
         )
 
+
+def _add_graphs(page: Page, view: RunView, colors: list[str], sx: str, nav: bool) -> None:
+    """The task graphs, the critical path and its table."""
     page.section(f"graphs{sx}", "Task graphs and critical path", nav)
     page.html(
         table(
@@ -543,7 +581,6 @@ def add_run(page: Page, view: RunView, suffix: str = "", nav: bool = True) -> di
     )
     if len(cp) > 50:
         page.html(f'<p class="muted">first 50 of {len(cp):,} tasks shown</p>')
-    return f
 
 
 def add_comparison(page: Page, views: list[RunView]) -> dict[str, Any]:

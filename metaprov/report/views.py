@@ -766,44 +766,113 @@ def run_view(
     first, last = records.span
     t0 = 0 if first is None else int(first.value // 1000)
     span = 0.0 if first is None else (last - first).total_seconds()
-    notes: list[str] = []
     tasks, t = _tasks(records)
     ex, workers = _executions(records, tasks, t0)
     packed = _pack_unknown_threads(ex)
+    notes = _execution_notes(packed, len(records.executions) - len(ex))
+    prefixes = _prefix_table(records, t, tasks, ex)
+    color = np.full(len(tasks.names), -1, dtype=np.int64)
+    color[prefixes["code"].to_numpy()] = prefixes["color"].to_numpy()
+
+    per = _transfers(records, t0)
+    io, files = _io(records, t0, tasks, workers)
+    # worker codes known from executions; transfer or I/O workers that ran nothing are added
+    workers = _with_workers_of(workers, per)
+    per_lane = per[per["destination"] != "(client)"]
+    t_worker = pd.Index(workers).get_indexer(per_lane["destination"].to_numpy())
+    io_w = io[(io["worker"] >= 0) & io["left"].notna()]
+    on_thread = _on_task_thread(ex, io_w)
+    lanes = _lanes(
+        ex, workers, np.unique(t_worker), np.unique(io_w["worker"].to_numpy()[~on_thread])
+    )
+
+    mode, raster, raster_busy, bars, stream_notes = _stream(
+        records, tasks, ex, lanes, color, span, bar_limit, longest_bars
+    )
+    tb, transfer_notes = _transfer_bursts(lanes, per_lane, t_worker, span)
+    ib, io_notes = _io_bursts(lanes, io_w, on_thread, span)
+    io_notes += _io_not_drawn_notes(io, io_w)
+    occupancy, occ, dw = _occupancy_of(records, ex, workers, span)
+    slowest = _slowest(records, tasks, ex)
+    bad = _problems(t)
+    io_files, io_pf = _io_files(io, files, tasks) if len(io) else (pd.DataFrame(), pd.DataFrame())
+    critical, graph, graph_notes = _critical_and_graph(
+        records, t, tasks, prefixes, ex, graph_task_limit
+    )
+    return RunView(
+        records=records,
+        summary=summary,
+        t0_us=t0,
+        span_s=span,
+        prefixes=prefixes,
+        lanes=lanes,
+        bars=bars,
+        mode=mode,
+        raster=raster,
+        raster_busy=raster_busy,
+        transfer_bars=tb,
+        io_bars=ib,
+        occupancy=occupancy,
+        occupancy_busy=occ,
+        occupancy_dw=dw,
+        executions=ex[["prefix", "duration"]],
+        slowest=slowest,
+        problems=bad.head(TABLE_ROWS),
+        n_problems=len(bad),
+        matrix=_matrix(per),
+        io_files=io_files,
+        io_prefix_file=io_pf,
+        graph=graph,
+        critical=critical,
+        notes=notes + stream_notes + transfer_notes + io_notes + graph_notes,
+    )
+
+
+def _execution_notes(packed: int, not_timed: int) -> list[str]:
+    """Notes on executions drawn on packed lanes, or not drawn."""
+    notes = []
     if packed:
         notes.append(
             f"task stream: {packed:,} executions have no thread id; on each worker they are "
             "drawn on lanes 'thread ?' packed so that bars overlapping in time never share a "
             "lane (the lanes are not the worker's threads)"
         )
-    not_timed = len(records.executions) - len(ex)
     if not_timed:
         notes.append(f"{not_timed:,} execution(s) have no start or end time and are not drawn")
-    prefixes = _prefix_table(records, t, tasks, ex)
-    color = np.full(len(tasks.names), -1, dtype=np.int64)
-    color[prefixes["code"].to_numpy()] = prefixes["color"].to_numpy()
+    return notes
 
-    per = _transfers(records, t0)
-    # worker codes known from executions; transfer or I/O workers that ran nothing are added
+
+def _with_workers_of(workers: np.ndarray, per: pd.DataFrame) -> np.ndarray:
+    """``workers`` followed by the transfer destinations that ran nothing (sorted)."""
     extra = sorted((set(per["destination"]) | set()) - set(workers) - {"(client)"})
-    io, files = _io(records, t0, tasks, workers)
     if extra:
         workers = np.concatenate([workers, np.asarray(extra, dtype=object)])
-    wix = pd.Index(workers)
-    per_lane = per[per["destination"] != "(client)"]
-    t_worker = wix.get_indexer(per_lane["destination"].to_numpy())
-    io_w = io[(io["worker"] >= 0) & io["left"].notna()]
+    return workers
+
+
+def _on_task_thread(ex: pd.DataFrame, io_w: pd.DataFrame) -> np.ndarray:
+    """Whether each I/O segment is on a (worker, thread) that ran a task execution."""
     thread_set = pd.MultiIndex.from_frame(ex[["worker", "thread"]].drop_duplicates())
-    on_thread = (
+    return (
         thread_set.get_indexer(
             pd.MultiIndex.from_arrays([io_w["worker"].to_numpy(), io_w["pthread"].to_numpy()])
         )
         >= 0
     )
-    lanes = _lanes(
-        ex, workers, np.unique(t_worker), np.unique(io_w["worker"].to_numpy()[~on_thread])
-    )
 
+
+def _stream(
+    records: RunRecords,
+    tasks: _Tasks,
+    ex: pd.DataFrame,
+    lanes: Lanes,
+    color: np.ndarray,
+    span: float,
+    bar_limit: int,
+    longest_bars: int,
+) -> tuple[str, np.ndarray | None, np.ndarray | None, pd.DataFrame, list[str]]:
+    """The task stream: its mode, raster (or None), the executions drawn as bars, and notes."""
+    notes = []
     y = _lane_of(lanes, ex["worker"].to_numpy(), ex["thread"].to_numpy(), "thread")
     colors = np.where(
         ex["prefix"].to_numpy() >= 0,
@@ -845,7 +914,13 @@ def run_view(
             "color": colors[keep],
         }
     )
+    return mode, raster, raster_busy, bars, notes
 
+
+def _transfer_bursts(
+    lanes: Lanes, per_lane: pd.DataFrame, t_worker: np.ndarray, span: float
+) -> tuple[pd.DataFrame, list[str]]:
+    """Transfers on their destination's transfer lane, merged into bursts when too many."""
     ty = _lane_of(lanes, t_worker, np.zeros(len(per_lane), np.uint64), "transfers")
     tb, tgap = _bursts(
         ty,
@@ -856,10 +931,18 @@ def run_view(
         BURST_LIMIT,
         span,
     )
+    notes = []
     if tgap > 0:
         notes.append(
             f"transfers: {len(per_lane):,} transfers drawn as {len(tb):,} bars (transfers less than {tgap * 1e3:.3g} ms apart on one lane merged)"
         )
+    return tb, notes
+
+
+def _io_bursts(
+    lanes: Lanes, io_w: pd.DataFrame, on_thread: np.ndarray, span: float
+) -> tuple[pd.DataFrame, list[str]]:
+    """I/O segments of workers on their thread's lane (or the worker's I/O lane), as bursts."""
     iw, ip = io_w["worker"].to_numpy(), io_w["pthread"].to_numpy()
     iy = np.where(
         on_thread,
@@ -875,32 +958,46 @@ def run_view(
         BURST_LIMIT,
         span,
     )
+    notes = []
     if len(io_w):
         notes.append(
             f"I/O: {len(io_w):,} Darshan segments of worker processes drawn as {len(ib):,} bursts "
             f"(segments of one thread less than {igap * 1e3:.3g} ms apart merged)"
         )
-    if len(io) > len(io_w):
-        drawn_not = io[~((io["worker"] >= 0) & io["left"].notna())]
-        untimed = int(drawn_not["left"].isna().sum())
-        timed = drawn_not[drawn_not["left"].notna()]
-        of_workers = int(timed["worker_role"].sum())
-        others = len(timed) - of_workers
-        if of_workers:
-            notes.append(
-                f"I/O: {of_workers:,} segments of worker processes are not drawn on the task "
-                "stream: their log could not be matched to a worker (the match goes by the "
-                "thread ids of its task executions; a log without thread ids, or whose threads "
-                "ran no task, has none), so no lane is theirs"
-            )
-        if others:
-            notes.append(
-                f"I/O: {others:,} segments of processes that are not workers (nanny, "
-                "scheduler, launcher, ...) are not drawn on the task stream"
-            )
-        if untimed:
-            notes.append(f"I/O: {untimed:,} segments have no time and are not drawn")
+    return ib, notes
 
+
+def _io_not_drawn_notes(io: pd.DataFrame, io_w: pd.DataFrame) -> list[str]:
+    """Notes counting the I/O segments not on the task stream, by why."""
+    notes: list[str] = []
+    if len(io) <= len(io_w):
+        return notes
+    drawn_not = io[~((io["worker"] >= 0) & io["left"].notna())]
+    untimed = int(drawn_not["left"].isna().sum())
+    timed = drawn_not[drawn_not["left"].notna()]
+    of_workers = int(timed["worker_role"].sum())
+    others = len(timed) - of_workers
+    if of_workers:
+        notes.append(
+            f"I/O: {of_workers:,} segments of worker processes are not drawn on the task "
+            "stream: their log could not be matched to a worker (the match goes by the "
+            "thread ids of its task executions; a log without thread ids, or whose threads "
+            "ran no task, has none), so no lane is theirs"
+        )
+    if others:
+        notes.append(
+            f"I/O: {others:,} segments of processes that are not workers (nanny, "
+            "scheduler, launcher, ...) are not drawn on the task stream"
+        )
+    if untimed:
+        notes.append(f"I/O: {untimed:,} segments have no time and are not drawn")
+    return notes
+
+
+def _occupancy_of(
+    records: RunRecords, ex: pd.DataFrame, workers: np.ndarray, span: float
+) -> tuple[pd.DataFrame, np.ndarray, float]:
+    """Busy threads per worker and time bin, with each worker's thread count."""
     occ, dw = _occupancy(ex, len(workers), span, OCCUPANCY_BINS)
     wt = records.workers.drop_duplicates("address")
     threads = pd.Series(
@@ -908,11 +1005,15 @@ def run_view(
         index=wt["address"].to_numpy(dtype=object, na_value=""),
     )
     occupancy = pd.DataFrame({"worker": workers, "threads": threads.reindex(workers).to_numpy()})
+    return occupancy, occ, dw
 
+
+def _slowest(records: RunRecords, tasks: _Tasks, ex: pd.DataFrame) -> pd.DataFrame:
+    """The longest executions (the table's rows)."""
     top = _largest(ex["duration"].to_numpy(), TABLE_ROWS)
     srow = ex.iloc[top]
     slow_src = records.executions.iloc[srow["row"].to_numpy()]
-    slowest = pd.DataFrame(
+    return pd.DataFrame(
         {
             "key": slow_src["key"].to_numpy(dtype=object, na_value=""),
             "prefix": np.where(
@@ -928,11 +1029,25 @@ def run_view(
             "duration": srow["duration"].to_numpy(),
         }
     )
+
+
+def _problems(t: pd.DataFrame) -> pd.DataFrame:
+    """The tasks that erred or were retried."""
     bad_mask = t["erred"].to_numpy(dtype=bool, na_value=False) | t["retried"].to_numpy(
         dtype=bool, na_value=False
     )
-    bad = t[bad_mask]
-    io_files, io_pf = _io_files(io, files, tasks) if len(io) else (pd.DataFrame(), pd.DataFrame())
+    return t[bad_mask]
+
+
+def _critical_and_graph(
+    records: RunRecords,
+    t: pd.DataFrame,
+    tasks: _Tasks,
+    prefixes: pd.DataFrame,
+    ex: pd.DataFrame,
+    graph_task_limit: int,
+) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
+    """The critical path, the task graph drawn (per task, or per prefix when too many), notes."""
     src, dst, weight = _dag(records, tasks, ex)
     critical = _critical(records, t, tasks, src, dst, weight)
     graph = _graph(
@@ -946,38 +1061,13 @@ def run_view(
         critical.attrs.pop("depth"),
         graph_task_limit,
     )
+    notes = []
     if graph["level"] == "prefix":
         notes.append(
             f"task graph: {len(tasks):,} tasks are more than {graph_task_limit:,}, so it is drawn "
             "one node per prefix (edges: dependencies between prefixes)"
         )
-    return RunView(
-        records=records,
-        summary=summary,
-        t0_us=t0,
-        span_s=span,
-        prefixes=prefixes,
-        lanes=lanes,
-        bars=bars,
-        mode=mode,
-        raster=raster,
-        raster_busy=raster_busy,
-        transfer_bars=tb,
-        io_bars=ib,
-        occupancy=occupancy,
-        occupancy_busy=occ,
-        occupancy_dw=dw,
-        executions=ex[["prefix", "duration"]],
-        slowest=slowest,
-        problems=bad.head(TABLE_ROWS),
-        n_problems=len(bad),
-        matrix=_matrix(per),
-        io_files=io_files,
-        io_prefix_file=io_pf,
-        graph=graph,
-        critical=critical,
-        notes=notes,
-    )
+    return critical, graph, notes
 
 
 def facts(view: RunView) -> dict[str, Any]:

@@ -253,7 +253,7 @@ def drop(
             dropped then.
 
     Example:
-        >>> drop("c9a65b8b915a081d", store="example-store")  # doctest: +SKIP
+        >>> drop("3a11b3998b3a66d8", store="example-store")  # doctest: +SKIP
     """
     wanted = [runs] if isinstance(runs, str) else list(runs)
     if not wanted:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import textwrap
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -61,6 +63,12 @@ def test_capture_records_an_unchanged_script(tmp_path):
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
     assert envs["scheduler"]["script"]["sha256"] == digest
     assert all(e["anonymous"] and e["host"]["hostname"] is None for e in envs.values())
+    # nor in the run's own files: no user or scheduler host in metaprov-run.json, no worker host
+    # in workers_info.csv (the workers' nodes are then named by their address)
+    assert meta["user"] is None and meta["scheduler"]["hostname"] is None
+    assert records.workers["hostname"].isna().all()
+    info = pd.read_csv(out / "workers_info.csv", dtype=str, keep_default_na=False)
+    assert list(info["hostname"]) == ["", ""] and socket.gethostname() not in set(info.stack())
     assert set(records.environments["role"]) == {"scheduler", "worker"}
 
     again = CliRunner().invoke(cli, ["capture", "-o", str(out), str(script), "1", str(seen)])

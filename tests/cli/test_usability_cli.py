@@ -143,7 +143,7 @@ def test_critical_path_takes_run_id_and_still_run(example_store: Path) -> None:
         "query",
         "critical-path",
         "--param",
-        "run_id=c9a65b8b915a081d",
+        "run_id=3a11b3998b3a66d8",
         "--store",
         str(example_store),
         "-f",
@@ -153,7 +153,7 @@ def test_critical_path_takes_run_id_and_still_run(example_store: Path) -> None:
         "query",
         "critical-path",
         "--param",
-        "run=c9a65b8b915a081d",
+        "run=3a11b3998b3a66d8",
         "--store",
         str(example_store),
         "-f",
@@ -192,7 +192,7 @@ def test_records_parquet_equal_the_records(tmp_path: Path) -> None:
         back = pd.read_parquet(out / f"{name}.parquet")
         pd.testing.assert_frame_equal(back, df, check_categorical=False)
     facts = json.loads((out / "run.json").read_text())
-    assert facts["run_id"] == "c9a65b8b915a081d"
+    assert facts["run_id"] == "3a11b3998b3a66d8"
     res = invoke("records", str(EXAMPLE), "-o", str(out))
     assert res.exit_code == 2 and "already exists" in res.output
 
@@ -243,10 +243,10 @@ def test_serve_answers_sparql_over_http_on_localhost(example_store: Path) -> Non
             headers={"Accept": "application/sparql-results+json"},
             timeout=30,
         )
-        assert int(resp.json()["results"]["bindings"][0]["n"]["value"]) == 1584
+        assert int(resp.json()["results"]["bindings"][0]["n"]["value"]) == 2514
         assert "Oxigraph" in requests.get(f"http://127.0.0.1:{port}/", timeout=30).text
         res = invoke("runs", "--endpoint", f"http://127.0.0.1:{port}/query", "-f", "json")
-        assert json.loads(res.output)[0]["run_id"] == "c9a65b8b915a081d"
+        assert json.loads(res.output)[0]["run_id"] == "3a11b3998b3a66d8"
     finally:
         proc.terminate()
         proc.wait(30)
@@ -269,10 +269,10 @@ def test_drop_and_runs(tmp_path: Path) -> None:
     listed = json.loads(invoke("runs", "--store", str(store), "-f", "json").output)
     assert len(listed) == 2
     res = invoke("drop", "nosuchrun", "--store", str(store))
-    assert res.exit_code == 6 and "c9a65b8b915a081d (run)" in res.output
-    res = invoke("drop", "c9a65b8b915a081d", "--store", str(store), "--json")
+    assert res.exit_code == 6 and "3a11b3998b3a66d8 (run)" in res.output
+    res = invoke("drop", "3a11b3998b3a66d8", "--store", str(store), "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)[0]["run_id"] == "c9a65b8b915a081d"
+    assert json.loads(res.output)[0]["run_id"] == "3a11b3998b3a66d8"
     left = json.loads(invoke("runs", "--store", str(store), "-f", "json").output)
     assert [r["run_name"] for r in left] == ["r"]
     res = invoke("drop", "x", "--store", str(tmp_path / "none"))
@@ -288,7 +288,7 @@ def test_validate_and_load_json(tmp_path: Path) -> None:
     assert data["counted"] == "records" and data["conforms"]
     assert "PROV-DM records" in invoke("validate", str(out)).output
     res = invoke("load", str(EXAMPLE), "--store", str(tmp_path / "s"), "--json", "-q")
-    assert json.loads(res.output)[0]["triples"] == 1584
+    assert json.loads(res.output)[0]["triples"] == 2514
 
 
 def test_shell_completion_offers_question_names() -> None:

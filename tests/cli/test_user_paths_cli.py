@@ -21,7 +21,7 @@ from metaprov.synthetic import generate_run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "run"
-RUN_ID = "c9a65b8b915a081d"  # the bundled example's run id
+RUN_ID = "3a11b3998b3a66d8"  # the bundled example's run id
 
 
 def invoke(*args: str):
@@ -128,8 +128,11 @@ def test_typos_raise_in_the_library_too(store: Path) -> None:
 
     with pytest.raises(QueryError, match="no run 'nope'"):
         query("problem-tasks", {"run_id": "nope"}, store=store)
-    # an empty answer to a value the store holds stays an empty answer
-    assert not len(query("failures", {"run_id": RUN_ID}, store=store))
+    # an empty answer to a value the store holds stays an empty answer (the example has no
+    # Darshan I/O), and a question with an answer answers
+    assert not len(query("io-per-prefix", {"run_id": RUN_ID}, store=store))
+    failures = query("failures", {"run_id": RUN_ID}, store=store)
+    assert sorted(failures["exception_type"]) == ["RuntimeError", "ValueError"]
 
 
 # --- 8: -q quiets a campaign; workers' warnings keep their level ---------------------------------

@@ -418,14 +418,14 @@ def test_cli_drop_through_the_endpoint(server: str, no_credentials: None) -> Non
         runner.invoke(cli, ["load", str(example), "--endpoint", server + "/query"]).exit_code == 0
     )
     res = runner.invoke(
-        cli, ["drop", "c9a65b8b915a081d", "--endpoint", server + "/query", "--json"]
+        cli, ["drop", "3a11b3998b3a66d8", "--endpoint", server + "/query", "--json"]
     )
     assert res.exit_code == 0, res.output
     (dropped,) = json.loads(res.output)
     with EndpointStore(server + "/query") as st:
         assert dropped["graph"] not in st.graphs()
-    res = runner.invoke(cli, ["drop", "c9a65b8b915a081d", "--endpoint", server + "/query"])
-    assert res.exit_code == StoreError.exit_code and "no run 'c9a65b8b915a081d'" in res.output
+    res = runner.invoke(cli, ["drop", "3a11b3998b3a66d8", "--endpoint", server + "/query"])
+    assert res.exit_code == StoreError.exit_code and "no run '3a11b3998b3a66d8'" in res.output
 
 
 def test_cli_load_campaign_shards_through_the_endpoint(

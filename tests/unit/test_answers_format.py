@@ -27,8 +27,8 @@ def test_floats_are_written_shortest_round_trip() -> None:
 def test_tables_shorten_run_iris_and_long_cells() -> None:
     df = pd.DataFrame(
         {
-            "run_id": ["c9a65b8b915a081d"],
-            "graph": ["https://w3id.org/metaprov/id/run/c9a65b8b915a081d/graph"],
+            "run_id": ["3a11b3998b3a66d8"],
+            "graph": ["https://w3id.org/metaprov/id/run/3a11b3998b3a66d8/graph"],
             "kind": ["https://w3id.org/metaprov/ns#TaskExecution"],
             "path": ["/very/long/" + "d" * 80 + "/file.h5"],
         }

@@ -296,3 +296,14 @@ def test_partitions_union_to_the_single_export_with_chunk_versions_across_partit
         assert info["triples"] == len(single)
         assert [p["read_from"] for p in info["parts"][1:]] == [source] * parts
         assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith(".")) == []
+
+
+def test_partitions_below_one_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    from metaprov.export.campaign import export_campaign
+
+    run = tmp_path / "runs" / "R1"
+    generate_run(run, 10, seed=3)
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match="--partitions must be at least 1"):
+        export_campaign([tmp_path / "runs"], out, partitions=0)
+    assert not out.exists()
