@@ -88,6 +88,11 @@ def step(
     return b"x" * payload
 
 
+def _workers(client: Any) -> list[str]:
+    """The addresses of the workers the scheduler holds now, sorted."""
+    return client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.workers))
+
+
 def workload(
     client: Any,
     variant: str,
@@ -107,7 +112,7 @@ def workload(
     """
     from distributed import wait
 
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = _workers(client)
     if len(workers) < 2:
         raise SystemExit("the workload needs two workers")
     extra = x if variant in ("slow_prefix", "slow_worker") else 0.0
@@ -178,9 +183,11 @@ def record_all(out: Path, variants: tuple[str, ...] = VARIANTS, **kw: Any) -> di
             if v != "threads":
                 runs[v] = record_variant(client, v, out / v, **kw)
         if "threads" in variants:
-            third = sorted(client.scheduler_info()["workers"])[2]
+            # the scheduler's own table: Client.scheduler_info() is a cached identity that
+            # recent distributed may return with no workers between its refreshes
+            third = _workers(client)[2]
             client.retire_workers([third], close_workers=True)
-            while len(client.scheduler_info()["workers"]) > 2:
+            while len(_workers(client)) > 2:
                 time.sleep(0.05)
             runs["threads"] = record_variant(client, "threads", out / "threads", **kw)
     return runs
