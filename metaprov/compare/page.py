@@ -284,7 +284,7 @@ def _explanation_sections(page: Any, c: Comparison, ex: Explanation, sid: str, n
 def render(c: Comparison, title: str | None = None) -> str:
     """The page's HTML text."""
     from metaprov.report import figures, require_bokeh
-    from metaprov.report.page import Page, deterministic_ids, table
+    from metaprov.report.page import Page, campaign_table, deterministic_ids
 
     require_bokeh()
     exs = c.explanations
@@ -299,21 +299,7 @@ def render(c: Comparison, title: str | None = None) -> str:
         if len(exs) > 1:
             page.section("campaign", "Runs against the baseline")
             page.figure("compare-campaign", figures.campaign_runs(c))
-            page.html(
-                table(
-                    c.runs.assign(flag=np.where(c.runs["outlier"], "outlier", "")),
-                    [
-                        ("run", "run", ""),
-                        ("makespan_s", "makespan (s)", "s3"),
-                        ("difference_s", "difference (s)", "s3"),
-                        ("top_cause", "top cause", ""),
-                        ("top_prefix", "prefix", ""),
-                        ("top_seconds", "its seconds", "s3"),
-                        ("flag", "", ""),
-                    ],
-                    name="compare-runs",
-                )
-            )
+            page.html(campaign_table(c, "compare-runs"))
         for i, ex in enumerate(exs):
             _explanation_sections(page, c, ex, f"pair-{i + 1}", nav=len(exs) <= 12)
         page.facts = {"version": 1, "comparison": c.to_dict(), "sections": list(page.ids)}

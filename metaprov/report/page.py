@@ -674,3 +674,21 @@ def add_comparison(page: Page, views: list[RunView]) -> dict[str, Any]:
         )
     )
     return {"runs": names}
+
+
+def campaign_table(c: Any, name: str) -> str:
+    """The HTML table of a campaign comparison: one row per run against the baseline, its
+    difference, top cause and whether it is an outlier (the compare page and the store page)."""
+    return table(
+        c.runs.assign(flag=np.where(c.runs["outlier"], "outlier", "")),
+        [
+            ("run", "run", ""),
+            ("makespan_s", "makespan (s)", "s3"),
+            ("difference_s", "difference (s)", "s3"),
+            ("top_cause", "top cause", ""),
+            ("top_prefix", "prefix", ""),
+            ("top_seconds", "its seconds", "s3"),
+            ("flag", "", ""),
+        ],
+        name=name,
+    )

@@ -200,7 +200,7 @@ def _add_why(page: Any, view: StoreView) -> None:
     """Each run against the run of median makespan: its difference, top cause, outliers."""
     from metaprov.compare.render import explanation_lines
     from metaprov.report import figures
-    from metaprov.report.page import esc, table
+    from metaprov.report.page import campaign_table, esc
 
     c = view.comparison
     page.section("store-why", "Why runs differ")
@@ -211,21 +211,7 @@ def _add_why(page: Any, view: StoreView) -> None:
         "median absolute deviations from the median makespan.</p>"
     )
     page.figure("store-why-runs", figures.campaign_runs(c))
-    page.html(
-        table(
-            c.runs.assign(flag=np.where(c.runs["outlier"], "outlier", "")),
-            [
-                ("run", "run", ""),
-                ("makespan_s", "makespan (s)", "s3"),
-                ("difference_s", "difference (s)", "s3"),
-                ("top_cause", "top cause", ""),
-                ("top_prefix", "prefix", ""),
-                ("top_seconds", "its seconds", "s3"),
-                ("flag", "", ""),
-            ],
-            name="store-why",
-        )
-    )
+    page.html(campaign_table(c, "store-why"))
     lines = [explanation_lines(e, top=2)[0] for e in c.explanations]
     page.html('<ul class="muted">' + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>")
 
