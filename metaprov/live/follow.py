@@ -37,7 +37,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -171,6 +171,41 @@ def convert(
     )
 
 
+def final_graph(snapshot: Path, run: Path, *, base: str, detail: str, darshan: bool) -> Any:
+    """The finished run's PROV graph (:class:`~metaprov.mapping.ProvGraph`), mapped from a
+    snapshot exactly as ``metaprov export`` and ``metaprov load`` map the run directory."""
+    from metaprov.ingest import read_run
+    from metaprov.mapping import to_prov
+    from metaprov.store.base import _maybe_link
+
+    records = read_run(snapshot, darshan=darshan)
+    records.path = str(run)
+    _maybe_link(records)
+    return to_prov(records, base=base, detail=detail)
+
+
+def _newest(records: Any) -> float | None:
+    last = records.span[1]
+    return None if last is None else float(last.value) / 1e9
+
+
+def _same_fingerprint(
+    snapshot: Path, run: Path, *, base: str, detail: str, darshan: bool
+) -> str | None:
+    """The run directory's load fingerprint (:func:`metaprov.store.catalog.run_fingerprint`)
+    when the snapshot converted holds the same files (so ``metaprov load RUN`` would write this
+    very graph and may say "unchanged"), else None (e.g. the workers' parts of a capture that
+    died were merged into the snapshot only, or the run changed since)."""
+    from metaprov.store.catalog import run_fingerprint
+
+    try:
+        fp = run_fingerprint(run, base=base, detail=detail, darshan=darshan)
+        same = run_fingerprint(snapshot, base=base, detail=detail, darshan=darshan) == fp
+    except (InputError, OSError):
+        return None
+    return fp if same else None
+
+
 def state_lines(run_iri: str, *, updated: float, lag: float | None) -> list[bytes]:
     """The state triples of a run in progress (absent from the final graph)."""
     from metaprov.mapping.terms import MP
@@ -198,6 +233,15 @@ class ReadWriteLock:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
+        #: Named graphs the in-process server leaves out of every answer: a graph being
+        #: bulk-loaded (not whole yet), or a graph being dropped (replaced by a whole one).
+        #: Changed only under :meth:`write`, read under :meth:`read`.
+        self.hidden: frozenset[str] = frozenset()
+
+    def set_hidden(self, graphs: Iterable[str]) -> None:
+        """Change which graphs readers do not see, between two queries (never during one)."""
+        with self.write():
+            self.hidden = frozenset(graphs)
 
     def read(self) -> Any:
         lock = self
@@ -255,17 +299,56 @@ def _update_text(
 
 
 class EmbeddedTarget:
-    """Refreshes into an embedded store (pyoxigraph), in one transaction each."""
+    """Refreshes into an embedded store (pyoxigraph).
 
-    #: Above this many bytes the final swap is not one SPARQL Update (memory): it runs under the
-    #: exclusive lock instead, so the in-process server's queries wait for it.
+    A change to a graph the store already shows is one transaction (a SPARQL Update) when it
+    fits in :attr:`max_update` bytes, else applied under the exclusive lock (the in-process
+    server's queries wait for it). A graph the store does not hold yet (the first refresh, the
+    final graph) is written by Oxigraph's bulk loader, as ``metaprov load`` writes a run, while
+    the in-process server leaves it out of its answers (:attr:`ReadWriteLock.hidden`) until it
+    is whole; a graph replaced by another (the provisional graph, at the final swap) is hidden
+    in the same step as its replacement appears, then removed.
+    """
+
+    #: Above this many bytes a change to a shown graph is not one SPARQL Update (memory): it
+    #: runs under the exclusive lock instead, so the in-process server's queries wait for it.
     max_update = 256 << 20
+    #: From this many bytes of N-Triples a new graph is bulk-loaded rather than inserted in one
+    #: transaction (Oxigraph's transactional insert: ~15 k triples/s on disk; its bulk loader:
+    #: ~100 k/s). A replacing graph (``drop`` given) is always bulk-loaded.
+    bulk_min = 1 << 20
 
     def __init__(self, store: Any, lock: ReadWriteLock | None = None) -> None:
         self.store = store
         self.ox = store.oxigraph if hasattr(store, "oxigraph") else store._store
         self.lock = lock or ReadWriteLock()
         self.location = store.location
+        # a graph a killed follow was bulk-loading is not whole: hidden until replaced
+        partial = self._loading()
+        if partial:
+            self.lock.set_hidden(self.lock.hidden | partial)
+
+    # --- the catalog's "loading" marks: a bulk load in progress (or killed mid-way) ----------
+    def _loading(self) -> set[str]:
+        catalog = getattr(self.store, "catalog", None)
+        if catalog is None:
+            return set()
+        return {g for g, e in catalog.graphs().items() if isinstance(e, dict) and e.get("loading")}
+
+    def _mark_loading(self, graph: str) -> None:
+        catalog = getattr(self.store, "catalog", None)
+        if catalog is not None:
+            graphs = catalog.graphs()
+            graphs[graph] = {"loading": True, "triples": -1}
+            catalog.save(graphs)
+
+    def _node(self, graph: str) -> Any:
+        import pyoxigraph as ox
+
+        return ox.NamedNode(graph)
+
+    def _has(self, graph: str) -> bool:
+        return bool(self.ox.contains_named_graph(self._node(graph)))
 
     def current(self, graph: str) -> set[bytes]:
         import pyoxigraph as ox
@@ -279,34 +362,150 @@ class EmbeddedTarget:
     def apply(
         self, graph: str, removed: list[bytes], added: list[bytes], drop: tuple[str, ...] = ()
     ) -> None:
+        """Make ``graph`` lose ``removed`` and gain ``added``; then remove the graphs ``drop``
+        (which ``graph`` replaces: readers of the in-process server see them or ``graph``,
+        never both, never a part of either)."""
         for g in (graph, *drop):
             self.store._forget(g)
-        text = _update_text(drop, graph, removed, added)
-        if not text:
+        if not (removed or added or drop):
             return
         try:
-            if len(text) <= self.max_update:
-                self.ox.update(text.decode("utf-8"))
-                return
-            import pyoxigraph as ox
-
-            # Too large for one transaction: apply it under the exclusive lock (this process's
-            # server waits), deletions first, then the bulk loader.
-            with self.lock.write():
-                for g in drop:
-                    node = ox.NamedNode(g)
-                    if self.ox.contains_named_graph(node):
-                        self.ox.remove_graph(node)
-                node = ox.NamedNode(graph)
-                for t in ox.parse(b"".join(removed), format=ox.RdfFormat.N_TRIPLES):
-                    self.ox.remove(ox.Quad(t.subject, t.predicate, t.object, node))
-                self.ox.bulk_load(
-                    b"".join(added), format=ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(graph)
-                )
+            fresh = not removed and not self._has(graph)
+            size = sum(map(len, added))
+            if drop:
+                self.lock.set_hidden(self.lock.hidden | {graph})
+            if fresh and (drop or size >= self.bulk_min):
+                self._bulk_hidden(graph, lambda: [b"".join(added)])
+                if not drop:
+                    self.lock.set_hidden(self.lock.hidden - {graph})
+            elif removed or added:
+                text = _update_text((), graph, removed, added)
+                if len(text) <= self.max_update:
+                    self.ox.update(text.decode("utf-8"))
+                else:
+                    self._apply_locked(graph, removed, added)
+            if drop:
+                self._swap(graph, drop)
         except (OSError, SyntaxError, ValueError, RuntimeError) as exc:
             raise StoreError(f"updating <{graph}> in {self.location} failed: {exc}") from exc
         finally:
             self.ox.flush()
+
+    def _apply_locked(self, graph: str, removed: list[bytes], added: list[bytes]) -> None:
+        """A change too large for one transaction, under the exclusive lock (this process's
+        server waits): deletions first, then the bulk loader."""
+        import pyoxigraph as ox
+
+        node = self._node(graph)
+        with self.lock.write():
+            for t in ox.parse(b"".join(removed), format=ox.RdfFormat.N_TRIPLES):
+                self.ox.remove(ox.Quad(t.subject, t.predicate, t.object, node))
+            if added:
+                self.ox.bulk_load(b"".join(added), format=ox.RdfFormat.N_TRIPLES, to_graph=node)
+
+    def _bulk_hidden(self, graph: str, chunks: Callable[[], Iterable[bytes]]) -> int:
+        """Bulk-load ``chunks()`` into the new graph ``graph`` while the in-process server
+        leaves it out (it stays hidden: the caller shows it); returns the lines loaded.
+
+        The N-Triples go through a staging file in the store's directory (Oxigraph parses a
+        file in parallel), as ``metaprov load`` does. The graph is marked ``loading`` in the
+        catalog meanwhile: a follow killed here leaves a partial graph that the next follow
+        (or ``metaprov load``) replaces, and that ``serve --follow`` hides when it starts.
+        """
+        import pyoxigraph as ox
+
+        self.lock.set_hidden(self.lock.hidden | {graph})
+        node = self._node(graph)
+        self._mark_loading(graph)
+        lines = 0
+        staged = self.store._stage_file()
+        try:
+            with open(staged, "wb") as out:
+                for chunk in chunks():
+                    lines += chunk.count(b"\n")
+                    out.write(chunk)
+            self.ox.bulk_load(path=staged, format=ox.RdfFormat.N_TRIPLES, to_graph=node)
+            self.ox.flush()
+        except BaseException:
+            with contextlib.suppress(Exception):  # not transactional: leave nothing half
+                self.ox.remove_graph(node)
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(staged)
+            self.store._forget(graph)  # the "loading" mark (only a killed process leaves it)
+        return lines
+
+    def _swap(self, graph: str, drop: Iterable[str]) -> None:
+        """Show ``graph`` and hide ``drop`` in one step (between two queries), then remove the
+        hidden graphs the fastest way Oxigraph has (``remove_graph``: one transaction per graph;
+        measured in docs/benchmarks.md against DROP GRAPH, DELETE WHERE and clear_graph)."""
+        drop = [g for g in drop if g != graph]
+        self.lock.set_hidden((self.lock.hidden - {graph}) | set(drop))
+        for g in drop:
+            self.store._forget(g)
+            node = self._node(g)
+            if self.ox.contains_named_graph(node):
+                self.ox.remove_graph(node)
+        self.ox.flush()
+        self.lock.set_hidden(self.lock.hidden - set(drop))
+
+    def replace(
+        self,
+        graph: Any,
+        drop: tuple[str, ...],
+        *,
+        source: str,
+        fingerprint: str | None = None,
+    ) -> int:
+        """The final swap: the run's final graph (a mapped :class:`~metaprov.mapping.ProvGraph`)
+        replaces the graphs ``drop`` (the provisional one), written as ``metaprov load`` writes a
+        run (the bulk loader, from a staging file); the run's derived facts (triples, critical
+        path, and ``fingerprint``: the run directory's, when it is what was converted) are
+        recorded as ``metaprov load`` records them, so a later load of the finished run says
+        "unchanged". Readers of the in-process server see the provisional graph until the final
+        one is whole, then the final one; never both, never a part. Returns the triples.
+
+        A final graph already in the store (a follow killed after loading it) is kept when the
+        catalog says it is whole and of this content, else replaced.
+        """
+        from metaprov.analysis.critical_path import path_summary
+        from metaprov.write import iter_ntriples
+
+        iri = graph.graph_iri
+        node = self._node(iri)
+        try:
+            known = self.store._unchanged(fingerprint) if fingerprint else None
+            if known is not None and known[0] == iri:
+                lines = known[1]
+                facts: dict[str, Any] = {}
+                cached = self.store.cached_critical_path(iri)
+                if cached is not None:
+                    facts["critical_path"] = cached
+            else:
+                self.lock.set_hidden(self.lock.hidden | {iri})
+                if self.ox.contains_named_graph(node):
+                    self.store._forget(iri)
+                    self.ox.remove_graph(node)
+                facts = {}
+
+                def chunks() -> Iterator[bytes]:
+                    yield from iter_ntriples(graph)
+                    facts["critical_path"] = path_summary(graph)
+
+                lines = self._bulk_hidden(iri, chunks)
+            if fingerprint:
+                facts["fingerprint"] = fingerprint
+            self.store.catalog.remember(iri, lines, source, **facts)
+            self._swap(iri, drop)
+        except (OSError, SyntaxError, ValueError, RuntimeError) as exc:
+            raise StoreError(
+                f"writing the final graph <{iri}> into {self.location} failed: {exc}",
+                hint="start the follow again: it replaces what was written",
+            ) from exc
+        finally:
+            self.ox.flush()
+        return lines
 
 
 class EndpointTarget:
@@ -536,17 +735,44 @@ def follow(
                 continue
             c0 = time.monotonic()
             if complete:
-                conv = convert(
-                    snap_dir, run_path, base=base, detail=detail, darshan=darshan, run_id=None
-                )
-                c1 = time.monotonic()
-                current = target.current(conv.graph) if conv.graph != prov_graph else set()
-                lines = conv.lines
-                new = set(lines)
-                # the final graph replaces the provisional one in one request when it fits
-                removed = sorted(current - new)
-                added = [ln for ln in lines if ln not in current] if current else lines
-                target.apply(conv.graph, removed, added, drop=(prov_graph,))
+                # what the in-progress refreshes held is not needed any more (3.5 M lines at
+                # 10^5 tasks): let it go before the final conversion
+                held = cached = None
+                if isinstance(target, EmbeddedTarget):
+                    # written as `metaprov load` writes a run: the bulk loader, then the
+                    # provisional graph removed; the run's derived facts recorded
+                    final = final_graph(
+                        snap_dir, run_path, base=base, detail=detail, darshan=darshan
+                    )
+                    conv = Converted(
+                        final.graph_iri,
+                        RunIris(base, final.run_id).run,
+                        [],
+                        len(final.records.tasks),
+                        _newest(final.records),
+                    )
+                    c1 = time.monotonic()
+                    fingerprint = _same_fingerprint(
+                        snap_dir, run_path, base=base, detail=detail, darshan=darshan
+                    )
+                    n_triples = target.replace(
+                        final, (prov_graph,), source=str(run_path), fingerprint=fingerprint
+                    )
+                    del final
+                    n_added, n_removed = n_triples, 0
+                else:
+                    conv = convert(
+                        snap_dir, run_path, base=base, detail=detail, darshan=darshan, run_id=None
+                    )
+                    c1 = time.monotonic()
+                    current = target.current(conv.graph) if conv.graph != prov_graph else set()
+                    lines = conv.lines
+                    new = set(lines)
+                    # the final graph replaces the provisional one in one request when it fits
+                    removed = sorted(current - new)
+                    added = [ln for ln in lines if ln not in current] if current else lines
+                    target.apply(conv.graph, removed, added, drop=(prov_graph,))
+                    n_triples, n_added, n_removed = len(new), len(added), len(removed)
                 state = "complete"
             else:
                 if cached is not None and cached[0] == snap.signature:
@@ -571,6 +797,7 @@ def follow(
                 added = [ln for ln in lines if ln not in held]
                 target.apply(prov_graph, removed, added)
                 held = new
+                n_triples, n_added, n_removed = len(new), len(added), len(removed)
                 state = IN_PROGRESS
             t1 = time.monotonic()
             shutil.rmtree(snap_dir.parent, ignore_errors=True)
@@ -580,9 +807,9 @@ def follow(
                 state=state,
                 graph=conv.graph if complete else prov_graph,
                 tasks=conv.tasks,
-                triples=len(new),
-                added=len(added),
-                removed=len(removed),
+                triples=n_triples,
+                added=n_added,
+                removed=n_removed,
                 seconds=t1 - t0,
                 convert_seconds=c1 - c0,
                 store_seconds=t1 - c1,

@@ -156,7 +156,7 @@ class LiveServer:
         accept = accept or ""
         with self.lock.read():
             try:
-                res = self.store.oxigraph.query(query, use_default_graph_as_union=True)
+                res = self._query(query)
             except SyntaxError as exc:
                 return 400, "text/plain", f"the query does not parse: {exc}\n".encode()
             except (OSError, RuntimeError, ValueError) as exc:
@@ -167,6 +167,22 @@ class LiveServer:
             name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
             fmt = getattr(ox.QueryResultsFormat, name)
             return 200, fmt.media_type, bytes(res.serialize(format=fmt))
+
+    def _query(self, query: str) -> Any:
+        """Run a query (under the read lock) over every graph but the hidden ones (a graph
+        being bulk-loaded, or being dropped for the one that replaces it)."""
+        import pyoxigraph as ox
+
+        store = self.store.oxigraph
+        hidden = self.lock.hidden
+        if not hidden:
+            return store.query(query, use_default_graph_as_union=True)
+        shown = [
+            g
+            for g in store.named_graphs()
+            if not (isinstance(g, ox.NamedNode) and g.value in hidden)
+        ]
+        return store.query(query, default_graph=[ox.DefaultGraph(), *shown], named_graphs=shown)
 
 
 def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
