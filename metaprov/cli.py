@@ -208,10 +208,18 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     """
     from metaprov.analysis.summary import format_summary, summarize
     from metaprov.ingest import read_run
+    from metaprov.live.partial import readable
 
-    with _reported_here():
-        records = read_run(run, darshan=not no_darshan, progress=progress_enabled(ctx))
+    # a run being written (a capture mid-run, Mofka-Dask writers): its whole rows only
+    with readable(run) as rd, _reported_here():
+        records = read_run(rd.path, darshan=not no_darshan, progress=progress_enabled(ctx))
+        if rd.in_progress:
+            records.path = str(run)
     summary = summarize(records)
+    if rd.in_progress:
+        summary["run"].update(
+            in_progress=True, in_progress_note=rd.note(), rows_being_written=rd.cut
+        )
     if as_json:
         _echo_json(summary)
     else:

@@ -188,8 +188,12 @@ def format_summary(s: dict[str, Any]) -> str:
         )
     if s["scheduler"].get("address"):
         lines.append(f"scheduler  {s['scheduler']['address']}")
+    live = bool(run.get("in_progress"))
+    if live:
+        lines.append(f"state      {run.get('in_progress_note') or 'in progress'}")
+    never = "not run yet (waiting or running)" if live else "never ran"
     lines += [
-        f"tasks      {tasks['total']} ({tasks['executed']} executed, {tasks['never_ran']} never ran, "
+        f"tasks      {tasks['total']} ({tasks['executed']} executed, {tasks['never_ran']} {never}, "
         f"{tasks['erred']} erred, {tasks['retried']} retried); compute {_compute(tasks)}",
         f"  by state   {_top(tasks['by_state'])}",
         f"  by prefix  {_top(tasks['by_prefix'])}",

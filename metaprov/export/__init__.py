@@ -35,10 +35,12 @@ class ExportResult:
     graph_iri: str
     missing: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: The run was being written: what was exported, and why it is taken as in progress.
+    in_progress: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``metaprov export --json``)."""
-        return {
+        out: dict[str, Any] = {
             "output": self.output,
             "format": self.format,
             "triples": self.triples,
@@ -48,12 +50,21 @@ class ExportResult:
             "missing_inputs": list(self.missing),
             "seconds": round(self.seconds, 3),
         }
+        if self.in_progress:
+            out["in_progress"] = self.in_progress
+        return out
 
     def summary(self) -> str:
         """One line for humans."""
         text = f"{self.output}: {self.triples:,} triples ({self.format}), run <{self.run_iri}>, {self.seconds:.1f} s"
         if self.missing:
             text += f"; inputs missing: {', '.join(self.missing)}"
+        if self.in_progress:
+            text += (
+                f"\nthe run is {self.in_progress}; tasks without an execution yet carry no "
+                "mp:neverRan claim, and the run's id will change as it grows: export it again "
+                "when it is complete (or keep a store current with metaprov follow)"
+            )
         return text
 
 
@@ -107,12 +118,22 @@ def export(
     fmt = resolve_format(output if to_file else None, format)
     if to_file:
         check_output(output)  # a directory, a parent that is a file: before reading anything
+    note = ""
     if isinstance(run, RunRecords):
         records = run
     else:
         from metaprov.ingest import read_run
+        from metaprov.live.partial import readable
 
-        records = read_run(run, darshan=darshan, progress=progress)
+        # a run being written: its whole rows only (never a row being written)
+        with readable(run) as rd:
+            records = read_run(rd.path, darshan=darshan, progress=progress)
+            if rd.in_progress:
+                records.path = str(run)
+                note = rd.note()
+                # "never ran" is a fact of a finished run: a task without an execution yet is
+                # waiting or running (its mp:state says which), as in metaprov follow's graph
+                records.tasks["never_ran"] = False
     if records.darshan is not None and records.io is None:
         from metaprov.link import link_io
 
@@ -128,6 +149,7 @@ def export(
         graph_iri=graph.graph_iri,
         missing=sorted(str(m) for m in records.missing),
         seconds=time.perf_counter() - start,
+        in_progress=note,
     )
 
 

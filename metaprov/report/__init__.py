@@ -88,31 +88,22 @@ def _warm_up() -> threading.Thread:
 
 
 def _views(runs: Sequence[str | Path], darshan: bool, bar: Any) -> list[Any]:
-    import shutil
-    import tempfile
-
     from metaprov.analysis.summary import summarize
     from metaprov.ingest import read_run
     from metaprov.link import link_io
-    from metaprov.live.snapshot import in_progress, take_snapshot
+    from metaprov.live.partial import readable
     from metaprov.report.views import run_view
 
     views = []
     for run in runs:
         bar.set_postfix_str(f"reading {Path(run).name}")
-        live = in_progress(run)
-        if live:
-            # a run still being written: read the whole rows written so far (and the workers'
-            # part files), never a row being written
-            work = Path(tempfile.mkdtemp(prefix="metaprov-report-"))
-            try:
-                snap = take_snapshot(run, work / (Path(run).resolve().name or "run"))
-                records = read_run(snap.path, darshan=darshan, progress=not bar.disable)
+        # a run still being written: the whole rows written so far (and the workers' part
+        # files), never a row being written
+        with readable(run) as rd:
+            records = read_run(rd.path, darshan=darshan, progress=not bar.disable)
+            if rd.in_progress:
                 records.path = str(run)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-        else:
-            records = read_run(run, darshan=darshan, progress=not bar.disable)
+        live = rd.in_progress
         if records.darshan is not None and records.io is None:
             link_io(records)
         bar.update(1)
