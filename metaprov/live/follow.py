@@ -298,6 +298,15 @@ def _update_text(
     return b" ;\n".join(parts)
 
 
+def loading_graphs(store: Any) -> set[str]:
+    """Graphs of an embedded store that a follow was bulk-loading when it stopped (the
+    catalog's ``loading`` mark): not whole, so hidden from readers until a follow replaces them."""
+    catalog = getattr(store, "catalog", None)
+    if catalog is None:
+        return set()
+    return {g for g, e in catalog.graphs().items() if isinstance(e, dict) and e.get("loading")}
+
+
 class EmbeddedTarget:
     """Refreshes into an embedded store (pyoxigraph).
 
@@ -324,17 +333,11 @@ class EmbeddedTarget:
         self.lock = lock or ReadWriteLock()
         self.location = store.location
         # a graph a killed follow was bulk-loading is not whole: hidden until replaced
-        partial = self._loading()
-        if partial:
+        partial = loading_graphs(store)
+        if partial - self.lock.hidden:
             self.lock.set_hidden(self.lock.hidden | partial)
 
     # --- the catalog's "loading" marks: a bulk load in progress (or killed mid-way) ----------
-    def _loading(self) -> set[str]:
-        catalog = getattr(self.store, "catalog", None)
-        if catalog is None:
-            return set()
-        return {g for g, e in catalog.graphs().items() if isinstance(e, dict) and e.get("loading")}
-
     def _mark_loading(self, graph: str) -> None:
         catalog = getattr(self.store, "catalog", None)
         if catalog is not None:
@@ -848,6 +851,7 @@ __all__ = [
     "convert",
     "derive_update",
     "follow",
+    "loading_graphs",
     "provisional_id",
     "state_lines",
 ]

@@ -51,7 +51,7 @@ class LiveRead:
         if self.cut:
             total = sum(self.cut.values())
             names = ", ".join(sorted(self.cut)[:4]) + (" ..." if len(self.cut) > 4 else "")
-            text += f"; {total:,} bytes of rows being written left out ({names})"
+            text += f"; {total:,} bytes of incomplete rows left out ({names})"
         return text
 
 
@@ -82,7 +82,12 @@ def live_state(run: str | Path) -> tuple[bool, str]:
     except OSError:
         return False, ""
     if cut:
-        return True, f"{cut[0]} ends in a row being written"
+        # a writer still appending, or one that stopped mid-row (a run that died): either way
+        # the row is not whole, and the run is read as the partial run it is
+        return (
+            True,
+            f"{cut[0]} ends in an incomplete row: being written, or cut when the run stopped",
+        )
     return False, ""
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from metaprov.errors import StoreError, UsageError
-from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow
+from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, loading_graphs
 
 log = logging.getLogger("metaprov")
 
@@ -316,6 +316,8 @@ def serve_follow(
         st = EmbeddedStore(path)
         stack.callback(st.close)
         stack.enter_context(owning(path, role="follow", run=str(run)))
+        # a graph an earlier follow was bulk-loading when it was killed is not whole: not shown
+        lock.set_hidden(loading_graphs(st))
         server = LiveServer(st, host=host, port=port, lock=lock, run=str(run)).start()
         stack.callback(server.stop)
         update_owner(path, url=server.url)

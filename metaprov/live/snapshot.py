@@ -105,7 +105,7 @@ def read_status(run: Path) -> tuple[str | None, dict[str, Any]]:
     """The capture's ``status`` and its whole ``metaprov-run.json`` (None, {} without one)."""
     try:
         data = json.loads((run / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # not ours to judge here: the reader reports it
         return None, {}
     if not isinstance(data, dict):
         return None, {}
