@@ -20,7 +20,8 @@ process) follows the run into an embedded store and serves it. Meanwhile:
 **refresh** — the cost of one refresh on synthetic runs of ``--sizes`` tasks (default 10^4 and
 10^5): conversion of the whole run (read + map + N-Triples), the first refresh (everything
 inserted), a steady refresh (same rows: the diff is the state triples), and the final swap
-(provisional graph -> the export's graph), into an embedded store.
+(provisional graph -> the export's graph, as ``follow`` does it: bulk-loaded, then the provisional
+graph removed), into an embedded store; beside it, ``metaprov load`` of the same run.
 
 Run it under the machine's benchmark lock and say what the load was::
 
@@ -232,7 +233,13 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
-    from metaprov.live.follow import EmbeddedTarget, convert, provisional_id, state_lines
+    from metaprov.live.follow import (
+        EmbeddedTarget,
+        convert,
+        final_graph,
+        provisional_id,
+        state_lines,
+    )
     from metaprov.mapping.terms import DEFAULT_BASE, RunIris
     from metaprov.store import EmbeddedStore
     from metaprov.synthetic import generate_run
@@ -263,24 +270,41 @@ def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         target.apply(prov, removed, added)
         t_steady = time.perf_counter() - t0
         t_steady_store = time.perf_counter() - t_diff0
-        # the final swap: the export's graph replaces the provisional one
+        # the final swap as follow does it: the export's graph replaces the provisional one
+        # (mapped, bulk-loaded from a staging file, the provisional graph removed)
+        diff = [len(removed), len(added)]
+        del held, new, removed, added, lines, lines2, conv, conv2
         t0 = time.perf_counter()
-        fin = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=None)
-        target.apply(fin.graph, [], fin.lines, drop=(prov,))
+        fin = final_graph(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False)
+        t_map = time.perf_counter() - t0
+        fin_iri = fin.graph_iri
+        n_final = target.replace(fin, (prov,), source=str(run))
+        del fin
         t_final = time.perf_counter() - t0
-        count = st.count(fin.graph)
+        count = st.count(fin_iri)
         st.close()
+        # what `metaprov load` of the same run costs (a new store: read, map, bulk load)
+        t0 = time.perf_counter()
+        with EmbeddedStore(work / f"store-load-{n}") as st2:
+            st2.load_run(run, darshan=False)
+        t_load = time.perf_counter() - t0
+        shutil.rmtree(work / f"store-load-{n}", ignore_errors=True)
         rows.append(
             {
                 "tasks": n,
-                "triples": len(fin.lines),
+                "triples": n_final,
                 "convert_s": round(t_conv, 2),
                 "first_refresh_store_s": round(t_first, 2),
                 "steady_refresh_s": round(t_steady, 2),
                 "steady_refresh_store_s": round(t_steady_store, 3),
-                "steady_diff": [len(removed), len(added)],
+                "steady_diff": diff,
                 "final_swap_s": round(t_final, 2),
+                "final_swap_map_s": round(t_map, 2),
+                "final_swap_bulk_load_s": round(target.timings["final_load_s"], 2),
+                "final_swap_drop_provisional_s": round(target.timings["drop_s"], 2),
+                "metaprov_load_s": round(t_load, 2),
                 "final_graph_triples_in_store": count,
+                "loadavg": os.getloadavg(),
             }
         )
         print(json.dumps(rows[-1]), flush=True)

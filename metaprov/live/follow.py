@@ -332,6 +332,8 @@ class EmbeddedTarget:
         self.ox = store.oxigraph if hasattr(store, "oxigraph") else store._store
         self.lock = lock or ReadWriteLock()
         self.location = store.location
+        #: Seconds of the last final swap's steps (written by :meth:`replace`).
+        self.timings: dict[str, float] = {}
         # a graph a killed follow was bulk-loading is not whole: hidden until replaced
         partial = loading_graphs(store)
         if partial - self.lock.hidden:
@@ -477,6 +479,7 @@ class EmbeddedTarget:
 
         iri = graph.graph_iri
         node = self._node(iri)
+        t0 = time.perf_counter()
         try:
             known = self.store._unchanged(fingerprint) if fingerprint else None
             if known is not None and known[0] == iri:
@@ -500,7 +503,9 @@ class EmbeddedTarget:
             if fingerprint:
                 facts["fingerprint"] = fingerprint
             self.store.catalog.remember(iri, lines, source, **facts)
+            t1 = time.perf_counter()
             self._swap(iri, drop)
+            self.timings = {"final_load_s": t1 - t0, "drop_s": time.perf_counter() - t1}
         except (OSError, SyntaxError, ValueError, RuntimeError) as exc:
             raise StoreError(
                 f"writing the final graph <{iri}> into {self.location} failed: {exc}",
