@@ -231,3 +231,26 @@ def test_live_state_tells_a_run_being_written_from_a_finished_one(tmp_path: Path
     (run / "metaprov-parts").mkdir()
     (run / "worker.csv").write_bytes(b",worker,action,time\n")
     assert live_state(run)[0] and "metaprov-parts" in live_state(run)[1]
+
+
+@pytest.mark.parametrize("bulk_min", [1, 1 << 40], ids=["bulk-loaded", "one-transaction"])
+def test_a_new_graph_is_shown_whole_and_nothing_stays_hidden(tmp_path: Path, bulk_min: int) -> None:
+    from metaprov.live.follow import EmbeddedTarget, ReadWriteLock
+    from metaprov.store import EmbeddedStore
+
+    st = EmbeddedStore(tmp_path / "st")
+    lock = ReadWriteLock()
+    target = EmbeddedTarget(st, lock)
+    target.bulk_min = bulk_min
+    line = lambda i: f'<http://x/s{i}> <http://x/p> "{i}" .\n'.encode()  # noqa: E731
+    g, final = "http://x/prov/graph", "http://x/final/graph"
+    target.apply(g, [], [line(i) for i in range(50)])
+    assert lock.hidden == frozenset() and target.current(g) == {line(i) for i in range(50)}
+    target.apply(g, [line(0)], [line(50)])
+    assert target.current(g) == {line(i) for i in range(1, 51)}
+    target.apply(final, [], [line(i) for i in range(60)], drop=(g,))
+    assert lock.hidden == frozenset() and st.graphs() == [final]
+    # no staging file is left in the store's directory, no "loading" mark in its catalog
+    assert not [p for p in (tmp_path / "st").iterdir() if p.name.startswith(".metaprov-load")]
+    assert not any(e.get("loading") for e in st.catalog.graphs().values())
+    st.close()
