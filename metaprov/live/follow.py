@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from metaprov.errors import InputError, StoreError, UsageError
@@ -762,12 +763,10 @@ def follow(
                     final = final_graph(
                         snap_dir, run_path, base=base, detail=detail, darshan=darshan
                     )
-                    conv = Converted(
-                        final.graph_iri,
-                        RunIris(base, final.run_id).run,
-                        [],
-                        len(final.records.tasks),
-                        _newest(final.records),
+                    conv = SimpleNamespace(  # what the refresh's record needs of it
+                        graph=final.graph_iri,
+                        tasks=len(final.records.tasks),
+                        newest_row=_newest(final.records),
                     )
                     c1 = time.monotonic()
                     fingerprint = _same_fingerprint(
