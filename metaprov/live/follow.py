@@ -15,8 +15,11 @@ from its content, task count included, so it would change at every refresh. Whil
 progress its graph uses a *provisional* id derived from the run directory's absolute path
 (:func:`provisional_id`), stable across refreshes and restarts; the graph holds the run's state
 (``mp:liveState "in progress"``, ``mp:liveUpdated``, ``mp:liveLag``). When the run is complete
-the provisional graph is replaced by the final one, in one request when it fits (else: the final
-graph is loaded, then the provisional one dropped).
+the provisional graph is replaced by the final one: in an embedded store as ``metaprov load``
+writes a run (bulk loader; the in-process server shows the final graph only once whole, and
+hides the provisional one in the same step before removing it; the run's derived facts
+recorded, see :meth:`EmbeddedTarget.replace`); on a server in one request when it fits (else:
+the final graph is sent in pieces, then the provisional one dropped).
 
 **Complete** when ``metaprov-run.json`` says ``complete`` (the capture's last write), or, for
 runs without it (Mofka-Dask writers, a capture that died), when no file of the run directory
