@@ -106,6 +106,11 @@ def _instrument() -> None:
     _wrap(cp, "path_summary", "critical path")
     _wrap(embedded, "path_summary", "critical path")
     _wrap(embedded, "_release_memory", "release")
+    mapping._ensure_builtin_steps()  # each mapping step (run in the mapping's own thread)
+    for entry in mapping._STEPS:
+        holder = type("H", (), {"f": staticmethod(entry.func)})
+        _wrap(holder, "f", f"  step {entry.name}", generator=True)
+        entry.func = holder.f
     # the bulk load is a Rust call: it runs from the drop before it to the catalog entry after it
     original_drop: Callable[..., Any] = embedded.EmbeddedStore.drop
     original_remember: Callable[..., Any] = embedded.EmbeddedStore._remember
