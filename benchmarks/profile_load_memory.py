@@ -27,6 +27,7 @@ from typing import Any
 
 _phase = ["start"]
 _samples: list[tuple[float, int, str]] = []
+_cpu: dict[str, float] = {}  # CPU seconds of the process spent in each phase
 _marks: list[tuple[float, str]] = []
 _T0 = time.perf_counter()
 
@@ -44,7 +45,23 @@ def _sampler(stop: threading.Event) -> None:
         _samples.append((time.perf_counter() - _T0, _status("VmRSS"), _phase[-1]))
 
 
+def _cpu_now() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+_last_cpu = [0.0]
+
+
+def _account() -> None:
+    """Charge the CPU since the last phase change to the phase that was running."""
+    now = _cpu_now()
+    _cpu[_phase[-1]] = _cpu.get(_phase[-1], 0.0) + now - _last_cpu[0]
+    _last_cpu[0] = now
+
+
 def _enter(name: str) -> None:
+    _account()
     _phase.append(name)
     _marks.append((time.perf_counter() - _T0, name))
     _samples.append((time.perf_counter() - _T0, _status("VmRSS"), name))
@@ -52,6 +69,7 @@ def _enter(name: str) -> None:
 
 def _leave(name: str, back: str) -> None:
     _samples.append((time.perf_counter() - _T0, _status("VmRSS"), name))
+    _account()
     _phase.append(back)
     _marks.append((time.perf_counter() - _T0, back))
 
@@ -165,7 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run", help="a run directory")
     ap.add_argument("--store", required=True, help="the store directory (new)")
     ap.add_argument("--json", default=None, help="write the samples and the summary here")
+    ap.add_argument(
+        "--part-mib", type=int, default=None, help="staging part size (default: the store's)"
+    )
     args = ap.parse_args(argv)
+    if args.part_mib:
+        import metaprov.store.embedded as embedded
+
+        embedded.LOAD_PART_BYTES = args.part_mib * 1024 * 1024
     stop = threading.Event()
     thread = threading.Thread(target=_sampler, args=(stop,), daemon=True)
     thread.start()
@@ -183,12 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     hwm = _status("VmHWM")
     rows = _summary()
+    _account()
     print(f"{'phase':<22}{'start s':>9}{'wall s':>9}{'RSS start':>11}{'RSS end':>9}{'RSS max':>9}")
     for r in rows:
         print(
             f"{r['phase']:<22}{r['start_s']:>9.1f}{r['end_s'] - r['start_s']:>9.1f}"
             f"{r['rss_start_mb']:>11,}{r['rss_end_mb']:>9,}{r['rss_max_mb']:>9,}"
         )
+    print("CPU s by phase:", {k: round(v, 1) for k, v in _cpu.items()})
     total = {
         "exit": code,
         "wall_s": round(time.perf_counter() - _T0, 1),
@@ -198,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(total))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"total": total, "phases": rows, "samples": _samples}, fh)
+            json.dump({"total": total, "phases": rows, "cpu": _cpu, "samples": _samples}, fh)
     return int(code or 0)
 
 
