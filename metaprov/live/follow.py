@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import os
 import shutil
@@ -164,14 +165,13 @@ def convert(
     """Read and map a snapshot as the run ``run`` (its name, its path); ``run_id`` overrides the
     content-derived id (the provisional id while in progress)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from metaprov.ingest import read_run
     from metaprov.live.lines import split_lines
     from metaprov.mapping import to_prov
-    from metaprov.mapping.terms import RunIris
+    from metaprov.mapping.terms import MP, RunIris
     from metaprov.store.base import _maybe_link
-    from metaprov.write import iter_ntriples
+    from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
     records = read_run(snapshot, darshan=darshan)
     records.path = str(run)
@@ -179,14 +179,17 @@ def convert(
         records.run_id = run_id
     _maybe_link(records)
     graph = to_prov(records, base=base, detail=detail)
-    chunks = [split_lines(block) for block in iter_ntriples(graph) if block]
-    if run_id is not None:
-        # "never ran" is a fact of a finished run: while in progress a task without an execution
-        # is waiting or running (its mp:state says which), so the claim is left out until the end
-        from metaprov.mapping.terms import MP
-
-        never = f"> <{MP.neverRan}> "
-        chunks = [c.filter(pc.invert(pc.match_substring(c, never))) for c in chunks]
+    chunks = []
+    for block in graph.blocks(ahead=BLOCKS_AHEAD):
+        if run_id is not None:
+            # "never ran" is a fact of a finished run: while in progress a task without an
+            # execution is waiting or running (its mp:state says which), so the claim is left
+            # out until the end
+            block.columns = [c for c in block.columns if c.predicate != MP.neverRan]
+        buf = io.BytesIO()
+        write_nt(block, buf)
+        if buf.tell():
+            chunks.append(split_lines(buf.getbuffer()))
     last = records.span[1]
     newest = None if last is None else float(last.value) / 1e9
     return Converted(
