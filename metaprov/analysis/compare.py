@@ -445,171 +445,242 @@ def _paired_sd(al: Alignment, tb: _Keys, to: _Keys, col: str) -> pd.Series:
 def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) -> Explanation:
     """The difference in makespan between two runs, cut into named causes (module text).
 
+    The steps: align the tasks; per prefix, the compute, io, worker, retries, waiting and
+    transfers rows (:func:`_prefix_rows`), whose parallelism terms add up to one parallelism
+    row; the run's startup and tail; what is left is unexplained; then noise and rank
+    (:func:`_rank_causes`).
+
     Raises:
         InputError: the runs have nothing in common.
     """
     al = alignment or align(base, other)
-    notes: list[str] = []
-    for bl in (base, other):
-        notes.extend(f"{bl.timeline.label}: {n}" for n in bl.notes)
     diff = other.makespan - base.makespan
-    floor = max(NOISE_FLOOR_REL * max(base.makespan, other.makespan), NOISE_FLOOR_S)
+    sides = _sides(base, other, al)
+    rows: list[dict[str, Any]] = []
+    par = _Parallelism()
+    for p in sides.prefixes:
+        rows.extend(_prefix_rows(p, sides, al, par))
+    rows.append(par.row(base, other, sides))
+    rows.extend(_interval_rows(base, other))
+    causes = _rank_causes(rows, diff, base, other)
+    wt_ = worker_table(base, other)
+    return Explanation(
+        baseline=base.timeline.label,
+        other=other.timeline.label,
+        difference_s=float(diff),
+        causes=causes,
+        totals={c: float(causes.loc[causes["cause"] == c, "seconds"].sum()) for c in CAUSES},
+        alignment=al,
+        tasks=changed_tasks(base, other, al),
+        workers=wt_,
+        hosts=host_table(base, other, wt_),
+        files=file_table(base, other),
+        runs=run_table(base, other),
+        notes=_notes(base, other),
+    )
+
+
+@dataclass
+class _Sides:
+    """Both runs' per-prefix tables on the union of their prefixes, and their noise.
+
+    Attributes:
+        prefixes: every prefix of either run, sorted.
+        pb, po: :func:`_per_prefix` of the baseline and the other run (0 where absent).
+        sd_dur, sd_wait, sd_xfer: per prefix, the spread of the matched tasks' differences.
+        we_b, we_o: :func:`_worker_excess` of each run.
+        both_io: both runs have linked Darshan I/O (else I/O time counts as compute).
+    """
+
+    prefixes: list[str]
+    pb: pd.DataFrame
+    po: pd.DataFrame
+    sd_dur: pd.Series
+    sd_wait: pd.Series
+    sd_xfer: pd.Series
+    we_b: pd.DataFrame
+    we_o: pd.DataFrame
+    both_io: bool
+
+
+def _sides(base: Blame, other: Blame, al: Alignment) -> _Sides:
     pb, po = _per_prefix(base), _per_prefix(other)
     prefixes = sorted(set(pb.index) | set(po.index))
-    pb = pb.reindex(prefixes).fillna(0.0)
-    po = po.reindex(prefixes).fillna(0.0)
-    kb_, ko_ = _tasks(base), _tasks(other)
-    sd_dur = _paired_sd(al, kb_, ko_, "duration").reindex(prefixes).fillna(0.0)
-    sd_wait = _paired_sd(al, kb_, ko_, "wait").reindex(prefixes).fillna(0.0)
-    sd_xfer = _paired_sd(al, kb_, ko_, "xfer").reindex(prefixes).fillna(0.0)
-    both_io = base.timeline.has_io and other.timeline.has_io
-    if base.timeline.has_io != other.timeline.has_io:
-        notes.append(
-            "only one run has linked Darshan I/O: I/O time cannot be told from compute, it "
-            "counts as compute"
-        )
-    we_b, we_o = _worker_excess(base), _worker_excess(other)
-    rows: list[dict[str, Any]] = []
-    parallel_total = 0.0
-    parallel_noise2 = 0.0
-    parallel_ev: list[dict[str, Any]] = []
-    for p in prefixes:
-        b, o = pb.loc[p], po.loc[p]
-        kb = b["share"] / b["compute"] if b["compute"] > 0 else np.nan
-        ko = o["share"] / o["compute"] if o["compute"] > 0 else np.nan
-        if np.isfinite(kb) and np.isfinite(ko):
-            comp = (o["compute"] - b["compute"]) * kb
-            par = o["compute"] * (ko - kb)
-            k = kb
-        else:  # a prefix in one run only (or without compute in one): its share as it is
-            comp = o["share"] - b["share"]
-            par = 0.0
-            k = kb if np.isfinite(kb) else (ko if np.isfinite(ko) else 0.0)
-        io = (o["io"] - b["io"]) * k if both_io else 0.0
-        wrk = 0.0
-        wev: dict[str, Any] = {}
-        if p in we_o.index or p in we_b.index:
-            eo = float(we_o["excess"].get(p, 0.0))
-            eb = float(we_b["excess"].get(p, 0.0))
-            wrk = (eo - eb) * k
-            sd_w = float(np.hypot(we_o["sd"].get(p, 0.0), we_b["sd"].get(p, 0.0))) * (
-                k if np.isfinite(k) else 0.0
-            )
-            if p in we_o.index:
-                wev = {
-                    "worker": str(we_o.loc[p, "worker"]),
-                    "tasks": int(we_o.loc[p, "tasks"]),
-                    "excess_s": eo,
-                    "baseline_excess_s": eb,
-                    "ratio_to_median": None
-                    if pd.isna(we_o.loc[p, "ratio"])
-                    else float(we_o.loc[p, "ratio"]),
-                }
-        comp_rest = comp - io - wrk
-        sd = float(sd_dur.loc[p]) * (k if np.isfinite(k) else 0.0)
-        ev = {
-            "compute_s": [float(b["compute"]), float(o["compute"])],
-            "executions": [int(b["executions"]), int(o["executions"])],
-            "share_s": [float(b["share"]), float(o["share"])],
-            "concurrency": [
-                None if not np.isfinite(kb) or kb == 0 else float(1 / kb),
-                None if not np.isfinite(ko) or ko == 0 else float(1 / ko),
-            ],
-        }
-        if p in al.added:
-            ev["added"] = True
-        if p in al.removed:
-            ev["removed"] = True
-        rows.append(_row("compute", comp_rest, sd, prefix=p, evidence=ev))
-        if both_io and (o["io"] or b["io"]):
-            rows.append(
-                _row(
-                    "io",
-                    io,
-                    sd,
-                    prefix=p,
-                    evidence={"darshan_s": [float(b["io"]), float(o["io"])]},
-                )
-            )
-        if wrk != 0.0:
-            rows.append(_row("worker", wrk, sd_w, prefix=p, worker=wev.get("worker"), evidence=wev))
-        retr = (o["fail_share"] - b["fail_share"]) + (o["retry_wait"] - b["retry_wait"])
-        if retr != 0.0 or o["failed"] or b["failed"]:
-            rows.append(
-                _row(
-                    "retries",
-                    retr,
-                    0.0,
-                    prefix=p,
-                    evidence={
-                        "failed_attempts": [int(b["failed"]), int(o["failed"])],
-                        "failed_compute_s": [float(b["fail_compute"]), float(o["fail_compute"])],
-                    },
-                )
-            )
-        wt = o["wait"] - b["wait"]
-        if wt != 0.0:
-            rows.append(
-                _row(
-                    "waiting",
-                    wt,
-                    float(sd_wait.loc[p]) + _latency_noise(b, o, "wait", "waiters"),
-                    prefix=p,
-                    evidence={"waiting_s": [float(b["wait"]), float(o["wait"])]},
-                )
-            )
-        xf = o["xfer"] - b["xfer"]
-        if xf != 0.0 or o["incoming"] or b["incoming"]:
-            rows.append(
-                _row(
-                    "transfers",
-                    xf,
-                    float(sd_xfer.loc[p])
-                    + (
-                        _latency_noise(b, o, "xfer", "receivers")
-                        if abs(o["incoming"] - b["incoming"])
-                        <= 0.1 * max(o["incoming"], b["incoming"])
-                        else 0.0
-                    ),
-                    prefix=p,
-                    evidence={
-                        "transfer_s": [float(b["xfer"]), float(o["xfer"])],
-                        "bytes_in": [int(b["incoming"]), int(o["incoming"])],
-                    },
-                )
-            )
-        parallel_total += par
-        parallel_noise2 += (
-            sd * (abs(ko - kb) / kb if np.isfinite(kb) and np.isfinite(ko) and kb else 0.0)
-        ) ** 2
-        if par:
-            parallel_ev.append({"prefix": p, "seconds": float(par)})
-    parallel_ev.sort(key=lambda r: -abs(r["seconds"]))
-    rows.append(
-        _row(
+    kb, ko = _tasks(base), _tasks(other)
+
+    def sd(col: str) -> pd.Series:
+        return _paired_sd(al, kb, ko, col).reindex(prefixes).fillna(0.0)
+
+    return _Sides(
+        prefixes=prefixes,
+        pb=pb.reindex(prefixes).fillna(0.0),
+        po=po.reindex(prefixes).fillna(0.0),
+        sd_dur=sd("duration"),
+        sd_wait=sd("wait"),
+        sd_xfer=sd("xfer"),
+        we_b=_worker_excess(base),
+        we_o=_worker_excess(other),
+        both_io=base.timeline.has_io and other.timeline.has_io,
+    )
+
+
+@dataclass
+class _Parallelism:
+    """The parallelism terms of every prefix, summed in prefix order into one row."""
+
+    total: float = 0.0
+    noise2: float = 0.0
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, prefix: str, seconds: float, noise: float) -> None:
+        self.total += seconds
+        self.noise2 += noise**2
+        if seconds:
+            self.evidence.append({"prefix": prefix, "seconds": float(seconds)})
+
+    def row(self, base: Blame, other: Blame, sides: _Sides) -> dict[str, Any]:
+        self.evidence.sort(key=lambda r: -abs(r["seconds"]))
+        waits = sides.pb["wait"].sum() + sides.po["wait"].sum()
+        return _row(
             "parallelism",
-            parallel_total,
+            self.total,
             # scheduling jitter shows as waiting, and shifts concurrency by about as much
-            float(np.sqrt(parallel_noise2) + (pb["wait"].sum() + po["wait"].sum()) / NOISE_SIGMAS),
+            float(np.sqrt(self.noise2) + waits / NOISE_SIGMAS),
             evidence={
                 "slots": [base.slots, other.slots],
                 "concurrency": [base.concurrency, other.concurrency],
                 "threads_known": [base.capacity_known, other.capacity_known],
-                "prefixes": parallel_ev[:10],
+                "prefixes": self.evidence[:10],
             },
         )
-    )
-    rows.append(
+
+
+def _prefix_rows(p: str, s: _Sides, al: Alignment, par: _Parallelism) -> list[dict[str, Any]]:
+    """The rows of prefix ``p``: compute (less io and worker), io, worker, retries, waiting,
+    transfers; its parallelism term goes to ``par``."""
+    b, o = s.pb.loc[p], s.po.loc[p]
+    kb = b["share"] / b["compute"] if b["compute"] > 0 else np.nan
+    ko = o["share"] / o["compute"] if o["compute"] > 0 else np.nan
+    if np.isfinite(kb) and np.isfinite(ko):
+        comp = (o["compute"] - b["compute"]) * kb
+        par_s = o["compute"] * (ko - kb)
+        k = kb
+    else:  # a prefix in one run only (or without compute in one): its share as it is
+        comp = o["share"] - b["share"]
+        par_s = 0.0
+        k = kb if np.isfinite(kb) else (ko if np.isfinite(ko) else 0.0)
+    k0 = k if np.isfinite(k) else 0.0
+    io = (o["io"] - b["io"]) * k if s.both_io else 0.0
+    wrk, sd_w, wev = _worker_term(p, s, k, k0)
+    sd = float(s.sd_dur.loc[p]) * k0
+    rows = [
+        _row(
+            "compute",
+            comp - io - wrk,
+            sd,
+            prefix=p,
+            evidence=_compute_evidence(p, b, o, kb, ko, al),
+        )
+    ]
+    if s.both_io and (o["io"] or b["io"]):
+        rows.append(
+            _row("io", io, sd, prefix=p, evidence={"darshan_s": [float(b["io"]), float(o["io"])]})
+        )
+    if wrk != 0.0:
+        rows.append(_row("worker", wrk, sd_w, prefix=p, worker=wev.get("worker"), evidence=wev))
+    rows.extend(_latency_rows(p, s, b, o))
+    relative = abs(ko - kb) / kb if np.isfinite(kb) and np.isfinite(ko) and kb else 0.0
+    par.add(p, par_s, sd * relative)
+    return rows
+
+
+def _worker_term(p: str, s: _Sides, k: float, k0: float) -> tuple[float, float, dict[str, Any]]:
+    """Prefix ``p``'s worker cause: (seconds, noise, evidence) from the change in the largest
+    excess of one worker over the others' median (0 when ``p`` ran on one worker in both)."""
+    if p not in s.we_o.index and p not in s.we_b.index:
+        return 0.0, 0.0, {}
+    eo = float(s.we_o["excess"].get(p, 0.0))
+    eb = float(s.we_b["excess"].get(p, 0.0))
+    sd_w = float(np.hypot(s.we_o["sd"].get(p, 0.0), s.we_b["sd"].get(p, 0.0))) * k0
+    wev: dict[str, Any] = {}
+    if p in s.we_o.index:
+        ratio = s.we_o.loc[p, "ratio"]
+        wev = {
+            "worker": str(s.we_o.loc[p, "worker"]),
+            "tasks": int(s.we_o.loc[p, "tasks"]),
+            "excess_s": eo,
+            "baseline_excess_s": eb,
+            "ratio_to_median": None if pd.isna(ratio) else float(ratio),
+        }
+    return (eo - eb) * k, sd_w, wev
+
+
+def _compute_evidence(
+    p: str, b: pd.Series, o: pd.Series, kb: float, ko: float, al: Alignment
+) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "compute_s": [float(b["compute"]), float(o["compute"])],
+        "executions": [int(b["executions"]), int(o["executions"])],
+        "share_s": [float(b["share"]), float(o["share"])],
+        "concurrency": [
+            None if not np.isfinite(kb) or kb == 0 else float(1 / kb),
+            None if not np.isfinite(ko) or ko == 0 else float(1 / ko),
+        ],
+    }
+    if p in al.added:
+        ev["added"] = True
+    if p in al.removed:
+        ev["removed"] = True
+    return ev
+
+
+def _latency_rows(p: str, s: _Sides, b: pd.Series, o: pd.Series) -> list[dict[str, Any]]:
+    """Prefix ``p``'s retries, waiting and transfers rows (those that changed or occurred)."""
+    rows = []
+    retr = (o["fail_share"] - b["fail_share"]) + (o["retry_wait"] - b["retry_wait"])
+    if retr != 0.0 or o["failed"] or b["failed"]:
+        evidence = {
+            "failed_attempts": [int(b["failed"]), int(o["failed"])],
+            "failed_compute_s": [float(b["fail_compute"]), float(o["fail_compute"])],
+        }
+        rows.append(_row("retries", retr, 0.0, prefix=p, evidence=evidence))
+    wt = o["wait"] - b["wait"]
+    if wt != 0.0:
+        noise = float(s.sd_wait.loc[p]) + _latency_noise(b, o, "wait", "waiters")
+        evidence = {"waiting_s": [float(b["wait"]), float(o["wait"])]}
+        rows.append(_row("waiting", wt, noise, prefix=p, evidence=evidence))
+    xf = o["xfer"] - b["xfer"]
+    if xf != 0.0 or o["incoming"] or b["incoming"]:
+        similar = abs(o["incoming"] - b["incoming"]) <= 0.1 * max(o["incoming"], b["incoming"])
+        noise = float(s.sd_xfer.loc[p]) + (
+            _latency_noise(b, o, "xfer", "receivers") if similar else 0.0
+        )
+        evidence = {
+            "transfer_s": [float(b["xfer"]), float(o["xfer"])],
+            "bytes_in": [int(b["incoming"]), int(o["incoming"])],
+        }
+        rows.append(_row("transfers", xf, noise, prefix=p, evidence=evidence))
+    return rows
+
+
+def _interval_rows(base: Blame, other: Blame) -> list[dict[str, Any]]:
+    """Startup and tail: single intervals of each run, compared directly."""
+    return [
         _row(
             "startup",
             other.startup - base.startup,
             0.0,
             evidence={"startup_s": [base.startup, other.startup]},
-        )
-    )
-    rows.append(
-        _row("tail", other.tail - base.tail, 0.0, evidence={"tail_s": [base.tail, other.tail]})
-    )
+        ),
+        _row("tail", other.tail - base.tail, 0.0, evidence={"tail_s": [base.tail, other.tail]}),
+    ]
+
+
+def _rank_causes(
+    rows: list[dict[str, Any]], diff: float, base: Blame, other: Blame
+) -> pd.DataFrame:
+    """The cause table: ``rows`` plus what is left unexplained, each row's noise (scaled, with
+    the floors), whether it is significant, largest in the direction of ``diff`` first."""
     causes = pd.DataFrame(rows)
     explained = float(causes["seconds"].sum())
     rows_u = _row(
@@ -623,6 +694,7 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
         },
     )
     causes = pd.concat([causes, pd.DataFrame([rows_u])], ignore_index=True)
+    floor = max(NOISE_FLOOR_REL * max(base.makespan, other.makespan), NOISE_FLOOR_S)
     causes["noise"] = np.maximum(NOISE_SIGMAS * causes["noise"].astype("float64"), floor)
     single = causes["cause"].isin(["startup", "tail", "unexplained"]).to_numpy()
     interval = max(
@@ -635,28 +707,25 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
     causes["_order"] = [CAUSES.index(c) for c in causes["cause"]]
     causes["_rank"] = -sign * causes["seconds"]
     causes = causes.sort_values(["_rank", "_order", "prefix"], kind="stable", na_position="last")
-    causes = causes.drop(columns=["_order", "_rank"]).reset_index(drop=True)[CAUSE_COLUMNS]
-    totals = {c: float(causes.loc[causes["cause"] == c, "seconds"].sum()) for c in CAUSES}
+    return causes.drop(columns=["_order", "_rank"]).reset_index(drop=True)[CAUSE_COLUMNS]
+
+
+def _notes(base: Blame, other: Blame) -> list[str]:
+    """What the comparison cannot attribute, and why (the runs' own notes first)."""
+    notes: list[str] = []
+    for bl in (base, other):
+        notes.extend(f"{bl.timeline.label}: {n}" for n in bl.notes)
+    if base.timeline.has_io != other.timeline.has_io:
+        notes.append(
+            "only one run has linked Darshan I/O: I/O time cannot be told from compute, it "
+            "counts as compute"
+        )
     if not (base.timeline.has_transitions and other.timeline.has_transitions):
         notes.append(
             "waiting and transfers are not attributed: a run has no worker transitions, so "
             "when its tasks became ready is not known (their waits count in parallelism)"
         )
-    wt_ = worker_table(base, other)
-    return Explanation(
-        baseline=base.timeline.label,
-        other=other.timeline.label,
-        difference_s=float(diff),
-        causes=causes,
-        totals=totals,
-        alignment=al,
-        tasks=changed_tasks(base, other, al),
-        workers=wt_,
-        hosts=host_table(base, other, wt_),
-        files=file_table(base, other),
-        runs=run_table(base, other),
-        notes=notes,
-    )
+    return notes
 
 
 def _latency_noise(b: pd.Series, o: pd.Series, col: str, count: str) -> float:

@@ -288,7 +288,14 @@ class Blame:
 
 
 def blame(tl: Timeline) -> Blame:
-    """Share out the makespan of one run (see the module text)."""
+    """Share out the makespan of one run (see the module text).
+
+    The steps: keep the timed execution attempts; when each became ready, its inputs arrived
+    and its previous attempt ended (:func:`_readiness`); the intervals it was pending, waiting
+    or receiving (:func:`_pending`); the thread slots of the workers alive (:func:`_capacity`);
+    the sweep that shares every instant of the window out (:func:`_sweep`); each attempt's
+    linked Darshan seconds (:func:`_io_seconds`).
+    """
     notes = list(tl.notes)
     ex = tl.executions
     timed = (ex["start"].to_numpy() != NAT_US) & (ex["end"].to_numpy() != NAT_US)
@@ -297,105 +304,200 @@ def blame(tl: Timeline) -> Blame:
     if untimed:
         notes.append(f"{untimed:,} execution attempt(s) without a start or end are not shared out")
     ex = ex[timed].reset_index(drop=True)
-    run_s, run_e = tl.start, tl.end
     if not len(ex):
-        span = max(0.0, (run_e - run_s) / 1e6) if run_s != NAT_US and run_e != NAT_US else 0.0
-        empty = ex.assign(
-            duration=np.zeros(0),
-            share=np.zeros(0),
-            wait=np.zeros(0),
-            xfer=np.zeros(0),
-            io_s=np.zeros(0),
-            incoming=np.zeros(0, dtype="int64"),
-            capacity=np.zeros(0),
-        )
-        return Blame(tl, span, span, 0.0, 0.0, 0.0, empty, False, untimed, 0.0, 0.0, notes)
+        return _empty_blame(tl, ex, untimed, notes)
     s = ex["start"].to_numpy(dtype="int64")
     e = ex["end"].to_numpy(dtype="int64")
     ws, we = int(s.min()), int(e.max())
-    if run_s == NAT_US or run_s > ws:
-        run_s = ws
-    if run_e == NAT_US or run_e < we:
-        run_e = we
-    n = len(ex)
-    keys = ex["key"].to_numpy(dtype=object)
+    run_s = ws if tl.start == NAT_US or tl.start > ws else tl.start
+    run_e = we if tl.end == NAT_US or tl.end < we else tl.end
     attempt = ex["attempt"].to_numpy(dtype="int64")
+    codes = _key_codes(tl, ex)
+    ready = _readiness(tl, ex, codes, s, e, attempt)
+    pend = _pending(ready, s, ws, we)
+    cap = _capacity(tl, ex, s, e, ws, we, notes)
+    sw = _sweep(s, e, pend, cap, ws, we)
+    share = sw.integral(sw.run, s, e, np.ones(len(ex), bool))
+    wait = sw.integral(sw.wait, pend.wa, pend.wb, pend.wok)
+    xfer = sw.integral(sw.xfer, pend.xa, pend.xb, pend.xok)
+    out = ex.assign(
+        duration=(e - s) / 1e6,
+        share=share,
+        wait=wait,
+        xfer=xfer,
+        io_s=_io_seconds(tl, codes, attempt),
+        incoming=ready.incoming,
+        capacity=sw.capacity_at(s),
+        retry_wait=~ready.first,
+    )
+    pending = wait + xfer
+    total_dt = float(sw.dt.sum())
+    return Blame(
+        timeline=tl,
+        makespan=(run_e - run_s) / 1e6,
+        startup=(ws - run_s) / 1e6,
+        tail=(run_e - we) / 1e6,
+        window=(we - ws) / 1e6,
+        gap=sw.gap,
+        executions=out,
+        capacity_known=cap.known,
+        untimed=untimed,
+        concurrency=float((sw.b * sw.dt).sum() / total_dt) if total_dt else 0.0,
+        slots=float((sw.P * sw.dt).sum() / total_dt) if total_dt else 0.0,
+        notes=notes,
+        latency=float(pending.sum() / max(1, int((pending > 0).sum()))),
+    )
 
-    # -- readiness: the last end of every dependency; a root's graph submission -----------------
-    # every key as an integer code (hash once; joins are then integer lookups)
+
+def _empty_blame(tl: Timeline, ex: pd.DataFrame, untimed: int, notes: list[str]) -> Blame:
+    """A run without a timed execution: its whole span is startup."""
+    run_s, run_e = tl.start, tl.end
+    span = max(0.0, (run_e - run_s) / 1e6) if run_s != NAT_US and run_e != NAT_US else 0.0
+    empty = ex.assign(
+        duration=np.zeros(0),
+        share=np.zeros(0),
+        wait=np.zeros(0),
+        xfer=np.zeros(0),
+        io_s=np.zeros(0),
+        incoming=np.zeros(0, dtype="int64"),
+        capacity=np.zeros(0),
+    )
+    return Blame(tl, span, span, 0.0, 0.0, 0.0, empty, False, untimed, 0.0, 0.0, notes)
+
+
+@dataclass
+class _Codes:
+    """Every key of the run's tables as one integer code (hashed once: joins are then integer
+    lookups): ``ck`` of the executions, ``cdk``/``cdd`` of the dependencies' keys and
+    dependencies, ``ctk`` of the finished transfers (``tr``), ``csk`` of the submitted keys,
+    ``cik`` of the linked I/O; ``U`` codes in all."""
+
+    ck: np.ndarray
+    cdk: np.ndarray
+    cdd: np.ndarray
+    ctk: np.ndarray
+    csk: np.ndarray
+    cik: np.ndarray
+    U: int
+    tr: pd.DataFrame
+
+
+def _key_codes(tl: Timeline, ex: pd.DataFrame) -> _Codes:
     deps = tl.dependencies
     tr = tl.transfers
     if len(tr):
         tr = tr[(tr["stop"].to_numpy() != NAT_US) & tr["destination"].notna().to_numpy()]
+    keys = ex["key"].to_numpy(dtype=object)
     dk, dd = _obj(deps["key"]), _obj(deps["dependency"])
     tk = _obj(tr["key"])
     sk = np.asarray(tl.submitted.index, dtype=object)
     ik = _obj(tl.io["key"]) if tl.has_io and len(tl.io) else np.zeros(0, dtype=object)
     codes, uniq = pd.factorize(np.concatenate([keys, dk, dd, tk, sk, ik]))
-    cuts = np.cumsum([n, len(dk), len(dd), len(tk), len(sk)])
+    cuts = np.cumsum([len(keys), len(dk), len(dd), len(tk), len(sk)])
     ck, cdk, cdd, ctk, csk, cik = np.split(codes, cuts)
-    U = len(uniq)
-    last_end = np.full(U, NAT_US, dtype="int64")
-    np.maximum.at(last_end, ck, e)
+    return _Codes(ck, cdk, cdd, ctk, csk, cik, len(uniq), tr)
+
+
+@dataclass
+class _Ready:
+    """Per execution attempt: ``ready`` (the last end of its dependencies; a root's graph
+    submission; NAT_US when unknown), ``arrival`` (the last of its inputs moved to its worker),
+    ``incoming`` (bytes moved to it), ``first`` (the key's first attempt) and ``prev_end`` (a
+    retry's previous attempt's end)."""
+
+    ready: np.ndarray
+    arrival: np.ndarray
+    incoming: np.ndarray
+    first: np.ndarray
+    prev_end: np.ndarray
+
+
+def _readiness(
+    tl: Timeline, ex: pd.DataFrame, c: _Codes, s: np.ndarray, e: np.ndarray, attempt: np.ndarray
+) -> _Ready:
+    n = len(ex)
+    last_end = np.full(c.U, NAT_US, dtype="int64")
+    np.maximum.at(last_end, c.ck, e)
     # the first attempt of each key (smallest attempt number, then earliest start)
-    order = np.lexsort((s, attempt, ck))
-    ks = ck[order]
+    order = np.lexsort((s, attempt, c.ck))
+    ks = c.ck[order]
     is_first = np.r_[True, ks[1:] != ks[:-1]] if n else np.zeros(0, bool)
     first = np.zeros(n, bool)
     first[order[is_first]] = True
-    first_row = np.full(U, -1, dtype="int64")
-    first_row[ck[first]] = np.flatnonzero(first)
+    first_row = np.full(c.U, -1, dtype="int64")
+    first_row[c.ck[first]] = np.flatnonzero(first)
     ready = np.full(n, NAT_US, dtype="int64")
     arrival = np.full(n, NAT_US, dtype="int64")
     incoming = np.zeros(n, dtype="int64")
     if tl.has_transitions:
-        if len(dk):
-            ok = (last_end[cdd] != NAT_US) & (first_row[cdk] >= 0)
-            rows, dep_c = first_row[cdk[ok]], cdd[ok]
+        if len(c.cdk):
+            ok = (last_end[c.cdd] != NAT_US) & (first_row[c.cdk] >= 0)
+            rows, dep_c = first_row[c.cdk[ok]], c.cdd[ok]
             np.maximum.at(ready, rows, last_end[dep_c])
-            # data moved to the task's worker: transfers of its dependencies to that worker
-            if len(tk):
-                wcodes, _ = pd.factorize(
-                    np.concatenate([_obj(ex["worker"]), _obj(tr["destination"])])
-                )
-                W = int(wcodes.max()) + 1
-                ex_w, tr_w = wcodes[:n], wcodes[n:]
-                pair_tr = ctk.astype("int64") * W + tr_w
-                g = (
-                    pd.DataFrame(
-                        {
-                            "pair": pair_tr,
-                            "stop": tr["stop"].to_numpy(),
-                            "nbytes": tr["nbytes"].to_numpy(),
-                        }
-                    )
-                    .groupby("pair", sort=True)
-                    .agg(stop=("stop", "max"), nbytes=("nbytes", "sum"))
-                )
-                keys_sorted = g.index.to_numpy()
-                pair_dep = dep_c.astype("int64") * W + ex_w[rows]
-                pos = np.searchsorted(keys_sorted, pair_dep)
-                pos = np.clip(pos, 0, max(len(keys_sorted) - 1, 0))
-                hit = keys_sorted[pos] == pair_dep if len(keys_sorted) else np.zeros(0, bool)
-                if hit.any():
-                    np.maximum.at(arrival, rows[hit], g["stop"].to_numpy()[pos[hit]])
-                    np.add.at(incoming, rows[hit], g["nbytes"].to_numpy()[pos[hit]])
+            if len(c.ctk):
+                _arrivals(ex, c, rows, dep_c, arrival, incoming)
         roots = first & (ready == NAT_US)
-        if len(sk):
-            sub_t = np.full(U, NAT_US, dtype="int64")
-            sub_t[csk] = tl.submitted.to_numpy(dtype="int64")
+        if len(c.csk):
+            sub_t = np.full(c.U, NAT_US, dtype="int64")
+            sub_t[c.csk] = tl.submitted.to_numpy(dtype="int64")
             idx = np.flatnonzero(roots)
-            ready[idx] = sub_t[ck[idx]]
+            ready[idx] = sub_t[c.ck[idx]]
     # later attempts wait from the previous attempt's end (a retry)
     prev_end = np.full(n, NAT_US, dtype="int64")
     if (~first).any():
-        ord_e = order
         same = np.r_[False, ks[1:] == ks[:-1]]
-        pe = e[ord_e]
+        pe = e[order]
         prev = np.r_[NAT_US, pe[:-1]]
-        prev_end[ord_e[same]] = prev[same]
+        prev_end[order[same]] = prev[same]
+    return _Ready(ready, arrival, incoming, first, prev_end)
 
-    # pending intervals, clipped to the window: [ready, arrival) transfer, [.., start) waiting
+
+def _arrivals(
+    ex: pd.DataFrame,
+    c: _Codes,
+    rows: np.ndarray,
+    dep_c: np.ndarray,
+    arrival: np.ndarray,
+    incoming: np.ndarray,
+) -> None:
+    """Data moved to a task's worker: the transfers of its dependencies (``dep_c``, for the
+    attempts ``rows``) to that worker set ``arrival`` (their last stop) and ``incoming``."""
+    n, tr = len(ex), c.tr
+    wcodes, _ = pd.factorize(np.concatenate([_obj(ex["worker"]), _obj(tr["destination"])]))
+    W = int(wcodes.max()) + 1
+    ex_w, tr_w = wcodes[:n], wcodes[n:]
+    pair_tr = c.ctk.astype("int64") * W + tr_w
+    g = (
+        pd.DataFrame(
+            {"pair": pair_tr, "stop": tr["stop"].to_numpy(), "nbytes": tr["nbytes"].to_numpy()}
+        )
+        .groupby("pair", sort=True)
+        .agg(stop=("stop", "max"), nbytes=("nbytes", "sum"))
+    )
+    keys_sorted = g.index.to_numpy()
+    pair_dep = dep_c.astype("int64") * W + ex_w[rows]
+    pos = np.searchsorted(keys_sorted, pair_dep)
+    pos = np.clip(pos, 0, max(len(keys_sorted) - 1, 0))
+    hit = keys_sorted[pos] == pair_dep if len(keys_sorted) else np.zeros(0, bool)
+    if hit.any():
+        np.maximum.at(arrival, rows[hit], g["stop"].to_numpy()[pos[hit]])
+        np.add.at(incoming, rows[hit], g["nbytes"].to_numpy()[pos[hit]])
+
+
+@dataclass
+class _Pending:
+    """The intervals an attempt was pending, clipped to the window ``[ws, we]``:
+    ``[xa, xb)`` its inputs were moving (where ``xok``), ``[wa, wb)`` it waited (``wok``)."""
+
+    xok: np.ndarray
+    xa: np.ndarray
+    xb: np.ndarray
+    wok: np.ndarray
+    wa: np.ndarray
+    wb: np.ndarray
+
+
+def _pending(r: _Ready, s: np.ndarray, ws: int, we: int) -> _Pending:
     def clip(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ok = (a != NAT_US) & (b != NAT_US)
         a2 = np.where(ok, np.clip(a, ws, we), 0)
@@ -403,13 +505,36 @@ def blame(tl: Timeline) -> Blame:
         ok &= b2 > a2
         return ok, a2, b2
 
-    xa, xb = ready, np.minimum(np.where(arrival == NAT_US, ready, arrival), s)
-    xok, xa, xb = clip(xa, xb)
-    wa = np.where(first, np.where(arrival != NAT_US, np.maximum(ready, arrival), ready), prev_end)
+    ready, arrival = r.ready, r.arrival
+    xok, xa, xb = clip(ready, np.minimum(np.where(arrival == NAT_US, ready, arrival), s))
+    wa = np.where(
+        r.first, np.where(arrival != NAT_US, np.maximum(ready, arrival), ready), r.prev_end
+    )
     wok, wa, wb = clip(wa, s)
-    retry_wait = ~first
+    return _Pending(xok, xa, xb, wok, wa, wb)
 
-    # -- capacity: threads of the workers alive -------------------------------------------------
+
+@dataclass
+class _Capacity:
+    """The workers' thread slots: ``threads`` of each worker alive from ``added`` to
+    ``removed`` (clipped to the window); ``known``: every worker's thread count was recorded."""
+
+    threads: np.ndarray
+    added: np.ndarray
+    removed: np.ndarray
+    known: bool
+
+
+def _capacity(
+    tl: Timeline,
+    ex: pd.DataFrame,
+    s: np.ndarray,
+    e: np.ndarray,
+    ws: int,
+    we: int,
+    notes: list[str],
+) -> _Capacity:
+    n = len(ex)
     workers = tl.workers
     exw = ex["worker"].to_numpy(dtype=object)
     addrs = pd.unique(np.concatenate([workers["address"].to_numpy(dtype=object), exw]))
@@ -449,22 +574,69 @@ def blame(tl: Timeline) -> Blame:
         has = ~np.isnan(lo)
         added[has] = np.minimum(added[has], lo[has].astype("int64"))
         removed[has] = np.maximum(removed[has], hi[has].astype("int64"))
+    return _Capacity(threads, added, removed, capacity_known)
 
-    # -- the sweep ------------------------------------------------------------------------------
+
+@dataclass
+class _Sweep:
+    """The window cut at every interval end: ``times``, segment lengths ``dt`` (seconds), slots
+    ``P`` and running tasks ``b`` per segment, the running integrals of the rates at which a
+    running, waiting and receiving attempt is blamed (``run``, ``wait``, ``xfer``), and the
+    ``gap`` (seconds when nothing ran, waited or received)."""
+
+    times: np.ndarray
+    dt: np.ndarray
+    P: np.ndarray
+    b: np.ndarray
+    run: np.ndarray
+    wait: np.ndarray
+    xfer: np.ndarray
+    gap: float
+
+    def integral(self, R: np.ndarray, a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        """Per interval ``[a, b)`` (where ``ok``): the integral of the rate ``R`` over it."""
+        out = np.zeros(len(a))
+        if ok.any():
+            t = self.times
+            out[ok] = R[np.searchsorted(t, b[ok])] - R[np.searchsorted(t, a[ok])]
+        return out
+
+    def capacity_at(self, s: np.ndarray) -> np.ndarray:
+        """The thread slots when each attempt started."""
+        P = self.P
+        if not len(P):
+            return np.ones(len(s))
+        cap_at = np.r_[P, P[-1:]]
+        return cap_at[np.clip(np.searchsorted(self.times, s, side="right") - 1, 0, len(P) - 1)]
+
+
+def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int, we: int) -> _Sweep:
+    wok, xok = pd_.wok, pd_.xok
     times = np.unique(
-        np.concatenate([[ws, we], s, e, xa[xok], xb[xok], wa[wok], wb[wok], added, removed])
+        np.concatenate(
+            [
+                [ws, we],
+                s,
+                e,
+                pd_.xa[xok],
+                pd_.xb[xok],
+                pd_.wa[wok],
+                pd_.wb[wok],
+                cap.added,
+                cap.removed,
+            ]
+        )
     )
     times = times[(times >= ws) & (times <= we)]
     dt = np.diff(times).astype("float64") / 1e6
     run_ = _count(times, s, e, None)
-    wait_ = _count(times, wa[wok], wb[wok], None)
-    xfer_ = _count(times, xa[xok], xb[xok], None)
-    cap = _count(times, added, removed, threads)
-    P = np.maximum(cap, run_).astype("float64")
+    wait_ = _count(times, pd_.wa[wok], pd_.wb[wok], None)
+    xfer_ = _count(times, pd_.xa[xok], pd_.xb[xok], None)
+    slots = _count(times, cap.added, cap.removed, cap.threads)
+    P = np.maximum(slots, run_).astype("float64")
     b = run_.astype("float64")
     nw, nx = wait_.astype("float64"), xfer_.astype("float64")
-    zero = P == 0
-    P[zero] = 1.0
+    P[P == 0] = 1.0
     idle = P - b
     w_slots = np.minimum(idle, nw)
     x_slots = np.minimum(idle - w_slots, nx)
@@ -478,65 +650,36 @@ def blame(tl: Timeline) -> Blame:
         r_wait = np.where(nw > 0, (w_slots / np.where(nw > 0, nw, 1.0) + spread) / P, 0.0)
         r_xfer = np.where(nx > 0, (x_slots / np.where(nx > 0, nx, 1.0) + spread) / P, 0.0)
     gap_rate = np.where((~running) & (pending == 0), 1.0, 0.0)
-    R_run = np.r_[0.0, np.cumsum(r_run * dt)]
-    R_wait = np.r_[0.0, np.cumsum(r_wait * dt)]
-    R_xfer = np.r_[0.0, np.cumsum(r_xfer * dt)]
-    gap = float((gap_rate * dt).sum())
-
-    def integral(R: np.ndarray, a: np.ndarray, bb: np.ndarray, ok: np.ndarray) -> np.ndarray:
-        out = np.zeros(n)
-        if ok.any():
-            out[ok] = R[np.searchsorted(times, bb[ok])] - R[np.searchsorted(times, a[ok])]
-        return out
-
-    share = integral(R_run, s, e, np.ones(n, bool))
-    wait = integral(R_wait, wa, wb, wok)
-    xfer = integral(R_xfer, xa, xb, xok)
-    io_s = np.zeros(n)
-    if len(cik):
-        # seconds per (key, attempt): pair codes, then a lookup for each execution
-        A = int(max(attempt.max(initial=0), tl.io["attempt"].max())) + 1
-        per = (
-            pd.Series(tl.io["seconds"].to_numpy(dtype="float64"))
-            .groupby(cik.astype("int64") * A + tl.io["attempt"].to_numpy(dtype="int64"))
-            .sum()
-        )
-        pk = per.index.to_numpy()
-        want = ck.astype("int64") * A + attempt
-        pos = np.clip(np.searchsorted(pk, want), 0, len(pk) - 1)
-        hit = pk[pos] == want
-        io_s[hit] = per.to_numpy()[pos[hit]]
-    cap_at = np.r_[P, P[-1:]] if len(P) else np.ones(1)
-    capacity = cap_at[np.clip(np.searchsorted(times, s, side="right") - 1, 0, max(len(P) - 1, 0))]
-    out = ex.assign(
-        duration=(e - s) / 1e6,
-        share=share,
-        wait=wait,
-        xfer=xfer,
-        io_s=io_s,
-        incoming=incoming,
-        capacity=capacity if len(P) else np.ones(n),
-        retry_wait=retry_wait,
+    return _Sweep(
+        times=times,
+        dt=dt,
+        P=P,
+        b=b,
+        run=np.r_[0.0, np.cumsum(r_run * dt)],
+        wait=np.r_[0.0, np.cumsum(r_wait * dt)],
+        xfer=np.r_[0.0, np.cumsum(r_xfer * dt)],
+        gap=float((gap_rate * dt).sum()),
     )
-    window = (we - ws) / 1e6
-    total_dt = float(dt.sum())
-    pend = wait + xfer
-    latency = float(pend.sum() / max(1, int((pend > 0).sum())))
-    return Blame(
-        timeline=tl,
-        makespan=(run_e - run_s) / 1e6,
-        startup=(ws - run_s) / 1e6,
-        tail=(run_e - we) / 1e6,
-        window=window,
-        gap=gap,
-        executions=out,
-        capacity_known=capacity_known,
-        untimed=untimed,
-        concurrency=float((b * dt).sum() / total_dt) if total_dt else 0.0,
-        slots=float((P * dt).sum() / total_dt) if total_dt else 0.0,
-        notes=notes,
-        latency=latency,
+
+
+def _io_seconds(tl: Timeline, c: _Codes, attempt: np.ndarray) -> np.ndarray:
+    """Per execution attempt: the seconds of Darshan I/O linked to it."""
+    io_s = np.zeros(len(c.ck))
+    if not len(c.cik):
+        return io_s
+    # seconds per (key, attempt): pair codes, then a lookup for each execution
+    A = int(max(attempt.max(initial=0), tl.io["attempt"].max())) + 1
+    per = (
+        pd.Series(tl.io["seconds"].to_numpy(dtype="float64"))
+        .groupby(c.cik.astype("int64") * A + tl.io["attempt"].to_numpy(dtype="int64"))
+        .sum()
     )
+    pk = per.index.to_numpy()
+    want = c.ck.astype("int64") * A + attempt
+    pos = np.clip(np.searchsorted(pk, want), 0, len(pk) - 1)
+    hit = pk[pos] == want
+    io_s[hit] = per.to_numpy()[pos[hit]]
+    return io_s
 
 
 def _obj(s: pd.Series) -> np.ndarray:

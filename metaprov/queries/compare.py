@@ -137,12 +137,12 @@ def _get(df: pd.DataFrame, col: str, n: int) -> pd.Series:
 
 
 def timeline_from_store(store: Store, run: str) -> Timeline:
-    """The :class:`Timeline` of ``run`` (its id or run name) as the store holds it.
+    """The :class:`Timeline` of ``run`` (its id or run name) as the store holds it: one scan of
+    the run's graph per table.
 
     Raises:
         QueryError: no such run in the store (or several of that name).
     """
-    from metaprov.analysis.timeline import EXECUTION_COLUMNS, IO_COLUMNS, _host
     from metaprov.store.sparql import make_term
 
     run_id, graph = resolve_run(store, run)
@@ -151,59 +151,86 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
     def ask(q: str) -> pd.DataFrame:
         return store.select_strings(q % {"g": g})
 
-    notes: list[str] = []
-    span = ask(_SPAN)
-    name = (
-        str(span["name"].iloc[0])
-        if len(span) and "name" in span and span["name"].iloc[0]
-        else run_id
+    name, start, end = _span(ask(_SPAN), run_id)
+    executions, has_transitions = _executions(ask(_EXECUTIONS))
+    io = _io(ask(_READS), ask(_WRITES))
+    return Timeline(
+        label=name,
+        run_id=run_id,
+        start=start,
+        end=end,
+        executions=executions,
+        dependencies=_dependencies(ask(_DEPENDENCIES)),
+        transfers=_transfers(ask(_TRANSFERS)),
+        workers=_workers(ask(_WORKERS)),
+        submitted=_submitted(ask(_SUBMITTED)),
+        io=io,
+        has_io=len(io) > 0,
+        has_transitions=has_transitions,
+        notes=_notes(executions, has_transitions),
+        software=_software(ask(_SOFTWARE)),
     )
-    s_us = int(_us(span["start"])[0]) if len(span) and span["start"].iloc[0] else NAT_US
-    e_us = int(_us(span["end"])[0]) if len(span) and span["end"].iloc[0] else NAT_US
 
-    ex = ask(_EXECUTIONS)
+
+def _span(span: pd.DataFrame, run_id: str) -> tuple[str, int, int]:
+    """The run's name (its id when it has none), start and end (µs; NAT_US when unknown)."""
+    has = len(span) > 0
+    name = str(span["name"].iloc[0]) if has and "name" in span and span["name"].iloc[0] else run_id
+    start = int(_us(span["start"])[0]) if has and span["start"].iloc[0] else NAT_US
+    end = int(_us(span["end"])[0]) if has and span["end"].iloc[0] else NAT_US
+    return name, start, end
+
+
+def _executions(ex: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """The execution attempts, in the records' order (key, attempt, start: ties of the sweep),
+    and whether the workers' transitions timed them."""
+    from metaprov.analysis.timeline import EXECUTION_COLUMNS
+
     n = len(ex)
-    if n:
-        worker = _get(ex, "worker", n).where(
-            _get(ex, "worker", n) != "", _get(ex, "agent_worker", n)
-        )
-        thread = pd.to_numeric(_get(ex, "thread", n).where(_get(ex, "thread", n) != "", None))
-        prefix = _get(ex, "prefix", n).where(_get(ex, "prefix", n) != "", "?")
-        executions = pd.DataFrame(
-            {
-                "key": ex["key"].to_numpy(dtype=object),
-                "prefix": prefix.to_numpy(dtype=object),
-                "attempt": _int(_get(ex, "attempt", n)),
-                "worker": worker.to_numpy(dtype=object),
-                "thread": pd.array(
-                    [None if v != v else int(v) for v in thread.to_numpy(dtype=object)],
-                    dtype="UInt64",
-                )
-                if thread.notna().any()
-                else pd.array([None] * n, dtype="UInt64"),
-                "start": _us(_get(ex, "start", n)),
-                "end": _us(_get(ex, "end", n)),
-                "ok": (_get(ex, "outcome", n) == "memory").to_numpy(),
-            }
-        )
-        has_transitions = bool((_get(ex, "source", n) == "worker").any())
-    else:
-        executions = pd.DataFrame({c: pd.Series(dtype=object) for c in EXECUTION_COLUMNS})
-        has_transitions = False
-    # the same order as the records' executions (key, attempt, start): ties of the sweep
-    executions = executions.sort_values(["key", "attempt", "start"], kind="stable").reset_index(
-        drop=True
+    if not n:
+        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in EXECUTION_COLUMNS})
+        return empty, False
+    worker = _get(ex, "worker", n)
+    worker = worker.where(worker != "", _get(ex, "agent_worker", n))
+    prefix = _get(ex, "prefix", n)
+    executions = pd.DataFrame(
+        {
+            "key": ex["key"].to_numpy(dtype=object),
+            "prefix": prefix.where(prefix != "", "?").to_numpy(dtype=object),
+            "attempt": _int(_get(ex, "attempt", n)),
+            "worker": worker.to_numpy(dtype=object),
+            "thread": _threads(_get(ex, "thread", n)),
+            "start": _us(_get(ex, "start", n)),
+            "end": _us(_get(ex, "end", n)),
+            "ok": (_get(ex, "outcome", n) == "memory").to_numpy(),
+        }
     )
-    dep = ask(_DEPENDENCIES)
-    dependencies = (
-        pd.DataFrame({"key": dep["key"].to_numpy(), "dependency": dep["dependency"].to_numpy()})
-        if len(dep)
-        else pd.DataFrame({"key": pd.Series(dtype=object), "dependency": pd.Series(dtype=object)})
+    executions = executions.sort_values(["key", "attempt", "start"], kind="stable")
+    return executions.reset_index(drop=True), bool((_get(ex, "source", n) == "worker").any())
+
+
+def _threads(col: pd.Series) -> pd.arrays.IntegerArray:
+    """Thread ids (unsigned 64-bit; empty -> missing)."""
+    thread = pd.to_numeric(col.where(col != "", None))
+    if not thread.notna().any():
+        return pd.array([None] * len(col), dtype="UInt64")
+    return pd.array(
+        [None if v != v else int(v) for v in thread.to_numpy(dtype=object)], dtype="UInt64"
+    )
+
+
+def _dependencies(dep: pd.DataFrame) -> pd.DataFrame:
+    if not len(dep):
+        return pd.DataFrame({"key": pd.Series(dtype=object), "dependency": pd.Series(dtype=object)})
+    return pd.DataFrame(
+        {"key": dep["key"].to_numpy(), "dependency": dep["dependency"].to_numpy()}
     ).drop_duplicates(ignore_index=True)
-    tr = ask(_TRANSFERS)
+
+
+def _transfers(tr: pd.DataFrame) -> pd.DataFrame:
     m = len(tr)
     dest = _get(tr, "destination", m)
-    transfers = pd.DataFrame(
+    return pd.DataFrame(
         {
             "key": _get(tr, "key", m).to_numpy(dtype=object),
             "source": pd.Series([None] * m, dtype=object),
@@ -213,95 +240,93 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
             "nbytes": _int(_get(tr, "nbytes", m)),
         }
     )
-    w = ask(_WORKERS)
+
+
+def _workers(w: pd.DataFrame) -> pd.DataFrame:
+    from metaprov.analysis.timeline import _host
+
     k = len(w)
     addr = _get(w, "address", k)
-    workers = pd.DataFrame(
+    threads = _get(w, "threads", k)
+    return pd.DataFrame(
         {
             "address": addr.to_numpy(dtype=object),
             "host": _host(addr).to_numpy(),
-            "threads": pd.array(
-                pd.to_numeric(_get(w, "threads", k).where(_get(w, "threads", k) != "", None)),
-                dtype="Int64",
-            ),
+            "threads": pd.array(pd.to_numeric(threads.where(threads != "", None)), dtype="Int64"),
             "added": _us(_get(w, "added", k)),
             "removed": _us(_get(w, "removed", k)),
         }
     ).drop_duplicates("address")
-    sub = ask(_SUBMITTED)
-    submitted = (
-        pd.Series(_us(sub["at"]), index=sub["key"].to_numpy())
-        if len(sub)
-        else pd.Series([], dtype="int64")
-    )
-    submitted = submitted[submitted != NAT_US]
+
+
+def _submitted(sub: pd.DataFrame) -> pd.Series:
+    """When each key's graph was submitted (µs), for the keys with a time."""
+    if not len(sub):
+        return pd.Series([], dtype="int64")
+    submitted = pd.Series(_us(sub["at"]), index=sub["key"].to_numpy())
+    return submitted[submitted != NAT_US]
+
+
+def _io(reads: pd.DataFrame, writes: pd.DataFrame) -> pd.DataFrame:
+    """The linked Darshan I/O per execution attempt and file: reads, then writes."""
+    from metaprov.analysis.timeline import IO_COLUMNS
+
     parts = []
-    for q, op in ((_READS, "read"), (_WRITES, "write")):
-        a = ask(q)
-        if len(a):
-            j = len(a)
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "key": a["key"].to_numpy(dtype=object),
-                        "attempt": _int(_get(a, "attempt", j)),
-                        "path": a["path"].to_numpy(dtype=object),
-                        "op": op,
-                        "bytes": _int(_get(a, "bytes", j)),
-                        "seconds": pd.to_numeric(_get(a, "seconds", j), errors="coerce")
-                        .fillna(0.0)
-                        .to_numpy(dtype="float64"),
-                    }
-                )
+    for a, op in ((reads, "read"), (writes, "write")):
+        if not len(a):
+            continue
+        j = len(a)
+        seconds = pd.to_numeric(_get(a, "seconds", j), errors="coerce").fillna(0.0)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "key": a["key"].to_numpy(dtype=object),
+                    "attempt": _int(_get(a, "attempt", j)),
+                    "path": a["path"].to_numpy(dtype=object),
+                    "op": op,
+                    "bytes": _int(_get(a, "bytes", j)),
+                    "seconds": seconds.to_numpy(dtype="float64"),
+                }
             )
-    io = (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame({c: pd.Series(dtype=object) for c in IO_COLUMNS})
-    )
+        )
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in IO_COLUMNS})
+    return pd.concat(parts, ignore_index=True)
+
+
+def _notes(executions: pd.DataFrame, has_transitions: bool) -> list[str]:
+    notes: list[str] = []
     if not has_transitions:
         notes.append(
             "no worker transitions: task times are the scheduler's begins/ends and readiness is "
             "not known, so waiting cannot be told from compute"
         )
-    if n and executions["thread"].isna().all():
+    if len(executions) and executions["thread"].isna().all():
         notes.append(
             "no thread ids: per-thread lanes are unknown; capacity comes from the workers' "
             "thread counts or, without them, the most tasks seen running at once"
         )
-    sw = ask(_SOFTWARE)
-    software = None
-    if len(sw):
-        role = {"Client": "client", "Scheduler": "scheduler", "WorkerProcess": "worker"}
-        cls = _get(sw, "cls", len(sw)).astype(str).str.rsplit("#", n=1).str[-1]
-        software = (
-            pd.DataFrame(
-                {
-                    "process": sw["environment"].astype(str),  # one row per environment
-                    "role": cls.map(role).fillna("").to_numpy(),
-                    "manager": sw["manager"].astype(str),
-                    "name": sw["name"].astype(str),
-                    "version": sw["version"].astype(str),
-                }
-            )
-            .drop_duplicates()
-            .reset_index(drop=True)
+    return notes
+
+
+def _software(sw: pd.DataFrame) -> pd.DataFrame | None:
+    """The software of the run's processes (one row per environment and package), if recorded."""
+    if not len(sw):
+        return None
+    role = {"Client": "client", "Scheduler": "scheduler", "WorkerProcess": "worker"}
+    cls = _get(sw, "cls", len(sw)).astype(str).str.rsplit("#", n=1).str[-1]
+    return (
+        pd.DataFrame(
+            {
+                "process": sw["environment"].astype(str),  # one row per environment
+                "role": cls.map(role).fillna("").to_numpy(),
+                "manager": sw["manager"].astype(str),
+                "name": sw["name"].astype(str),
+                "version": sw["version"].astype(str),
+            }
         )
-    return Timeline(
-        label=name,
-        run_id=run_id,
-        start=s_us,
-        end=e_us,
-        executions=executions,
-        dependencies=dependencies,
-        transfers=transfers,
-        workers=workers,
-        submitted=submitted,
-        io=io,
-        has_io=len(io) > 0,
-        has_transitions=has_transitions,
-        notes=notes,
-        software=software,
+        .drop_duplicates()
+        .reset_index(drop=True)
     )
 
 
