@@ -9,6 +9,9 @@ read and map it as any run (one conversion of the run so far), add the state tri
 the store the difference with the previous refresh: the triples to delete and to insert, in one
 SPARQL Update request (``DELETE DATA {...} ; INSERT DATA {...}``), which Oxigraph (embedded and
 server) applies in one transaction. Readers see the previous or the new refresh, never a mix.
+The difference is found on Arrow lines and 128-bit keys (:mod:`metaprov.live.lines`): the graph
+is never held as one Python object per triple, and only the changed lines become text. A
+snapshot equal to the previous one is not converted again: only its state triples change.
 
 **Identity while in progress.** A run's id (hence its graph's and instances' IRIs) is derived
 from its content, task count included, so it would change at every refresh. While the run is in
