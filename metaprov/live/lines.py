@@ -78,7 +78,7 @@ class LineSet:
 
     Attributes:
         lines: every line (``large_string`` chunks; may hold the same line twice).
-        a, b: the two 64-bit keys of each distinct line, ordered by ``a`` (then by row).
+        a, b: the two 64-bit keys of each distinct line, ordered by ``a``.
         rows: the row in ``lines`` of each key (the first of equal lines).
         a_unique: no two keys share their ``a`` (the fast, sorted diff applies).
     """
@@ -105,11 +105,13 @@ class LineSet:
             empty = np.zeros(0, dtype=np.uint64)
             return cls(lines, empty, empty, np.zeros(0, dtype=np.int64), True)
         s = pl.Series("l", lines)
-        keys = pl.DataFrame(
-            {"a": s.hash(_SEEDS[0]), "b": s.hash(_SEEDS[1]), "i": np.arange(len(s))}
-        ).sort(["a", "b", "i"])
-        a, b, rows = (keys[c].to_numpy() for c in ("a", "b", "i"))
-        # equal lines (equal keys) are held once: the first of them
+        ha = s.hash(_SEEDS[0])
+        order = ha.arg_sort().to_numpy()
+        a = ha.to_numpy()[order]
+        b = s.hash(_SEEDS[1]).to_numpy()[order]
+        rows = order.astype(np.int64, copy=False)
+        # equal lines (equal keys: adjacent, as a is sorted) are held once; a repeated a with
+        # another b (a 64-bit collision) leaves a_unique false, and diff() takes its exact path
         first = np.ones(len(a), dtype=bool)
         same_a = a[1:] == a[:-1]
         first[1:] = ~(same_a & (b[1:] == b[:-1]))
