@@ -66,157 +66,173 @@ def _names(bind_host: str) -> set[str]:
     return names
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the guard: checked, then forwarded to the backend or refused."""
+
+    server: _Server
+
+    server_version = "metaprov-serve"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:  # quiet, as Oxigraph's server is
+        pass
+
+    def _refuse(self, code: int, reason: str) -> None:
+        body = (reason + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.close_connection = True
+
+    def _host_ok(self) -> bool:
+        if allowed_host(self.headers.get("Host"), self.server.server_address[1], self.server.names):
+            return True
+        self._refuse(421, "this server answers only under its own name (Host refused)")
+        return False
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if not self._host_ok():
+            return
+        url = urlsplit(self.path)
+        if url.path.rstrip("/") in ("/query", "/update", "/store"):
+            if url.path.rstrip("/") != "/query":
+                return self._refuse(405, "this server is read-only")
+            params = parse_qsl(url.query, keep_blank_values=True)
+            return self._query(params, None)
+        self._forward("GET", self.path, None, {})
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        if self._host_ok():
+            self._forward("HEAD", urlsplit(self.path).path or "/", None, {})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if not self._host_ok():
+            return
+        url = urlsplit(self.path)
+        if url.path.rstrip("/") != "/query":
+            return self._refuse(405, "this server is read-only: only queries are answered")
+        try:
+            size = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            size = -1
+        if not 0 <= size <= MAX_BODY:
+            return self._refuse(413, f"a query body must be at most {MAX_BODY:,} bytes")
+        body = self.rfile.read(size)
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        params = parse_qsl(url.query, keep_blank_values=True)
+        if ctype == "application/sparql-query":
+            return self._query(params, body)
+        if ctype == "application/x-www-form-urlencoded":
+            try:
+                form = parse_qsl(body.decode("utf-8"), keep_blank_values=True)
+            except UnicodeDecodeError:
+                return self._refuse(400, "the form is not UTF-8")
+            return self._query(params + form, None)
+        return self._refuse(415, "send a SPARQL query (application/sparql-query or a form)")
+
+    def _method_refused(self) -> None:
+        if self._host_ok():
+            self._refuse(405, "this server is read-only")
+
+    do_PUT = do_DELETE = do_PATCH = _method_refused  # noqa: N815
+
+    def do_OPTIONS(self) -> None:  # noqa: N802 - a CORS preflight (answered with --cors)
+        if self._host_ok():
+            self._forward("OPTIONS", urlsplit(self.path).path or "/", None, {})
+
+    def _query(self, params: list[tuple[str, str]], body: bytes | None) -> None:
+        texts = [v for k, v in params if k == "query"]
+        if any(k == "update" for k, _ in params):
+            return self._refuse(405, "this server is read-only: no updates")
+        if body is not None:
+            try:
+                texts.append(body.decode("utf-8"))
+            except UnicodeDecodeError:
+                return self._refuse(400, "the query is not UTF-8")
+        if len(texts) != 1:
+            return self._refuse(400, "give exactly one query")
+        text = texts[0]
+        from metaprov.store.sparql import refuse_service
+
+        try:
+            refuse_service(text)
+        except Exception as exc:  # noqa: BLE001 - QueryError, or a tokenizer failure
+            return self._refuse(403, f"refused: {exc}")
+        rest = [(k, v) for k, v in params if k in ("default-graph-uri", "named-graph-uri")]
+        path = "/query" + (("?" + urlencode(rest)) if rest else "")
+        self._forward(
+            "POST",
+            path,
+            text.encode("utf-8"),
+            {"Content-Type": "application/sparql-query; charset=utf-8"},
+        )
+
+    def _forward(self, method: str, path: str, body: bytes | None, extra: dict) -> None:
+        headers = {
+            k: v
+            for k, v in self.headers.items()
+            if k.lower() not in _HOP and k.lower() not in ("content-length", "content-type")
+        }
+        headers.update(extra)
+        where = self.server.backend
+        headers["Host"] = f"{where[0]}:{where[1]}"
+        conn = http.client.HTTPConnection(*where, timeout=None)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+        except OSError:
+            return self._refuse(502, "the SPARQL server behind this one does not answer")
+        try:
+            self.send_response(resp.status, resp.reason)
+            for k, v in resp.getheaders():
+                if k.lower() not in _HOP and k.lower() != "content-length":
+                    self.send_header(k, v)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if method != "HEAD":
+                while chunk := resp.read1(1 << 16):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True  # the client went away
+        finally:
+            conn.close()
+
+
+class _Server(ThreadingHTTPServer):
+    """The guard's listening socket; its handlers read ``names`` and ``backend`` from it."""
+
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, names: set[str], backend: tuple[str, int]) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.names = names
+        self.backend = backend
+        super().__init__((host.strip("[]"), port), _Handler)
+
+
 class Guard:
     """The proxy: listens on ``(host, port)``, forwards to ``backend`` (127.0.0.1:PORT)."""
 
     def __init__(self, host: str, port: int, backend: tuple[str, int]) -> None:
-        from metaprov.store.sparql import refuse_service
-
-        names = _names(host)
-        guard = self
-        self.backend = backend
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "metaprov-serve"
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet, as Oxigraph's server is
-                pass
-
-            def _refuse(self, code: int, reason: str) -> None:
-                body = (reason + "\n").encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-                self.close_connection = True
-
-            def _host_ok(self) -> bool:
-                if allowed_host(self.headers.get("Host"), guard.port, names):
-                    return True
-                self._refuse(421, "this server answers only under its own name (Host refused)")
-                return False
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                if not self._host_ok():
-                    return
-                url = urlsplit(self.path)
-                if url.path.rstrip("/") in ("/query", "/update", "/store"):
-                    if url.path.rstrip("/") != "/query":
-                        return self._refuse(405, "this server is read-only")
-                    params = parse_qsl(url.query, keep_blank_values=True)
-                    return self._query(params, None)
-                self._forward("GET", self.path, None, {})
-
-            def do_HEAD(self) -> None:  # noqa: N802
-                if self._host_ok():
-                    self._forward("HEAD", urlsplit(self.path).path or "/", None, {})
-
-            def do_POST(self) -> None:  # noqa: N802
-                if not self._host_ok():
-                    return
-                url = urlsplit(self.path)
-                if url.path.rstrip("/") != "/query":
-                    return self._refuse(405, "this server is read-only: only queries are answered")
-                try:
-                    size = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    size = -1
-                if not 0 <= size <= MAX_BODY:
-                    return self._refuse(413, f"a query body must be at most {MAX_BODY:,} bytes")
-                body = self.rfile.read(size)
-                ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-                params = parse_qsl(url.query, keep_blank_values=True)
-                if ctype == "application/sparql-query":
-                    return self._query(params, body)
-                if ctype == "application/x-www-form-urlencoded":
-                    try:
-                        form = parse_qsl(body.decode("utf-8"), keep_blank_values=True)
-                    except UnicodeDecodeError:
-                        return self._refuse(400, "the form is not UTF-8")
-                    return self._query(params + form, None)
-                return self._refuse(415, "send a SPARQL query (application/sparql-query or a form)")
-
-            def _method_refused(self) -> None:
-                if self._host_ok():
-                    self._refuse(405, "this server is read-only")
-
-            do_PUT = do_DELETE = do_PATCH = _method_refused  # noqa: N815
-
-            def do_OPTIONS(self) -> None:  # noqa: N802 - a CORS preflight (answered with --cors)
-                if self._host_ok():
-                    self._forward("OPTIONS", urlsplit(self.path).path or "/", None, {})
-
-            def _query(self, params: list[tuple[str, str]], body: bytes | None) -> None:
-                texts = [v for k, v in params if k == "query"]
-                if any(k == "update" for k, _ in params):
-                    return self._refuse(405, "this server is read-only: no updates")
-                if body is not None:
-                    try:
-                        texts.append(body.decode("utf-8"))
-                    except UnicodeDecodeError:
-                        return self._refuse(400, "the query is not UTF-8")
-                if len(texts) != 1:
-                    return self._refuse(400, "give exactly one query")
-                text = texts[0]
-                try:
-                    refuse_service(text)
-                except Exception as exc:  # noqa: BLE001 - QueryError, or a tokenizer failure
-                    return self._refuse(403, f"refused: {exc}")
-                rest = [(k, v) for k, v in params if k in ("default-graph-uri", "named-graph-uri")]
-                path = "/query" + (("?" + urlencode(rest)) if rest else "")
-                self._forward(
-                    "POST",
-                    path,
-                    text.encode("utf-8"),
-                    {"Content-Type": "application/sparql-query; charset=utf-8"},
-                )
-
-            def _forward(self, method: str, path: str, body: bytes | None, extra: dict) -> None:
-                headers = {
-                    k: v
-                    for k, v in self.headers.items()
-                    if k.lower() not in _HOP and k.lower() not in ("content-length", "content-type")
-                }
-                headers.update(extra)
-                where = guard.backend
-                headers["Host"] = f"{where[0]}:{where[1]}"
-                conn = http.client.HTTPConnection(*where, timeout=None)
-                try:
-                    conn.request(method, path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                except OSError:
-                    return self._refuse(502, "the SPARQL server behind this one does not answer")
-                try:
-                    self.send_response(resp.status, resp.reason)
-                    for k, v in resp.getheaders():
-                        if k.lower() not in _HOP and k.lower() != "content-length":
-                            self.send_header(k, v)
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    if method != "HEAD":
-                        while chunk := resp.read1(1 << 16):
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    self.close_connection = True  # the client went away
-                finally:
-                    conn.close()
-
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-        class _Server(ThreadingHTTPServer):
-            address_family = family
-            daemon_threads = True
-
-        self.httpd = _Server((host.strip("[]"), port), Handler)
+        self.httpd = _Server(host, port, _names(host), backend)
         self.port = int(self.httpd.server_address[1])
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, name="metaprov-serve-guard", daemon=True
         )
+
+    @property
+    def backend(self) -> tuple[str, int]:
+        """Where queries go (may be set after the guard is bound, before it starts)."""
+        return self.httpd.backend
+
+    @backend.setter
+    def backend(self, value: tuple[str, int]) -> None:
+        self.httpd.backend = value
 
     def start(self) -> None:
         self.thread.start()

@@ -34,20 +34,60 @@ def _ok_error(res: object, code: int, *words: str) -> None:
 # --- files a run directory holds but cannot be read ----------------------------------------------
 
 
-def test_unreadable_csv_is_an_input_error_naming_it(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", tiny_files())
-    victim = run / "worker_transition.csv"
-    victim.chmod(0)
+_LIBRARY_READ = """
+import sys
+import metaprov
+from metaprov.errors import InputError
+try:
+    metaprov.read_run(sys.argv[1])
+except InputError as exc:
+    print(str(exc))
+    sys.exit(0)
+sys.exit("read_run read an unreadable file without an InputError")
+"""
+
+
+def test_unreadable_csv_is_an_input_error_naming_it() -> None:
+    """As root every file is readable: the reads run as nobody (privileges dropped), so the
+    test checks the same thing whoever runs it."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.fail("running as root and setpriv (util-linux) is missing to drop privileges")
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    top = Path(tempfile.mkdtemp(prefix="metaprov-unreadable-"))
     try:
-        if os.access(victim, os.R_OK):
-            pytest.skip("running as root: every file is readable (the next test covers the error)")
-        with pytest.raises(InputError, match="cannot read the file") as exc:
-            metaprov.read_run(run)
-        assert victim.name in str(exc.value) and "chmod" in str(exc.value)
-        res = CliRunner().invoke(cli, ["inspect", str(run)])
-        _ok_error(res, InputError.exit_code, victim.name)
+        top.chmod(0o755)
+        run = write_run(top / "run", tiny_files())
+        for p in [run, *run.iterdir()]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        victim = run / "worker_transition.csv"
+        victim.chmod(0)
+
+        def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*as_user, sys.executable, *args],
+                capture_output=True,
+                text=True,
+                cwd=top,
+                timeout=120,
+            )
+
+        lib = as_nobody("-c", _LIBRARY_READ, str(run))
+        assert lib.returncode == 0, lib.stderr[-2000:]
+        assert "cannot read the file" in lib.stdout and victim.name in lib.stdout
+        assert "chmod" in lib.stdout
+        cli_ = as_nobody("-m", "metaprov", "inspect", str(run))
+        assert cli_.returncode == InputError.exit_code, cli_.stderr[-2000:]
+        assert "Error: " in cli_.stderr and "Traceback" not in cli_.stderr
+        assert victim.name in cli_.stderr
     finally:
-        victim.chmod(0o644)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_csv_that_cannot_be_opened_is_an_input_error(tmp_path: Path) -> None:
