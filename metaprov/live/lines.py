@@ -130,6 +130,8 @@ class LineSet:
         of scattered rows costs several times more)."""
         if not len(rows):
             return pa.chunked_array([], type=LARGE)
+        if len(rows) == len(self.lines):  # every line (a first refresh): nothing to filter
+            return self.lines
         mask = np.zeros(len(self.lines), dtype=bool)
         mask[np.asarray(rows, dtype=np.int64)] = True
         return self.lines.filter(pa.array(mask))
