@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -41,22 +40,36 @@ st.flush()
 
 
 def child(cmd: list[str]) -> dict:
-    """Run ``cmd``; wall, CPU and peak RSS of that child alone."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Run ``cmd``; wall, CPU and peak RSS of that child alone (``os.wait4`` gives the child's
+    own rusage: ``RUSAGE_CHILDREN``'s ``ru_maxrss`` is the largest of all children so far)."""
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)  # noqa: S603
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # noqa: S603
+    load_before = os.getloadavg()
+    out_text, err_text = _drain(proc)
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
-        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err_text[-2000:]}")
     return {
         "wall_s": round(wall, 1),
-        "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
-        # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: run the biggest first or
-        # read it per step (each step below is larger than or equal to the ones before it)
-        "peak_rss_mb": round(after.ru_maxrss / 1024),
-        "stdout": proc.stdout.strip()[-2000:],
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "loadavg": [load_before, os.getloadavg()],
+        "stdout": out_text.strip()[-2000:],
     }
+
+
+def _drain(proc: subprocess.Popen) -> tuple[str, str]:
+    """Read the child's output to its end without reaping it (``os.wait4`` reaps it)."""
+    import threading
+
+    err: list[str] = []
+    t = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    t.start()
+    out = proc.stdout.read()
+    t.join()
+    return out, err[0] if err else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -264,9 +264,11 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
         >>> cp = critical_path(read_run("runs/R1"))  # doctest: +SKIP
         >>> cp[["key", "duration", "cumulative"]]  # doctest: +SKIP
     """
-    tasks = records.tasks.dropna(subset=["key"]).drop_duplicates("key")
-    dep = records.dependencies.dropna(subset=["key", "dependency"])
-    ex = records.executions.dropna(subset=["key"])
+    # only the columns used below (no copies of the whole tables: 10^6 tasks at load time)
+    tasks = records.tasks[["key", "prefix", "worker"]].dropna(subset=["key"])
+    tasks = tasks.drop_duplicates("key")
+    dep = records.dependencies[["key", "dependency"]].dropna()
+    ex = records.executions[["key", "worker", "start", "end"]].dropna(subset=["key"])
     keys = pd.unique(
         pd.concat([tasks["key"], dep["key"], dep["dependency"]], ignore_index=True).astype(str)
     )

@@ -11,9 +11,9 @@ and query results as :class:`pandas.DataFrame` (SELECT, CONSTRUCT), or ``bool`` 
 
 Each run lives in its own named graph ``<base>/run/<run-id>/graph``. Loading a run whose graph is
 already there replaces it (drop, then load), so a store never holds a run twice. Loads stream:
-N-Triples byte chunks flow from the mapping into a staging file that Oxigraph's bulk loader
-parses in parallel, or into a series of HTTP requests of bounded size, so the whole graph is
-never held in Python memory.
+N-Triples flow from the mapping into staging files of bounded size that Oxigraph's bulk loader
+parses in parallel (one call per file, which bounds its memory), or into a series of HTTP
+requests of bounded size, so the whole graph is never held in memory.
 
 Credentials for a server come from the environment (``METAPROV_ENDPOINT_USER`` and
 ``METAPROV_ENDPOINT_PASSWORD``, or ``METAPROV_ENDPOINT_TOKEN`` for a bearer token) or from a

@@ -45,9 +45,12 @@ ENV_TOKEN = "METAPROV_ENDPOINT_TOKEN"
 #: so large graphs go as one PUT (replacing the graph) followed by POSTs (appending) of this size.
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 
-#: Size of the N-Triples files a load into the embedded store is staged in: each is bulk-loaded
-#: while the next is written (see :meth:`EmbeddedStore._bulk_load`).
-LOAD_PART_BYTES = 512 * 1024 * 1024
+#: Size of the N-Triples files a load into the embedded store is staged in, each bulk-loaded by
+#: its own call (see :meth:`EmbeddedStore._load_mapped` and :meth:`EmbeddedStore._bulk_load`).
+#: Oxigraph's bulk loader holds memory in proportion to what one call loads: a 3.7 M-triple
+#: file (857 MB) took 1.8 GB in one call, 0.7 GB in 128 MiB parts and 1.2 GB in 256 MiB parts,
+#: for the same CPU time (41 s, 2 cores; docs/benchmarks.md, "Load memory at 10^6 tasks").
+LOAD_PART_BYTES = 128 * 1024 * 1024
 
 
 _RESULTS_JSON = "application/sparql-results+json"

@@ -118,40 +118,55 @@ class EmbeddedStore(Store):
         return LoadReport(graph, lines, time.perf_counter() - t0, replaced, source)
 
     def _load_mapped(self, mapped: list[Any], *, source: str) -> LoadReport:
-        """Map a run straight to a staging file, let the run's records and graph go, then
-        bulk-load the file as Oxigraph's own loader does (one call, parsed in parallel).
+        """Map a run to staging files, let the run's records and graph go, then bulk-load the
+        files one after the other.
 
-        The mapping (the run's tables: ~2.3 GB at 10^6 tasks) and Oxigraph's bulk loader
-        (~2 GB at 10^6 tasks) then never hold their memory at the same time: loading while
-        mapping, as :meth:`load_graph` does for a graph the caller keeps, peaks at their sum
-        (5.8 GB at 10^6 tasks). The price is disk: the whole run's N-Triples (~230 bytes per
-        triple, 7 GB at 10^6 tasks) sit in the store's directory until loaded, then go.
+        In this order, each step holding its own memory only (measured at 10^6 tasks, 37 M
+        triples; docs/benchmarks.md, "Load memory at 10^6 tasks"):
+
+        1. the critical path, from the records' columns, before the mapping builds its tables;
+        2. the mapping, written as N-Triples straight into staging files of about
+           :data:`LOAD_PART_BYTES` (the export's own writer: the same bytes);
+        3. the records and the graph are let go, and the memory they held is handed back;
+        4. Oxigraph bulk-loads the files in order, each removed once loaded. Its bulk loader
+           holds memory in proportion to what one call loads (1.8 GB for a 3.7 M-triple file,
+           0.7 GB in 128 MiB parts, for the same CPU time), so parts bound it whatever the
+           run's size, and the mapping (step 2) and the loader (step 4) never hold their
+           memory at the same time.
+
+        The price is disk: the run's N-Triples (about 230 bytes per triple, 8.6 GB at 10^6
+        tasks) sit in the store's directory until loaded.
         """
         import pyoxigraph as ox
 
         from metaprov.analysis.critical_path import path_summary
-        from metaprov.write import iter_ntriples
 
         self._writable()
         t0 = time.perf_counter()
         graph = mapped.pop()
         iri = graph.graph_iri
         node = _named_node(iri)
-        staged = self._stage_file()
-        lines = 0
+        derived = {"critical_path": path_summary(graph)}
+        _release_memory()
+        staged: list[str] = []
         try:
-            with open(staged, "wb") as out:
-                for chunk in self._counted(iter_ntriples(graph)):
-                    lines += chunk.count(b"\n")
-                    out.write(chunk)
-            derived = {"critical_path": path_summary(graph)}
+            try:
+                lines = self._stage_parts(graph, staged)
+            except OSError as exc:  # writing a staging file (a full disk)
+                raise StoreError(
+                    f"cannot stage the run's N-Triples in {self.location}: {exc}",
+                    hint="loading a run needs free disk beside the store for its N-Triples "
+                    "(about 230 bytes per triple) until they are loaded",
+                ) from exc
             del graph
             _release_memory()
             replaced = self.drop(iri)
             try:
-                self._store.bulk_load(path=staged, format=ox.RdfFormat.N_TRIPLES, to_graph=node)
+                for name in staged:
+                    self._store.bulk_load(path=name, format=ox.RdfFormat.N_TRIPLES, to_graph=node)
+                    _unlink_quietly(name)
             except (SyntaxError, OSError, ValueError) as exc:
-                self._remove_quietly(node)  # bulk_load is not transactional
+                self._remove_quietly(node)  # bulk_load is not transactional across parts
                 raise StoreError(
                     f"loading graph <{iri}> into {self.location} failed: {exc}",
                     hint="the partial graph was removed; fix the cause and load again",
@@ -160,17 +175,41 @@ class EmbeddedStore(Store):
                 self._remove_quietly(node)
                 raise
             self._store.flush()
-        except OSError as exc:  # writing the staging file (a full disk)
-            raise StoreError(
-                f"cannot stage the run's N-Triples in {self.location}: {exc}",
-                hint="loading a run needs free disk beside the store for its N-Triples "
-                "(about 230 bytes per triple) until they are loaded",
-            ) from exc
         finally:
-            _unlink_quietly(staged)
+            for name in staged:
+                _unlink_quietly(name)
         report = LoadReport(iri, lines, time.perf_counter() - t0, replaced, source)
         self._remember(report, **derived)
         return report
+
+    def _stage_parts(self, graph: Any, staged: list[str]) -> int:
+        """Write the graph's N-Triples into new staging files of about :data:`LOAD_PART_BYTES`
+        each (a part ends after the block that reaches the size), appending each file's name
+        to ``staged`` as soon as it exists; returns the number of triples.
+
+        Blocks are mapped one ahead in a background thread while the current one is written,
+        as ``metaprov export`` does, with the same writer: the parts, concatenated, are the
+        export's bytes.
+        """
+        from metaprov.write.rows import BLOCKS_AHEAD, write_nt
+
+        triples = 0
+        out = None
+        try:
+            for block in graph.blocks(ahead=BLOCKS_AHEAD):
+                if out is None:
+                    name = self._stage_file()
+                    staged.append(name)
+                    out = open(name, "wb")  # noqa: SIM115 - closed below or in finally
+                write_nt(block, out, None)
+                triples += block.n_triples()
+                if out.tell() >= LOAD_PART_BYTES:
+                    out.close()
+                    out = None
+        finally:
+            if out is not None:
+                out.close()
+        return triples
 
     def _stage_file(self) -> str:
         """A new staging file for N-Triples in the store's directory (a temporary directory

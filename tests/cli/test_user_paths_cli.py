@@ -217,3 +217,79 @@ def test_load_run_stages_then_loads_and_cleans_up(store: Path, exports: Path) ->
     assert res.exit_code == 0 and json.loads(res.stdout)[0]["replaced"] is True
     with EmbeddedStore(store, read_only=True) as st:
         assert st.count() == triples
+
+
+def _nt_lines(text: bytes) -> list[bytes]:
+    return sorted(line for line in text.split(b"\n") if line)
+
+
+def test_load_run_in_parts_is_the_export_and_the_same_critical_path(
+    store: Path, exports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run staged in many small parts, each bulk-loaded by its own call: the graph is the
+    # export's, triple for triple, and the critical path recorded is the one-part load's.
+    import pyoxigraph as ox
+
+    import metaprov.store.embedded as embedded
+    from metaprov.store import EmbeddedStore
+
+    loaded: list[int] = []
+    original = embedded.EmbeddedStore._stage_parts
+
+    def stage_parts(self, graph, staged):  # count the parts, then load as usual
+        n = original(self, graph, staged)
+        loaded.append(len(staged))
+        return n
+
+    monkeypatch.setattr(embedded, "LOAD_PART_BYTES", 20_000)
+    monkeypatch.setattr(embedded.EmbeddedStore, "_stage_parts", stage_parts)
+    with EmbeddedStore(tmp_path / "parts") as st:
+        report = st.load_run(EXAMPLE)
+        dumped = st.oxigraph.dump(format=ox.RdfFormat.N_QUADS)
+        parts_path = st.cached_critical_path(report.graph)
+    assert loaded and loaded[0] > 5  # really in parts
+    assert not list((tmp_path / "parts").glob(".metaprov-load-*"))
+    export = (exports / "run.nt").read_bytes()
+    assert report.triples == export.count(b"\n")
+    quads = _nt_lines(dumped)
+    suffix = f" <{report.graph}> .".encode()
+    assert all(q.endswith(suffix) for q in quads)
+    as_triples = EmbeddedStore(None)
+    as_triples.oxigraph.load(export, format=ox.RdfFormat.N_TRIPLES)
+    expected = _nt_lines(
+        as_triples.oxigraph.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+    )
+    assert [q[: -len(suffix)] + b" ." for q in quads] == expected
+    with EmbeddedStore(store, read_only=True) as st:  # loaded in one part (the fixture)
+        assert parts_path == st.cached_critical_path(report.graph) and parts_path["tasks"]
+
+
+def test_load_run_failing_while_staging_keeps_the_earlier_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The mapping fails after some parts are written: its error comes out, the parts are
+    # gone, and the graph loaded before is still there, complete (the old graph is dropped
+    # only once the new run is staged).
+    import metaprov.store.embedded as embedded
+    from metaprov.mapping import ProvGraph
+    from metaprov.store import EmbeddedStore
+
+    class MappingFailed(RuntimeError):
+        pass
+
+    original = ProvGraph.blocks
+
+    def failing(self, ahead=0):
+        for i, block in enumerate(original(self, ahead)):
+            if i == 6:
+                raise MappingFailed("block 6 broke")
+            yield block
+
+    with EmbeddedStore(tmp_path / "s") as st:
+        report = st.load_run(EXAMPLE)
+        monkeypatch.setattr(embedded, "LOAD_PART_BYTES", 5_000)
+        monkeypatch.setattr(ProvGraph, "blocks", failing)
+        with pytest.raises(MappingFailed, match="block 6 broke"):
+            st.load_run(EXAMPLE, force=True)
+        assert not list((tmp_path / "s").glob(".metaprov-load-*"))
+        assert st.graphs() == [report.graph] and st.count(report.graph) == report.triples

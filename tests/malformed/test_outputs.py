@@ -9,6 +9,7 @@ file systems and killed writers. See docs/reliability.md.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -365,3 +366,41 @@ def test_staging_files_of_a_killed_load_are_removed_by_the_next_load(
     res = CliRunner().invoke(cli, ["load", str(run), "--store", str(store), "--force"])
     assert res.exit_code == 0, res.output
     assert not orphan.exists() and keep.exists()
+
+
+def test_full_disk_while_staging_a_load(tmp_path: Path) -> None:
+    # No room beside the store for the run's N-Triples (the bundled example: 2,514 triples,
+    # ~580 KB): a clear StoreError saying what a load needs, no staging file left, and the
+    # earlier load still complete.
+    from metaprov.errors import StoreError
+    from metaprov.store import EmbeddedStore
+
+    run = Path(__file__).resolve().parents[2] / "examples" / "run"
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk)], capture_output=True
+    )
+    if res.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        store = disk / "store"
+        first = CliRunner().invoke(cli, ["load", str(run), "--store", str(store), "--json"])
+        assert first.exit_code == 0, first.output
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError):  # until the disk is full
+            for _ in range(64 * 1024):
+                os.write(fd, b"\0" * 1024)
+        os.ftruncate(fd, os.fstat(fd).st_size - 384 * 1024)  # room to open the store only
+        os.close(fd)
+        res = CliRunner().invoke(cli, ["load", str(run), "--store", str(store), "--force"])
+        assert res.exit_code == StoreError.exit_code, res.output
+        assert "cannot stage the run's N-Triples" in res.output
+        assert "free disk beside the store" in res.output
+        assert not list(store.glob(".metaprov-load-*"))
+        os.unlink(disk / "filler")
+        with EmbeddedStore(store, read_only=True) as st:
+            assert st.count() == json.loads(first.stdout)[0]["triples"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
