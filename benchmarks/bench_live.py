@@ -22,11 +22,14 @@ process) follows the run into an embedded store and serves it. Meanwhile:
 - after the run, the served graph is compared with ``metaprov export`` of the run directory
   (N-Quads, sorted, in the store's literal forms): they must be equal.
 
-**refresh** — the cost of one refresh on synthetic runs of ``--sizes`` tasks (default 10^4 and
-10^5): conversion of the whole run (read + map + N-Triples), the first refresh (everything
-inserted), a steady refresh (same rows: the diff is the state triples), and the final swap
-(provisional graph -> the export's graph, as ``follow`` does it: bulk-loaded, then the provisional
-graph removed), into an embedded store; beside it, ``metaprov load`` of the same run.
+**refresh** — the cost of a refresh on synthetic runs of ``--sizes`` tasks (default 10^4 and
+10^5) replayed by the tests' writer: the first refresh (90 % of the rows, everything inserted),
+an append refresh (the last 10 % appended), an unchanged refresh (only the state triples move),
+each split into conversion (read + map + N-Triples) / diff / store, and the process's peak
+memory; ``--methods columnar sets``: the real ``follow`` loop, and the diff of two Python sets
+of lines it used before (one process per size and method). ``--part final-swap``: the final
+swap (provisional graph -> the export's graph) into an embedded store, as ``follow`` does it
+(bulk-loaded, then the provisional graph removed), and ``metaprov load`` of the same run beside it.
 
 Run it under the machine's benchmark lock and say what the load was::
 
@@ -266,7 +269,147 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
+def _prepared_run(work: Path, n: int) -> tuple[Path, Any]:
+    """A synthetic run of ``n`` tasks replayed to 90 % of its rows (the replay writer of the
+    tests: rows appended in time order, the last row of each file cut in half)."""
+    import csv
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from live_replay import Replay
+
+    csv.field_size_limit(1 << 30)  # a synthetic run's graph rows list many dependencies
+
+    from metaprov.synthetic import generate_run
+
+    src = generate_run(work / f"src-{n}" / "run", n, seed=1)
+    rep = Replay(src, work / f"run-{n}", steps=10)
+    for _ in range(9):
+        rep.step()
+    return work / f"run-{n}", rep
+
+
+def _peak_mb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
+    """Three refreshes of a run of ``n`` tasks, in this process (its peak memory is theirs):
+    the first (90 % of the rows: everything inserted), an *append* refresh (the last 10 % of
+    the rows appended), an *unchanged* refresh (the same rows: only the state triples move).
+
+    ``columnar``: the real ``follow`` loop (Arrow lines, 128-bit keys, sorted merge) into an
+    embedded store on disk. ``sets``: the diff ``follow`` used before (two Python sets of
+    N-Triples lines), with the same store updates.
+    """
+    import gc
+
+    from metaprov.live.follow import (
+        EmbeddedTarget,
+        convert,
+        follow,
+        provisional_id,
+        state_lines,
+    )
+    from metaprov.mapping.terms import DEFAULT_BASE, RunIris
+    from metaprov.store import EmbeddedStore
+
+    run, rep = _prepared_run(work, n)
+    gc.collect()
+    rows: list[dict[str, Any]] = []
+    if method == "columnar":
+        st = EmbeddedStore(work / f"store-{n}")
+        stop = threading.Event()
+
+        def step(r: Any) -> None:
+            rows.append(r.to_dict())
+            if r.number == 1:
+                rep.step()  # the last 10 % of the rows
+            elif r.number == 3:
+                stop.set()
+
+        follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=step, stop=stop)
+        st.close()
+    else:
+        pid = provisional_id(run)
+        st = EmbeddedStore(work / f"store-{n}")
+        target = EmbeddedTarget(st)
+        graph = RunIris(DEFAULT_BASE, pid).graph
+        held: set[bytes] = set()
+        conv = None
+        for k in (1, 2, 3):
+            t0 = time.monotonic()
+            if k < 3:  # the third refresh sees the same snapshot: follow reused its conversion
+                conv = convert(
+                    run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid
+                )
+            assert conv is not None
+            lines = conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0.5 + k)
+            c1 = time.monotonic()
+            new = set(lines)
+            removed = sorted(held - new)
+            added = [ln for ln in lines if ln not in held]
+            d1 = time.monotonic()
+            target.apply(graph, removed, added)
+            s1 = time.monotonic()
+            held = new
+            rows.append(
+                {
+                    "number": k,
+                    "tasks": conv.tasks,
+                    "triples": len(new),
+                    "added": len(added),
+                    "removed": len(removed),
+                    "convert_seconds": c1 - t0,
+                    "diff_seconds": d1 - c1,
+                    "store_seconds": s1 - d1,
+                    "seconds": s1 - t0,
+                }
+            )
+            del lines, new, removed, added
+            if k == 1:
+                rep.step()
+        st.close()
+    out = {"tasks": n, "method": method, "peak_mb": _peak_mb()}
+    for name, r in zip(("first", "append", "unchanged"), rows, strict=True):
+        out[name] = {
+            k: (round(v, 3) if isinstance(v, float) else v)
+            for k, v in r.items()
+            if k
+            in (
+                "tasks",
+                "triples",
+                "added",
+                "removed",
+                "seconds",
+                "convert_seconds",
+                "diff_seconds",
+                "store_seconds",
+            )
+        }
+    return out
+
+
 def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """Each size and method in its own process (so its peak memory is its own)."""
+    rows = []
+    for n in args.sizes:
+        for method in args.methods:
+            res = subprocess.run(
+                [sys.executable, __file__, "--part", "refresh-one", "--sizes", str(n)]
+                + ["--methods", method],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def final_swap_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """The final swap (provisional graph -> the export's graph) into an embedded store."""
     from metaprov.live.follow import (
         EmbeddedTarget,
         convert,
@@ -285,29 +428,11 @@ def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         target = EmbeddedTarget(st)
         pid = provisional_id(run)
         prov = RunIris(DEFAULT_BASE, pid).graph
-        t0 = time.perf_counter()
         conv = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid)
-        t_conv = time.perf_counter() - t0
-        lines = conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0.5)
-        t0 = time.perf_counter()
-        target.apply(prov, [], lines)
-        t_first = time.perf_counter() - t0
-        held = set(lines)
-        # a steady refresh: convert again, diff, update (same rows: only the state changes)
-        t0 = time.perf_counter()
-        conv2 = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid)
-        lines2 = conv2.lines + state_lines(conv2.run_iri, updated=time.time(), lag=0.7)
-        new = set(lines2)
-        removed = sorted(held - new)
-        added = [ln for ln in lines2 if ln not in held]
-        t_diff0 = time.perf_counter()
-        target.apply(prov, removed, added)
-        t_steady = time.perf_counter() - t0
-        t_steady_store = time.perf_counter() - t_diff0
+        target.apply(prov, [], conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0))
+        del conv
         # the final swap as follow does it: the export's graph replaces the provisional one
         # (mapped, bulk-loaded from a staging file, the provisional graph removed)
-        diff = [len(removed), len(added)]
-        del held, new, removed, added, lines, lines2, conv, conv2
         t0 = time.perf_counter()
         fin = final_graph(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False)
         t_map = time.perf_counter() - t0
@@ -327,11 +452,6 @@ def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             {
                 "tasks": n,
                 "triples": n_final,
-                "convert_s": round(t_conv, 2),
-                "first_refresh_store_s": round(t_first, 2),
-                "steady_refresh_s": round(t_steady, 2),
-                "steady_refresh_store_s": round(t_steady_store, 3),
-                "steady_diff": diff,
                 "final_swap_s": round(t_final, 2),
                 "final_swap_map_s": round(t_map, 2),
                 "final_swap_bulk_load_s": round(target.timings["final_load_s"], 2),
@@ -343,13 +463,17 @@ def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         )
         print(json.dumps(rows[-1]), flush=True)
         shutil.rmtree(work / f"store-{n}", ignore_errors=True)
-        shutil.rmtree(run, ignore_errors=True)
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=["cluster", "refresh", "both"], default="both")
+    ap.add_argument(
+        "--part",
+        choices=["cluster", "refresh", "both", "final-swap", "refresh-one"],
+        default="both",
+    )
+    ap.add_argument("--methods", nargs="+", default=["columnar", "sets"])
     ap.add_argument("--waves", type=int, default=60)
     ap.add_argument("--per-wave", type=int, default=200)
     ap.add_argument("--pause", type=float, default=0.8)
@@ -359,6 +483,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metaprov-bench-live-"))
+    if args.part == "refresh-one":
+        try:
+            print(json.dumps(refresh_one(args.sizes[0], args.methods[0], work)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     out: dict[str, Any] = {"loadavg_start": os.getloadavg()}
     try:
         if args.part in ("cluster", "both"):
@@ -366,6 +496,8 @@ def main() -> None:
             print(json.dumps(out["cluster"], indent=1), flush=True)
         if args.part in ("refresh", "both"):
             out["refresh"] = refresh_part(args, work)
+        if args.part == "final-swap":
+            out["final_swap"] = final_swap_part(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["loadavg_end"] = os.getloadavg()

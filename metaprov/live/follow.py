@@ -9,6 +9,9 @@ read and map it as any run (one conversion of the run so far), add the state tri
 the store the difference with the previous refresh: the triples to delete and to insert, in one
 SPARQL Update request (``DELETE DATA {...} ; INSERT DATA {...}``), which Oxigraph (embedded and
 server) applies in one transaction. Readers see the previous or the new refresh, never a mix.
+The difference is found on Arrow lines and 128-bit keys (:mod:`metaprov.live.lines`): the graph
+is never held as one Python object per triple, and only the changed lines become text. A
+snapshot equal to the previous one is not converted again: only its state triples change.
 
 **Identity while in progress.** A run's id (hence its graph's and instances' IRIs) is derived
 from its content, task count included, so it would change at every refresh. While the run is in
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import os
 import shutil
@@ -45,10 +49,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaprov.errors import InputError, StoreError, UsageError
 from metaprov.live.snapshot import take_snapshot
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from metaprov.live.lines import LineSet
 
 log = logging.getLogger("metaprov")
 
@@ -74,7 +83,9 @@ class Refresh:
         triples: triples in the graph.
         added, removed: triples inserted and deleted by this refresh.
         seconds: wall time of the refresh (snapshot, conversion, store update).
-        convert_seconds: of which reading and mapping the run.
+        convert_seconds: of which reading and mapping the run (N-Triples included).
+        diff_seconds: of which finding the triples to delete and insert (in progress; the
+            final swap's diff is counted in ``store_seconds``).
         store_seconds: of which updating the store.
         snapshot_time: when the snapshot was taken (epoch seconds).
         newest_row: time of the newest row in the snapshot (epoch seconds; None if unknown).
@@ -92,6 +103,7 @@ class Refresh:
     seconds: float
     convert_seconds: float
     store_seconds: float
+    diff_seconds: float
     snapshot_time: float
     newest_row: float | None
     lag: float | None
@@ -129,11 +141,23 @@ def _utc(t: float) -> str:
 
 @dataclass
 class Converted:
+    """A snapshot read and mapped: its graph IRI, its run's IRI, its N-Triples lines (Arrow
+    ``large_string`` chunks over the writer's text: no Python object per line), its task count
+    and the time of its newest row."""
+
     graph: str
     run_iri: str
-    lines: list[bytes]
+    text: pa.ChunkedArray
     tasks: int
     newest_row: float | None
+
+    @property
+    def lines(self) -> list[bytes]:
+        """The lines as Python bytes (one object per line: for small graphs and the final
+        swap; refreshes in progress diff :attr:`text` instead, see :mod:`metaprov.live.lines`)."""
+        from metaprov.live.lines import as_bytes_lines
+
+        return as_bytes_lines(self.text)
 
 
 def convert(
@@ -147,11 +171,14 @@ def convert(
 ) -> Converted:
     """Read and map a snapshot as the run ``run`` (its name, its path); ``run_id`` overrides the
     content-derived id (the provisional id while in progress)."""
+    import pyarrow as pa
+
     from metaprov.ingest import read_run
+    from metaprov.live.lines import split_lines
     from metaprov.mapping import to_prov
-    from metaprov.mapping.terms import RunIris
+    from metaprov.mapping.terms import MP, RunIris
     from metaprov.store.base import _maybe_link
-    from metaprov.write import iter_ntriples
+    from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
     records = read_run(snapshot, darshan=darshan)
     records.path = str(run)
@@ -159,19 +186,25 @@ def convert(
         records.run_id = run_id
     _maybe_link(records)
     graph = to_prov(records, base=base, detail=detail)
-    data = b"".join(iter_ntriples(graph))
-    lines = data.splitlines(keepends=True)
-    if run_id is not None:
-        # "never ran" is a fact of a finished run: while in progress a task without an execution
-        # is waiting or running (its mp:state says which), so the claim is left out until the end
-        from metaprov.mapping.terms import MP
-
-        never = f"> <{MP.neverRan}> ".encode()
-        lines = [ln for ln in lines if never not in ln]
+    chunks = []
+    for block in graph.blocks(ahead=BLOCKS_AHEAD):
+        if run_id is not None:
+            # "never ran" is a fact of a finished run: while in progress a task without an
+            # execution is waiting or running (its mp:state says which), so the claim is left
+            # out until the end
+            block.columns = [c for c in block.columns if c.predicate != MP.neverRan]
+        buf = io.BytesIO()
+        write_nt(block, buf)
+        if buf.tell():
+            chunks.append(split_lines(buf.getbuffer()))
     last = records.span[1]
     newest = None if last is None else float(last.value) / 1e9
     return Converted(
-        graph.graph_iri, RunIris(base, records.run_id).run, lines, len(records.tasks), newest
+        graph.graph_iri,
+        RunIris(base, records.run_id).run,
+        pa.chunked_array(chunks, type=pa.large_string()),
+        len(records.tasks),
+        newest,
     )
 
 
@@ -222,6 +255,27 @@ def state_lines(run_iri: str, *, updated: float, lag: float | None) -> list[byte
     if lag is not None:
         out.append(f'<{run_iri}> <{MP.liveLag}> "{max(lag, 0.0):.3f}"^^<{xsd}decimal> .\n')
     return [s.encode() for s in out]
+
+
+def _split_state(text: bytes, run_iri: str) -> tuple[LineSet, None, set[bytes]]:
+    """A provisional graph read back from the store: (its mapped lines, None, its state lines)."""
+    import pyarrow.compute as pc
+
+    from metaprov.live.lines import LineSet, as_bytes_lines, split_lines
+    from metaprov.mapping.terms import MP
+
+    if not text:
+        return LineSet.of([]), None, set()
+    lines = split_lines(text)
+    mask = None
+    for p in (MP.liveState, MP.liveUpdated, MP.liveLag):
+        m = pc.starts_with(lines, f"<{run_iri}> <{p}> ")
+        mask = m if mask is None else pc.or_(mask, m)
+    return (
+        LineSet.of([lines.filter(pc.invert(mask))]),
+        None,
+        set(as_bytes_lines(lines.filter(mask))),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,13 +414,16 @@ class EmbeddedTarget:
         return bool(self.ox.contains_named_graph(self._node(graph)))
 
     def current(self, graph: str) -> set[bytes]:
+        return set(self.current_text(graph).splitlines(keepends=True))
+
+    def current_text(self, graph: str) -> bytes:
+        """The graph as the store holds it, as N-Triples text (empty when absent)."""
         import pyoxigraph as ox
 
         node = ox.NamedNode(graph)
         if not self.ox.contains_named_graph(node):
-            return set()
-        data = self.ox.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=node)
-        return set(bytes(data).splitlines(keepends=True))
+            return b""
+        return bytes(self.ox.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=node))
 
     def apply(
         self, graph: str, removed: list[bytes], added: list[bytes], drop: tuple[str, ...] = ()
@@ -543,6 +600,10 @@ class EndpointTarget:
         self.split_warned = False
 
     def current(self, graph: str) -> set[bytes]:
+        return set(self.current_text(graph).splitlines(keepends=True))
+
+    def current_text(self, graph: str) -> bytes:
+        """The graph as the server holds it, as N-Triples text (empty when absent)."""
         resp = self.store._request(
             "GET",
             self.store.endpoint.gsp,
@@ -551,10 +612,10 @@ class EndpointTarget:
             headers={"Accept": "application/n-triples"},
         )
         if resp.status == 404:
-            return set()
+            return b""
         if resp.status >= 300:
             self.store._fail(resp, f"reading graph <{graph}>")
-        return set(resp.body.splitlines(keepends=True))
+        return bytes(resp.body)
 
     def _post(self, text: bytes, what: str) -> None:
         resp = self.store._request(
@@ -681,6 +742,7 @@ def follow(
     Example:
         >>> follow("runs/now", store="live-store", interval=2)  # doctest: +SKIP
     """
+    from metaprov.live.lines import LineSet, diff
     from metaprov.mapping.terms import DEFAULT_BASE, RunIris
     from metaprov.store import EmbeddedStore, open_store
 
@@ -726,7 +788,8 @@ def follow(
         else EndpointTarget(st, update, max_request)
     )
     result = FollowResult(str(run_path))
-    held: set[bytes] | None = None
+    # the graph the store holds: its mapped lines, the conversion they came from, its state lines
+    held: tuple[LineSet, Converted | None, set[bytes]] | None = None
     cached: tuple[tuple[Any, ...], Converted] | None = None
     last_sig: tuple[Any, ...] | None = None
     last_change = time.monotonic()
@@ -771,7 +834,7 @@ def follow(
                         tasks=len(final.records.tasks),
                         newest_row=_newest(final.records),
                     )
-                    c1 = time.monotonic()
+                    c1 = d1 = time.monotonic()
                     fingerprint = _same_fingerprint(
                         snap_dir, run_path, base=base, detail=detail, darshan=darshan
                     )
@@ -784,7 +847,7 @@ def follow(
                     conv = convert(
                         snap_dir, run_path, base=base, detail=detail, darshan=darshan, run_id=None
                     )
-                    c1 = time.monotonic()
+                    c1 = d1 = time.monotonic()
                     current = target.current(conv.graph) if conv.graph != prov_graph else set()
                     lines = conv.lines
                     new = set(lines)
@@ -809,15 +872,23 @@ def follow(
                     cached = (snap.signature, conv)
                 c1 = time.monotonic()
                 lag = None if conv.newest_row is None else snap_time - conv.newest_row
-                lines = conv.lines + state_lines(conv.run_iri, updated=snap_time, lag=lag)
+                state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
                 if held is None:
-                    held = target.current(prov_graph)
-                new = set(lines)
-                removed = sorted(held - new)
-                added = [ln for ln in lines if ln not in held]
+                    # first refresh of this process: what the store holds (a restart resumes)
+                    held = _split_state(target.current_text(prov_graph), conv.run_iri)
+                held_body, held_conv, held_state = held
+                if conv is held_conv:  # same snapshot as the last refresh: only the state moved
+                    new_body, removed, added = held_body, [], []
+                else:
+                    new_body = LineSet.of(conv.text.chunks)
+                    removed, added = diff(held_body, new_body)
+                removed += sorted(held_state - set(state_now))
+                added += [ln for ln in state_now if ln not in held_state]
+                d1 = time.monotonic()
                 target.apply(prov_graph, removed, added)
-                held = new
-                n_triples, n_added, n_removed = len(new), len(added), len(removed)
+                held = (new_body, conv, set(state_now))
+                n_triples = len(new_body) + len(state_now)
+                n_added, n_removed = len(added), len(removed)
                 state = IN_PROGRESS
             t1 = time.monotonic()
             shutil.rmtree(snap_dir.parent, ignore_errors=True)
@@ -832,7 +903,8 @@ def follow(
                 removed=n_removed,
                 seconds=t1 - t0,
                 convert_seconds=c1 - c0,
-                store_seconds=t1 - c1,
+                store_seconds=t1 - d1,
+                diff_seconds=d1 - c1,
                 snapshot_time=snap_time,
                 newest_row=conv.newest_row,
                 lag=lag,

@@ -293,3 +293,53 @@ def test_load_run_failing_while_staging_keeps_the_earlier_load(
             st.load_run(EXAMPLE, force=True)
         assert not list((tmp_path / "s").glob(".metaprov-load-*"))
         assert st.graphs() == [report.graph] and st.count(report.graph) == report.triples
+
+
+class _CountingStore:
+    """The real pyoxigraph store, counting its compactions (``optimize``)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.optimized = 0
+
+    def optimize(self) -> None:
+        self.optimized += 1
+        self.inner.optimize()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_a_run_loaded_in_parts_is_compacted_when_it_is_most_of_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each bulk-load call adds its own sorted files; a run spread over many is slower to query,
+    # so a load in parts compacts the store when the run is the larger part of it (an empty
+    # store), and not when a small run joins a larger store (compacting rewrites everything).
+    from runfiles import tiny_files, write_run
+
+    import metaprov.store.embedded as embedded
+    from metaprov.store import EmbeddedStore
+
+    monkeypatch.setattr(embedded, "LOAD_PART_BYTES", 20_000)
+
+    def sst_files(where: Path) -> int:
+        return len(list(where.glob("*.sst")))
+
+    with EmbeddedStore(tmp_path / "compacted") as st:
+        spy = _CountingStore(st._store)
+        st._store = spy
+        st.load_run(EXAMPLE)
+        assert spy.optimized == 1
+        compacted = sst_files(tmp_path / "compacted")
+        tiny = write_run(tmp_path / "tiny", tiny_files())
+        monkeypatch.setattr(embedded, "LOAD_PART_BYTES", 500)
+        st.load_run(tiny)  # in parts too, but much smaller than the store
+        assert spy.optimized == 1
+        st._store = spy.inner
+    monkeypatch.setattr(embedded, "LOAD_PART_BYTES", 20_000)
+    monkeypatch.setattr(embedded.EmbeddedStore, "_compact", lambda self, *args: None)
+    with EmbeddedStore(tmp_path / "not-compacted") as st:
+        st.load_run(EXAMPLE)
+    # the same run, uncompacted, is spread over more files
+    assert compacted < sst_files(tmp_path / "not-compacted")
