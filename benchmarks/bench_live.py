@@ -210,6 +210,7 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     shown = {u: min(t for t, _, v in polls if v == u) for u in snaps}  # ~ when each refresh ended
     dur = {u: shown[u] - u for u in snaps}
     stale, waits, reads, literal_ok, precise_ok = [], [], [], 0, 0
+    per_wave: list[list[float]] = []  # finished at, staleness, wait, read, refresh in progress
     for t_done, n in finished:
         hit = next(((t, u) for t, c, u in polls if t >= t_done and c >= n), None)
         if hit is None:
@@ -224,6 +225,9 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         slack = 0.25 + 0.1  # the poll period and a query's answer time
         literal_ok += stale[-1] <= 2 * args.interval + dur[u] + slack
         precise_ok += stale[-1] <= args.flush + max(args.interval, d_prev) + dur[u] + slack
+        per_wave.append(
+            [round(x, 2) for x in (t_done - t_start, stale[-1], waits[-1], reads[-1], d_prev)]
+        )
     refreshes = [ln for ln in err.splitlines() if ln.startswith("refresh ")]
     durations = []
     for ln in refreshes:
@@ -258,6 +262,10 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "refresh_that_read_it_max": round(max(reads), 2) if reads else None,
         },
         "flush_interval": args.flush,
+        "per_wave_done_stale_wait_read_prev": per_wave,
+        "refreshes_snapshot_s_duration_s": [
+            [round(u - t_start, 2), round(dur[u], 2)] for u in snaps
+        ],
         "staleness_s": {
             "waves_measured": len(stale),
             "median": round(statistics.median(stale), 2) if stale else None,
