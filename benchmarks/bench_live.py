@@ -219,9 +219,10 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         stale.append(seen - t_done)
         waits.append(u - t_done)
         reads.append(seen - u)
-        # the refresh in progress when the wave's rows reached disk (at most one flush later)
-        before = [v for v in snaps if v <= t_done + args.flush]
-        d_prev = dur[before[-1]] if before else 0.0
+        # the refresh before the one that read the wave: the one in progress when its rows
+        # reached disk (the reading refresh started when it ended, or an interval after it began)
+        i = snaps.index(u)
+        d_prev = dur[snaps[i - 1]] if i else 0.0
         slack = 0.25 + 0.1  # the poll period and a query's answer time
         literal_ok += stale[-1] <= 2 * args.interval + dur[u] + slack
         precise_ok += stale[-1] <= args.flush + max(args.interval, d_prev) + dur[u] + slack
