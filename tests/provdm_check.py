@@ -22,11 +22,29 @@ PLAIN = {
     "wasInformedBy": "Communication",
     "hadMember": "Membership",
 }
-QUALIFIED = {f"qualified{v}": v for v in ("Usage", "Generation", "Association", "Delegation",
-                                          "Attribution", "Derivation", "Communication")}
+QUALIFIED = {
+    f"qualified{v}": v
+    for v in (
+        "Usage",
+        "Generation",
+        "Association",
+        "Delegation",
+        "Attribution",
+        "Derivation",
+        "Communication",
+    )
+}
 QUALIFIED["qualifiedRevision"] = "Derivation"
-ELEMENTS = {"Entity": "Entity", "Plan": "Entity", "Collection": "Entity", "Activity": "Activity",
-            "Agent": "Agent", "Person": "Agent", "SoftwareAgent": "Agent", "Organization": "Agent"}
+ELEMENTS = {
+    "Entity": "Entity",
+    "Plan": "Entity",
+    "Collection": "Entity",
+    "Activity": "Activity",
+    "Agent": "Agent",
+    "Person": "Agent",
+    "SoftwareAgent": "Agent",
+    "Organization": "Agent",
+}
 
 
 def _time(text: str) -> str:
@@ -43,15 +61,15 @@ def rdf_statements(nt: bytes) -> tuple[set, set, dict]:
     for t in ox.parse(nt, format=ox.RdfFormat.N_TRIPLES):
         s, p, o = t.subject.value, t.predicate.value, t.object
         by_subject.setdefault(s, []).append((p, o))
-        if p.startswith(P) and p[len(P):] in QUALIFIED:
-            qualified[o.value] = (QUALIFIED[p[len(P):]], s)
+        if p.startswith(P) and p[len(P) :] in QUALIFIED:
+            qualified[o.value] = (QUALIFIED[p[len(P) :]], s)
     relations, elements, instants = set(), set(), {}
     for s, pos in by_subject.items():
         if s in qualified:
             kind, first = qualified[s]
             second, other = None, []
             for p, o in pos:
-                name = p[len(P):] if p.startswith(P) else None
+                name = p[len(P) :] if p.startswith(P) else None
                 if name in ("entity", "activity", "agent"):
                     second = o.value
                 elif name == "atTime":
@@ -60,12 +78,15 @@ def rdf_statements(nt: bytes) -> tuple[set, set, dict]:
                     other.append(o.value)
             relations.add((kind, s, first, second, frozenset(other)))
             continue
-        kinds = {ELEMENTS.get(o.value[len(P):]) for p, o in pos
-                 if p == RDF_TYPE and o.value.startswith(P)} - {None}
+        kinds = {
+            ELEMENTS.get(o.value[len(P) :])
+            for p, o in pos
+            if p == RDF_TYPE and o.value.startswith(P)
+        } - {None}
         assert len(kinds) <= 1, (s, kinds)
         elements.add((kinds.pop() if kinds else "Entity", s))
         for p, o in pos:
-            name = p[len(P):] if p.startswith(P) else None
+            name = p[len(P) :] if p.startswith(P) else None
             if name in PLAIN:
                 relations.add((PLAIN[name], "", s, o.value, frozenset()))
             elif name == "atTime" and not kinds:
@@ -84,6 +105,7 @@ def file_statements(data: bytes, fmt: str) -> tuple[set, set]:
         from prov.model import ProvDocument
 
         doc = ProvDocument.deserialize(content=data.decode("utf-8"), format=pformat)
+
     def text(v):  # type: ignore[no-untyped-def]
         if isinstance(v, dt.datetime):
             return v.astimezone(dt.timezone.utc).isoformat()
@@ -94,10 +116,20 @@ def file_statements(data: bytes, fmt: str) -> tuple[set, set]:
         if isinstance(r, ProvRelation):
             values = [text(v) for _, v in r.formal_attributes]
             ident = "" if r.identifier is None else r.identifier.uri
-            rels.add((r.get_type().localpart, ident, values[0], values[1],
-                      frozenset(v for v in values[2:] if v is not None)))
-    elements = {(r.get_type().localpart, r.identifier.uri) for r in doc.get_records()
-                if isinstance(r, ProvElement)}
+            rels.add(
+                (
+                    r.get_type().localpart,
+                    ident,
+                    values[0],
+                    values[1],
+                    frozenset(v for v in values[2:] if v is not None),
+                )
+            )
+    elements = {
+        (r.get_type().localpart, r.identifier.uri)
+        for r in doc.get_records()
+        if isinstance(r, ProvElement)
+    }
     assert len(rels) == sum(isinstance(r, ProvRelation) for r in doc.get_records())
     return rels, elements
 

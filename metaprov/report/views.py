@@ -297,7 +297,9 @@ def _pack_unknown_threads(ex: pd.DataFrame) -> int:
     unknown = ex["thread"].to_numpy() == 0
     if not unknown.any():
         return 0
-    sub = ex.loc[unknown, ["worker", "left", "right"]].sort_values(["worker", "left"], kind="stable")
+    sub = ex.loc[unknown, ["worker", "left", "right"]].sort_values(
+        ["worker", "left"], kind="stable"
+    )
     lane = np.zeros(len(sub), np.uint64)
     worker, left, right = (sub[c].to_numpy() for c in ("worker", "left", "right"))
     ends: list[float] = []
@@ -314,7 +316,6 @@ def _pack_unknown_threads(ex: pd.DataFrame) -> int:
             lane[i] = len(ends) - 1
     ex.loc[sub.index, "thread"] = _PACKED - lane
     return int(unknown.sum())
-
 
 
 def _lanes(
@@ -347,7 +348,9 @@ def _lanes(
     num = (lanes[known].groupby("worker").cumcount() + 1).reindex(lanes.index)
     num = num.fillna(0).astype(np.int64).astype(str).where(known, "?")
     slot = (_PACKED - lanes["thread"].where(packed, _PACKED).to_numpy(np.uint64)).astype(np.int64)
-    num = num.where(~packed, "? (packed " + pd.Series(slot + 1, index=lanes.index).astype(str) + ")")
+    num = num.where(
+        ~packed, "? (packed " + pd.Series(slot + 1, index=lanes.index).astype(str) + ")"
+    )
     name = workers[lanes["worker"].to_numpy()] if len(lanes) else np.zeros(0, dtype=object)
     kind_text = np.array(["thread ", "transfers in", "I/O, other threads"], dtype=object)[
         lanes["kind"].to_numpy()

@@ -60,7 +60,9 @@ def test_unknown_compute_is_blank_with_its_reason(no_compute, pmda_r1: Path) -> 
     # the comparison page: compute and critical path blank for that run, not 0.000
     other = _view(read_run(pmda_r1))
     html, _ = render([no_compute, other])
-    rows = re.findall(r"<tr>.*?</tr>", html.split("compare-runs", 1)[1].split("</table>", 1)[0], re.S)
+    rows = re.findall(
+        r"<tr>.*?</tr>", html.split("compare-runs", 1)[1].split("</table>", 1)[0], re.S
+    )
     mine = [r for r in rows if "ImageProcessing" in r or "D2024-04-18" in r]
     assert mine and ">0.000<" not in mine[0]
 

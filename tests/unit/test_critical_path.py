@@ -203,6 +203,7 @@ def test_each_step_is_the_execution_that_fed_the_next() -> None:
         starts = pd.to_datetime(cp["start"], utc=True)
         assert starts.is_monotonic_increasing, list(starts)
         assert starts.iloc[0] == utc([T0 + 1]).iloc[0]  # the first run of A fed B
-        assert (pd.to_datetime(cp["end"], utc=True).iloc[:-1].to_numpy()
-                <= starts.iloc[1:].to_numpy()).all()
+        assert (
+            pd.to_datetime(cp["end"], utc=True).iloc[:-1].to_numpy() <= starts.iloc[1:].to_numpy()
+        ).all()
         assert cp["duration"].iloc[0] == pytest.approx(1.0)  # both runs of A count as compute

@@ -37,7 +37,10 @@ def _darshan_run(tmp_path: Path, names: list[str]) -> Path:
 def test_a_darshan_job_id_equal_to_the_pid_is_no_batch_job(tmp_path: Path) -> None:
     run = _darshan_run(
         tmp_path,
-        ["alice_python_id4242-4242_1-1-1-1_1.darshan", "alice_python_id4250-4250_1-1-1-2_1.darshan"],
+        [
+            "alice_python_id4242-4242_1-1-1-1_1.darshan",
+            "alice_python_id4250-4250_1-1-1-2_1.darshan",
+        ],
     )
     rec = read_run(run)
     assert "id" not in rec.job and rec.job["user"] == "alice"

@@ -121,8 +121,11 @@ def test_the_three_formats_hold_the_same_records_and_the_rdfs_relations(
     # the run's plain associations (client, scheduler) are relations of their own, besides the
     # qualified association of each task graph (prov's RDF reader merged them into one)
     run = "https://w3id.org/metaprov/id/run/tiny0001"
-    plain = {terms[1][1] for kind, ident, terms in relations(jdoc)
-             if kind == "Association" and not ident and terms[0][1] == run}
+    plain = {
+        terms[1][1]
+        for kind, ident, terms in relations(jdoc)
+        if kind == "Association" and not ident and terms[0][1] == run
+    }
     assert len(plain) >= 2 and any(p.endswith("/scheduler") for p in plain), plain
     # the control characters came back
     keys = {v for r in _norm(xdoc) for a, v in r[2] if a.endswith("#key")}

@@ -257,8 +257,12 @@ def test_engines_agree_on_every_mutation_of_a_real_run(shared_data: Path, tmp_pa
     text = out.read_text(encoding="utf-8")
     node = _line(text, rf"^<[^>]*> {TYPE} <{MP}IOUsage> \.$").split(" ")[0]
     usage = _line(text, rf"^{re.escape(node)} <{MP}readCount> .*$")
-    extra = {"no reads": (text.replace(usage, re.sub(r'"[^"]*"', '"0"', usage, count=1)),
-                          {"IOUsageShape"})}
+    extra = {
+        "no reads": (
+            text.replace(usage, re.sub(r'"[^"]*"', '"0"', usage, count=1)),
+            {"IOUsageShape"},
+        )
+    }
     _check_mutations(out, tmp_path, extra)
     late = _mutations(text)["ends before it starts"][0]
     (tmp_path / "late.nt").write_text(late, encoding="utf-8")
