@@ -1,7 +1,17 @@
-"""Every real run exports in every format; outputs parse back and validate; SPARQL counts match."""
+"""Every real run exports in every format; outputs parse back and validate; SPARQL counts match.
+
+To keep the suite within its budget, by default the PMDA runs after the first (the same
+workflow, ~25 s each) are skipped and pyshacl validates runs below 50,000 triples only (the
+partial ImageProcessing run, 149,000 triples, took 2 minutes in pyshacl alone; the columnar
+engine validates it, and both engines are shown to agree by test_validate_columnar); runs of
+50,000 triples or more are not written in PROV-N/JSON/XML (the prov package's writers and
+reader took 80 s on that run; test_provdm_real compares those formats with the RDF).
+``METAPROV_ALL_RUNS=1`` runs every run in every format, with pyshacl on each.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -26,20 +36,44 @@ OX = {
     "rdf-xml": ox.RdfFormat.RDF_XML,
 }
 PROV_DM = {"provn": "provn", "provjson": "json", "provxml": "xml"}
+ALL_RUNS = os.environ.get("METAPROV_ALL_RUNS") == "1"
+
+
+def _every_format_params() -> list:
+    params = real_run_params()
+    out = []
+    for p in params:
+        run = p.values[0]
+        later_pmda = (
+            run is not None and run.parent.name == "PMDA" and not run.name.endswith("_R1_W8")
+        )
+        if later_pmda and not ALL_RUNS:
+            p = pytest.param(
+                *p.values,
+                id=p.id,
+                marks=[
+                    pytest.mark.skip(reason="like PMDA R1, run by default; METAPROV_ALL_RUNS=1")
+                ],
+            )
+        out.append(p)
+    return out
 
 
 def _triples(path: Path, fmt: ox.RdfFormat) -> set[tuple]:
     return {(q.subject, q.predicate, q.object) for q in ox.parse(path=str(path), format=fmt)}
 
 
-@pytest.mark.parametrize("run", real_run_params())
+@pytest.mark.parametrize("run", _every_format_params())
 def test_real_run_every_format_parses_back_and_validates(run: Path, tmp_path: Path) -> None:
     from prov.model import ProvDocument
 
     records = read_run(run)  # with its Darshan logs: the full export, I/O included
     graph = to_prov(records, detail="transitions")
     outputs = {}
-    for fmt in FORMATS:
+    n = 0
+    for fmt in sorted(FORMATS, key=lambda f: f.name in PROV_DM):  # the RDF formats first
+        if fmt.name in PROV_DM and n >= 50_000 and not ALL_RUNS:
+            continue  # the prov package's writers and reader: ~80 s at 149,000 triples
         out = tmp_path / f"run{fmt.suffixes[0]}"
         n = write(graph, out, fmt.name)
         assert n > 0 and out.stat().st_size > 0
@@ -55,12 +89,12 @@ def test_real_run_every_format_parses_back_and_validates(run: Path, tmp_path: Pa
     # Validation: pyshacl on one RDF serialisation (all are the same triples, checked above),
     # the columnar engine on the others (each syntax streamed through Oxigraph's parser first),
     # prov on the PROV-DM ones.
-    report = validate(outputs["ntriples"], engine="shacl")
+    report = validate(outputs["ntriples"], engine="shacl" if n < 50_000 or ALL_RUNS else "columnar")
     assert report.conforms, report.text()
     for name in OX:
         if name != "ntriples":
             assert validate(outputs[name], engine="columnar").conforms, name
-    for name in PROV_DM:  # parsed back through prov, PROV sanity rules checked
+    for name in PROV_DM.keys() & outputs.keys():  # parsed back through prov, rules checked
         report = validate(outputs[name])
         assert report.conforms and report.triples > 0, name
     # A partial run says what was missing.
