@@ -173,19 +173,12 @@ def convert(
     content-derived id (the provisional id while in progress)."""
     import pyarrow as pa
 
-    from metaprov.ingest import read_run
     from metaprov.live.lines import split_lines
-    from metaprov.mapping import to_prov
     from metaprov.mapping.terms import MP, RunIris
-    from metaprov.store.base import _maybe_link
     from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
-    records = read_run(snapshot, darshan=darshan)
-    records.path = str(run)
-    if run_id is not None:
-        records.run_id = run_id
-    _maybe_link(records)
-    graph = to_prov(records, base=base, detail=detail)
+    graph = final_graph(snapshot, run, base=base, detail=detail, darshan=darshan, run_id=run_id)
+    records = graph.records
     chunks = []
     for block in graph.blocks(ahead=BLOCKS_AHEAD):
         if run_id is not None:
@@ -197,26 +190,29 @@ def convert(
         write_nt(block, buf)
         if buf.tell():
             chunks.append(split_lines(buf.getbuffer()))
-    last = records.span[1]
-    newest = None if last is None else float(last.value) / 1e9
     return Converted(
         graph.graph_iri,
         RunIris(base, records.run_id).run,
         pa.chunked_array(chunks, type=pa.large_string()),
         len(records.tasks),
-        newest,
+        _newest(records),
     )
 
 
-def final_graph(snapshot: Path, run: Path, *, base: str, detail: str, darshan: bool) -> Any:
-    """The finished run's PROV graph (:class:`~metaprov.mapping.ProvGraph`), mapped from a
-    snapshot exactly as ``metaprov export`` and ``metaprov load`` map the run directory."""
+def final_graph(
+    snapshot: Path, run: Path, *, base: str, detail: str, darshan: bool, run_id: str | None = None
+) -> Any:
+    """The run's PROV graph (:class:`~metaprov.mapping.ProvGraph`), mapped from a snapshot
+    exactly as ``metaprov export`` and ``metaprov load`` map the run directory; ``run_id``
+    overrides the content-derived id (the provisional id while in progress)."""
     from metaprov.ingest import read_run
     from metaprov.mapping import to_prov
     from metaprov.store.base import _maybe_link
 
     records = read_run(snapshot, darshan=darshan)
     records.path = str(run)
+    if run_id is not None:
+        records.run_id = run_id
     _maybe_link(records)
     return to_prov(records, base=base, detail=detail)
 
@@ -473,32 +469,23 @@ class EmbeddedTarget:
         """Bulk-load ``chunks()`` into the new graph ``graph`` while the in-process server
         leaves it out (it stays hidden: the caller shows it); returns the lines loaded.
 
-        The N-Triples go through a staging file in the store's directory (Oxigraph parses a
-        file in parallel), as ``metaprov load`` does. The graph is marked ``loading`` in the
+        The N-Triples go through the store's own staged bulk load (files of about 128 MiB in
+        its directory, each loaded while the next is written), as ``metaprov load`` does, so the
+        loader's memory stays bounded whatever the run's size. The graph is marked ``loading`` in the
         catalog meanwhile: a follow killed here leaves a partial graph that the next follow
         (or ``metaprov load``) replaces, and that ``serve --follow`` hides when it starts.
         """
-        import pyoxigraph as ox
-
         self.lock.set_hidden(self.lock.hidden | {graph})
         node = self._node(graph)
         self._mark_loading(graph)
-        lines = 0
-        staged = self.store._stage_file()
         try:
-            with open(staged, "wb") as out:
-                for chunk in chunks():
-                    lines += chunk.count(b"\n")
-                    out.write(chunk)
-            self.ox.bulk_load(path=staged, format=ox.RdfFormat.N_TRIPLES, to_graph=node)
+            lines, _parts, _bytes = self.store._bulk_load(chunks(), node)
             self.ox.flush()
         except BaseException:
             with contextlib.suppress(Exception):  # not transactional: leave nothing half
                 self.ox.remove_graph(node)
             raise
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(staged)
             self.store._forget(graph)  # the "loading" mark (only a killed process leaves it)
         return lines
 
