@@ -165,7 +165,14 @@ def _read_csv(
 
     cache = _CACHE.get()
     if cache is not None and select is None:
-        key = (name, tuple(required), tuple(optional), tuple(extended), tuple(dictionary), large_rows)
+        key = (
+            name,
+            tuple(required),
+            tuple(optional),
+            tuple(extended),
+            tuple(dictionary),
+            large_rows,
+        )
         parsed = cache._parse(path, key, header, known, dictionary, large_rows)
         if parsed is not None:
             return _result(name, parsed, acct)
