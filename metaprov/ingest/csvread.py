@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,9 @@ _DICT = pa.dictionary(pa.int32(), pa.string())
 _BLOCK = 1 << 22
 
 
+_T = TypeVar("_T")
+
+
 @dataclass
 class CsvTable:
     """Text columns of one CSV file (Arrow) and the 1-based file line of each row."""
@@ -40,6 +44,8 @@ class CsvTable:
     name: str
     table: pa.Table
     lines: np.ndarray
+    #: results derived from this parse, kept with it by a :class:`ParseCache` (see :meth:`derived`)
+    memo: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -60,6 +66,18 @@ class CsvTable:
 
     def take(self, mask: np.ndarray) -> CsvTable:
         return CsvTable(self.name, self.table.filter(pa.array(mask)), self.lines[mask])
+
+    def derived(self, what: str, make: Callable[[], _T]) -> _T:
+        """``make()``, computed once per parse a :class:`ParseCache` keeps: a file read again
+        unchanged through the cache gives the result made the first time.
+
+        Only for a pure function of this table's rows (no accounting, no state of the run: the
+        same rows give an equal result) whose result the caller does not modify."""
+        if self.memo is None:
+            return make()
+        if what not in self.memo:
+            self.memo[what] = make()
+        return self.memo[what]
 
 
 # Unknown columns named one warning each; beyond this, one summary warning (a header of 10^5
@@ -201,6 +219,7 @@ class _Parsed:
     total: int
     bad_rows: list[tuple[int, str]]
     blank: np.ndarray
+    memo: dict[str, Any] | None = None  # (see CsvTable.derived; set when a cache keeps it)
 
 
 def _parse_plain(
@@ -256,7 +275,7 @@ def _result(name: str, parsed: _Parsed, acct: Accounting) -> CsvTable:
     _drop_malformed(name, parsed.bad_rows, acct)
     if len(parsed.blank):
         acct.drop(name, "blank line", parsed.blank)
-    return CsvTable(name, parsed.table, parsed.lines)
+    return CsvTable(name, parsed.table, parsed.lines, parsed.memo)
 
 
 def _join(head: _Parsed, tail: _Parsed) -> _Parsed:
@@ -276,6 +295,7 @@ def _join(head: _Parsed, tail: _Parsed) -> _Parsed:
 class _Entry:
     size: int  # bytes parsed (the file then ended with a line end)
     digest: bytes  # SHA-256 of those bytes
+    head: bytes  # the header line (its first bytes)
     parsed: _Parsed
 
 
@@ -302,8 +322,12 @@ class ParseCache:
     snapshot's merge of worker part files), a changed header, a file that shrank, a parse that
     ended without a line end. Files holding bytes that are not UTF-8, reads with a
     :class:`RowSelection`, empty files and files without a header are never kept (read as
-    without the cache). The cache keeps one Arrow table per file (about the memory of the
-    file read without it); :meth:`clear` frees it. Not for concurrent reads.
+    without the cache). A file read again unchanged also keeps what readers derived from it
+    (:meth:`CsvTable.derived`: graph.csv's parsed key literals).
+
+    The cache keeps one Arrow table per file (about the memory of the run read without it)
+    and a digest; :meth:`clear` frees them. The files must not be written while they are read
+    (a snapshot's are not); one read at a time.
 
     Attributes:
         stats: how many reads parsed the whole file (``full``), only new rows (``appended``),
@@ -334,7 +358,20 @@ class ParseCache:
         """The file's parse, from the kept one when the file only grew; ``None``: the caller
         reads the file without the cache (and no parse is kept for it)."""
         entry = self._entries.pop(key, None)
-        data = path.read_bytes()  # one read: the bytes hashed are the bytes parsed
+        with path.open("rb", buffering=0) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            digest = hashlib.sha256()
+            if entry is not None and entry.size <= size:
+                # the kept bytes, checked on this file's bytes (read in pieces: no copy of them)
+                _hash_prefix(fh, entry.size, digest)
+                if digest.digest() == entry.digest:
+                    rest = fh.read()  # to the end: the bytes hashed next are the bytes parsed
+                    return self._appended(
+                        key, entry, rest, digest, header, known, dictionary, large_rows
+                    )
+                fh.seek(0)
+                digest = hashlib.sha256()
+            data = fh.read()
         nl = data.find(b"\n")
         try:
             same_header = nl >= 0 and _header_of(data[: nl + 1]) == header
@@ -343,36 +380,63 @@ class ParseCache:
         if not same_header:  # (the file changed since its header was read)
             self.stats["uncached"] += 1
             return None
-        view = memoryview(data)
-        digest = hashlib.sha256()
         try:
-            if entry is not None and nl < entry.size <= len(data):
-                digest.update(view[: entry.size])
-                if digest.digest() != entry.digest:
-                    entry = None
-            else:
-                entry = None
-            if entry is None:
-                digest = hashlib.sha256(view)
-                parsed = _parse_plain(pa.py_buffer(data), header, known, dictionary, large_rows)
-                self.stats["full"] += 1
-            elif entry.size == len(data):
-                parsed = entry.parsed
-                self.stats["unchanged"] += 1
-            else:
-                rest = view[entry.size :]
-                digest.update(rest)
-                tail = _parse_plain(
-                    pa.py_buffer(data[: nl + 1] + rest), header, known, dictionary, large_rows
-                )
-                parsed = _join(entry.parsed, tail)
-                self.stats["appended"] += 1
+            parsed = _parse_plain(pa.py_buffer(data), header, known, dictionary, large_rows)
         except pa.ArrowInvalid:
             self.stats["uncached"] += 1
             return None
+        self.stats["full"] += 1
         if data.endswith(b"\n"):
-            self._entries[key] = _Entry(len(data), digest.digest(), parsed)
+            digest.update(data)
+            parsed.memo = {}
+            self._entries[key] = _Entry(len(data), digest.digest(), data[: nl + 1], parsed)
         return parsed
+
+    def _appended(
+        self,
+        key: tuple,
+        entry: _Entry,
+        rest: bytes,
+        digest: Any,
+        header: list[str],
+        known: set[str],
+        dictionary: tuple[str, ...],
+        large_rows: bool,
+    ) -> _Parsed | None:
+        if _header_of(entry.head) != header:  # (the file changed since its header was read)
+            self.stats["uncached"] += 1
+            return None
+        if not rest:
+            self.stats["unchanged"] += 1
+            self._entries[key] = entry
+            return entry.parsed
+        try:
+            tail = _parse_plain(
+                pa.py_buffer(entry.head + rest), header, known, dictionary, large_rows
+            )
+        except pa.ArrowInvalid:
+            self.stats["uncached"] += 1
+            return None
+        parsed = _join(entry.parsed, tail)
+        self.stats["appended"] += 1
+        if rest.endswith(b"\n"):
+            digest.update(rest)
+            parsed.memo = {}
+            self._entries[key] = _Entry(entry.size + len(rest), digest.digest(), entry.head, parsed)
+        return parsed
+
+
+def _hash_prefix(fh: Any, n: int, digest: Any) -> None:
+    """Feed the first ``n`` bytes of the open file ``fh`` to ``digest``."""
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    left = n
+    while left:
+        got = fh.readinto(view[: min(left, len(buf))])
+        if not got:
+            break
+        digest.update(view[:got])
+        left -= got
 
 
 _CACHE: contextvars.ContextVar[ParseCache | None] = contextvars.ContextVar(

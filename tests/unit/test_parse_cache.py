@@ -259,9 +259,36 @@ def test_a_replayed_run_read_refresh_by_refresh_equals_fresh_reads(tmp_path: Pat
         assert _assert_records_equal(cached, fresh) > 0
         tasks.append(len(fresh.transitions))
     assert tasks == sorted(tasks) and tasks[0] > 0 and tasks[-1] > tasks[0]
+    with parse_cache(cache):  # the last snapshot again: nothing parsed, graph literals kept
+        again = read_run(snap)
+    assert _assert_records_equal(again, fresh) > 0
     # the cache was used: each CSV parsed whole once, then only its new rows
     assert cache.stats["full"] == len(CSV_FILES) and cache.stats["appended"] >= 2 * len(CSV_FILES)
-    assert cache.stats["uncached"] == 0
+    assert cache.stats["uncached"] == 0 and cache.stats["unchanged"] >= len(CSV_FILES)
+
+
+def test_derived_results_are_kept_while_the_file_is_unchanged(tmp_path: Path) -> None:
+    f = tmp_path / "scheduler_transition.csv"
+    f.write_bytes(HEADER + _rows(0, 5))
+    made: list[int] = []
+
+    def count(ct) -> list[str]:
+        made.append(len(ct))
+        return ct.arrow("key").cast(pa.string()).to_pylist()
+
+    ct, _ = _read(f, None)
+    assert ct.derived("k", lambda: count(ct)) is not ct.derived("k", lambda: count(ct))
+    assert made == [5, 5]  # without a cache: made each time
+    cache = ParseCache()
+    one, _ = _read(f, cache)
+    first = one.derived("k", lambda: count(one))
+    two, _ = _read(f, cache)  # unchanged: the same result, not made again
+    assert two.derived("k", lambda: count(two)) is first and made == [5, 5, 5]
+    with f.open("ab") as fh:
+        fh.write(_rows(5, 7))
+    three, _ = _read(f, cache)  # rows appended: made again, from all the rows
+    assert len(three.derived("k", lambda: count(three))) == 7 and made == [5, 5, 5, 7]
+    assert three.take(np.ones(7, bool)).memo is None  # a subset keeps nothing
 
 
 @pytest.mark.realdata
