@@ -315,3 +315,27 @@ def test_a_real_run_split_at_a_row_boundary(tmp_path: Path) -> None:
         cached = read_run(run)
     assert cache.stats["appended"] == grew
     assert _assert_records_equal(cached, read_run(run)) > 0
+
+
+def test_keys_holding_nul_are_reported_on_every_read(tmp_path: Path) -> None:
+    from metaprov.ingest.dask_csv.columns import _read as read_file
+
+    f = tmp_path / "scheduler_transition.csv"
+    f.write_bytes(HEADER + _rows(0, 3) + b'3,"a\x00b",x,y,1,w,s\n' + _rows(4, 6))
+    cache = ParseCache()
+
+    def both() -> Accounting:
+        fresh, got = Accounting(), Accounting()
+        read_file(tmp_path, f.name, fresh)
+        with parse_cache(cache):
+            read_file(tmp_path, f.name, got)
+        pd.testing.assert_frame_equal(got.issues, fresh.issues)
+        assert got.files == fresh.files
+        return got
+
+    for _ in range(2):  # parsed, then unchanged (the NUL test's result kept)
+        assert _issue_lines(both(), "key holds a NUL byte") == [5]
+    with f.open("ab") as fh:
+        fh.write(b'6,"c\x00",x,y,1,w,s\n')
+    assert _issue_lines(both(), "key holds a NUL byte") == [5, 8]
+    assert cache.stats == {"full": 1, "appended": 1, "unchanged": 1, "uncached": 0}
