@@ -26,8 +26,10 @@ process) follows the run into an embedded store and serves it. Meanwhile:
 10^5) replayed by the tests' writer: the first refresh (90 % of the rows, everything inserted),
 an append refresh (the last 10 % appended), an unchanged refresh (only the state triples move),
 each split into conversion (read + map + N-Triples) / diff / store, and the process's peak
-memory; ``--methods columnar sets``: the real ``follow`` loop, and the diff of two Python sets
-of lines it used before (one process per size and method). ``--part final-swap``: the final
+memory; ``--methods rows columnar sets``: the real ``follow`` loop (``rows``: after the first
+refresh only the rows that changed are formatted, metaprov.live.rows; ``columnar``: every
+refresh formats and keys the whole run, ``follow(incremental=False)``), and the diff of two
+Python sets of lines it used before (one process per size and method). ``--part final-swap``: the final
 swap (provisional graph -> the export's graph) into an embedded store, as ``follow`` does it
 (bulk-loaded, then the provisional graph removed), and ``metaprov load`` of the same run beside it.
 
@@ -308,8 +310,9 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
     the first (90 % of the rows: everything inserted), an *append* refresh (the last 10 % of
     the rows appended), an *unchanged* refresh (the same rows: only the state triples move).
 
-    ``columnar``: the real ``follow`` loop (Arrow lines, 128-bit keys, sorted merge) into an
-    embedded store on disk. ``sets``: the diff ``follow`` used before (two Python sets of
+    ``rows``: the real ``follow`` loop into an embedded store on disk (after the first refresh,
+    only the rows that changed formatted). ``columnar``: the same with ``incremental=False``
+    (every refresh formats the whole run: Arrow lines, 128-bit keys, sorted merge). ``sets``: the diff ``follow`` used before (two Python sets of
     N-Triples lines), with the same store updates.
     """
     import gc
@@ -327,7 +330,7 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
     run, rep = _prepared_run(work, n)
     gc.collect()
     rows: list[dict[str, Any]] = []
-    if method == "columnar":
+    if method in ("rows", "columnar"):
         st = EmbeddedStore(work / f"store-{n}")
         stop = threading.Event()
 
@@ -338,7 +341,16 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
             elif r.number == 3:
                 stop.set()
 
-        follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=step, stop=stop)
+        follow(
+            run,
+            store=st,
+            interval=0.01,
+            quiet=0,
+            darshan=False,
+            on_refresh=step,
+            stop=stop,
+            incremental=method == "rows",
+        )
         st.close()
     else:
         pid = provisional_id(run)
@@ -395,6 +407,8 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
                 "convert_seconds",
                 "diff_seconds",
                 "store_seconds",
+                "rows_formatted",
+                "rows_mapped",
             )
         }
     return out
@@ -482,7 +496,7 @@ def main() -> None:
         choices=["cluster", "refresh", "both", "final-swap", "refresh-one"],
         default="both",
     )
-    ap.add_argument("--methods", nargs="+", default=["columnar", "sets"])
+    ap.add_argument("--methods", nargs="+", default=["rows", "columnar"])
     ap.add_argument("--waves", type=int, default=60)
     ap.add_argument("--per-wave", type=int, default=200)
     ap.add_argument("--pause", type=float, default=0.8)

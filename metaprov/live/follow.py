@@ -91,6 +91,13 @@ class Refresh:
         newest_row: time of the newest row in the snapshot (epoch seconds; None if unknown).
         lag: seconds between the newest row and the snapshot.
         reason: why the run is complete (``capture``: metaprov-run.json; ``quiet``).
+        method: how the difference was found: ``full`` (the whole snapshot formatted and
+            keyed), ``rows`` (only the rows that changed formatted), ``unchanged`` (the same
+            snapshot: only the state moved) or ``final`` (the final swap).
+        rows_formatted: rows of the mapped blocks formatted as N-Triples by this refresh
+            (the rows path: the rows new or gone since the previous refresh).
+        rows_mapped: rows of the mapped blocks (subjects of the run's classes; a refresh in
+            progress only).
     """
 
     number: int
@@ -108,6 +115,9 @@ class Refresh:
     newest_row: float | None
     lag: float | None
     reason: str = ""
+    method: str = ""
+    rows_formatted: int = 0
+    rows_mapped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -150,6 +160,8 @@ class Converted:
     text: pa.ChunkedArray
     tasks: int
     newest_row: float | None
+    #: the mapped blocks the lines were formatted from (for the next refresh's row difference)
+    blocks: list[Any] = field(default_factory=list)
 
     @property
     def lines(self) -> list[bytes]:
@@ -168,9 +180,12 @@ def convert(
     detail: str,
     darshan: bool,
     run_id: str | None,
+    lines: bool = True,
 ) -> Converted:
     """Read and map a snapshot as the run ``run`` (its name, its path); ``run_id`` overrides the
-    content-derived id (the provisional id while in progress)."""
+    content-derived id (the provisional id while in progress). ``lines=False``: the mapped
+    blocks only, no N-Triples (a refresh that formats only the rows that changed,
+    :mod:`metaprov.live.rows`)."""
     import pyarrow as pa
 
     from metaprov.live.lines import split_lines
@@ -180,12 +195,16 @@ def convert(
     graph = final_graph(snapshot, run, base=base, detail=detail, darshan=darshan, run_id=run_id)
     records = graph.records
     chunks = []
+    blocks = []
     for block in graph.blocks(ahead=BLOCKS_AHEAD):
         if run_id is not None:
             # "never ran" is a fact of a finished run: while in progress a task without an
             # execution is waiting or running (its mp:state says which), so the claim is left
             # out until the end
             block.columns = [c for c in block.columns if c.predicate != MP.neverRan]
+        blocks.append(block)
+        if not lines:
+            continue
         buf = io.BytesIO()
         write_nt(block, buf)
         if buf.tell():
@@ -196,6 +215,7 @@ def convert(
         pa.chunked_array(chunks, type=pa.large_string()),
         len(records.tasks),
         _newest(records),
+        blocks,
     )
 
 
@@ -272,6 +292,110 @@ def _split_state(text: bytes, run_iri: str) -> tuple[LineSet, None, set[bytes]]:
         None,
         set(as_bytes_lines(lines.filter(mask))),
     )
+
+
+@dataclass
+class _Change:
+    """What one refresh in progress sends: the conversion, the lines to delete and to insert,
+    the triples the graph then holds, how it was found, and when each step ended."""
+
+    conv: Converted
+    removed: list[bytes]
+    added: list[bytes]
+    triples: int
+    method: str
+    rows: int
+    rows_mapped: int
+    converted: float
+    diffed: float
+
+
+class _Provisional:
+    """The provisional graph as the store holds it, and the difference a new snapshot makes.
+
+    Two ways to find the difference (:attr:`incremental` picks): **full**, every line of the
+    snapshot's conversion formatted and keyed, matched with the lines held
+    (:func:`metaprov.live.lines.diff`); **rows**, only the rows of the mapped blocks that are new
+    or gone since the previous refresh formatted (:mod:`metaprov.live.rows`, the same answer).
+    The first refresh of a process is full (it reads the graph back from the store: a restart
+    resumes from whatever the store holds); the rows path needs the previous refresh's blocks.
+    """
+
+    def __init__(self, target: Any, graph: str, *, incremental: bool) -> None:
+        self.target = target
+        self.graph = graph
+        self.incremental = incremental
+        self.body: LineSet | None = None  # mapped lines held (full path)
+        self.rows: Any = None  # RowState of the graph held (rows path)
+        self.state: set[bytes] | None = None  # state lines held; None: not read back yet
+        self.conv: Converted | None = None  # the conversion the store holds
+        self.signature: tuple[Any, ...] | None = None  # of the snapshot it came from
+
+    def forget(self) -> None:
+        """Let go of what the refreshes held (before the final conversion)."""
+        self.body = self.rows = self.conv = self.state = self.signature = None
+
+    def _read_back(self, run_iri: str) -> None:
+        self.body, _, self.state = _split_state(self.target.current_text(self.graph), run_iri)
+
+    def change(self, signature: tuple[Any, ...], conv_of: Callable[[bool], Converted]) -> _Change:
+        """The difference a snapshot (its signature; ``conv_of(lines)`` converts it) makes to
+        the mapped lines held (the state lines are the caller's)."""
+        from metaprov.live.lines import SEEDS, LineSet, diff
+        from metaprov.live.rows import advance, all_lines, start
+
+        if self.conv is not None and signature == self.signature:
+            # same snapshot as the last refresh: only the state moves
+            t = time.monotonic()
+            held = len(self.rows) if self.rows is not None else len(self.body or ())
+            return _Change(self.conv, [], [], held, "unchanged", 0, 0, t, t)
+        if self.rows is not None:
+            conv = conv_of(False)
+            converted = time.monotonic()
+            step = advance(self.rows, conv.blocks, SEEDS)
+            if step is not None:
+                removed, added, self.rows, n_rows = step
+                return self._held(signature, conv, removed, added, "rows", n_rows, converted)
+            # a 64-bit collision among the keys: the full path decides exactly
+            conv.text = all_lines(conv.blocks)
+            self.rows = self.body = None
+        else:
+            conv = conv_of(True)
+            converted = time.monotonic()
+        if self.body is None:
+            self._read_back(conv.run_iri)
+        assert self.body is not None
+        new_body = LineSet.of(conv.text.chunks)
+        removed, added = diff(self.body, new_body)
+        self.rows = start(conv.blocks, conv.text, SEEDS) if self.incremental else None
+        self.body = None if self.rows is not None else new_body
+        n_rows = sum(len(b) for b in conv.blocks)
+        return self._held(signature, conv, removed, added, "full", n_rows, converted, len(new_body))
+
+    def _held(
+        self,
+        signature: tuple[Any, ...],
+        conv: Converted,
+        removed: list[bytes],
+        added: list[bytes],
+        method: str,
+        n_rows: int,
+        converted: float,
+        triples: int | None = None,
+    ) -> _Change:
+        import pyarrow as pa
+
+        mapped = sum(len(b) for b in conv.blocks)
+        # what the next refreshes need of the conversion: its IRIs, counts and times (the
+        # blocks live on in the row state, the lines in the held LineSet)
+        conv.text = pa.chunked_array([], type=pa.large_string())
+        conv.blocks = []
+        self.conv, self.signature = conv, signature
+        if triples is None:
+            triples = len(self.rows)
+        return _Change(
+            conv, removed, added, triples, method, n_rows, mapped, converted, time.monotonic()
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,6 +824,7 @@ def follow(
     stop: threading.Event | None = None,
     lock: ReadWriteLock | None = None,
     max_request: int = DEFAULT_MAX_REQUEST,
+    incremental: bool = True,
 ) -> FollowResult:
     """Keep the graph of ``run`` current in a store until the run is complete.
 
@@ -718,6 +843,9 @@ def follow(
         stop: set it to stop following (the graph stays as the last refresh left it).
         lock: readers' lock of an in-process server (see :class:`ReadWriteLock`).
         max_request: largest SPARQL Update request sent to a server, in bytes.
+        incremental: after the first refresh, format only the rows of the mapped run that
+            changed (:mod:`metaprov.live.rows`); False: every refresh formats and keys the whole
+            run (the same graph; for comparison).
 
     Returns:
         A :class:`FollowResult`; ``complete`` is False when stopped before the run completed.
@@ -729,7 +857,6 @@ def follow(
     Example:
         >>> follow("runs/now", store="live-store", interval=2)  # doctest: +SKIP
     """
-    from metaprov.live.lines import LineSet, diff
     from metaprov.mapping.terms import DEFAULT_BASE, RunIris
     from metaprov.store import EmbeddedStore, open_store
 
@@ -775,9 +902,8 @@ def follow(
         else EndpointTarget(st, update, max_request)
     )
     result = FollowResult(str(run_path))
-    # the graph the store holds: its mapped lines, the conversion they came from, its state lines
-    held: tuple[LineSet, Converted | None, set[bytes]] | None = None
-    cached: tuple[tuple[Any, ...], Converted] | None = None
+    # the provisional graph the store holds, and how a snapshot changes it
+    held = _Provisional(target, prov_graph, incremental=incremental)
     last_sig: tuple[Any, ...] | None = None
     last_change = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="metaprov-follow-"))
@@ -809,7 +935,7 @@ def follow(
             if complete:
                 # what the in-progress refreshes held is not needed any more (3.5 M lines at
                 # 10^5 tasks): let it go before the final conversion
-                held = cached = None
+                held.forget()
                 if isinstance(target, EmbeddedTarget):
                     # written as `metaprov load` writes a run: the bulk loader, then the
                     # provisional graph removed; the run's derived facts recorded
@@ -843,40 +969,34 @@ def follow(
                     added = [ln for ln in lines if ln not in current] if current else lines
                     target.apply(conv.graph, removed, added, drop=(prov_graph,))
                     n_triples, n_added, n_removed = len(new), len(added), len(removed)
-                state = "complete"
+                state, method, n_rows, n_mapped = "complete", "final", 0, 0
             else:
-                if cached is not None and cached[0] == snap.signature:
-                    conv = cached[1]
-                else:
-                    conv = convert(
+
+                def conv_of(lines: bool, snap_dir: Path = snap_dir) -> Converted:
+                    return convert(
                         snap_dir,
                         run_path,
                         base=base,
                         detail=detail,
                         darshan=darshan,
                         run_id=prov_id,
+                        lines=lines,
                     )
-                    cached = (snap.signature, conv)
-                c1 = time.monotonic()
+
+                ch = held.change(snap.signature, conv_of)
+                conv = ch.conv
+                c1, d1 = ch.converted, ch.diffed
                 lag = None if conv.newest_row is None else snap_time - conv.newest_row
                 state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
-                if held is None:
-                    # first refresh of this process: what the store holds (a restart resumes)
-                    held = _split_state(target.current_text(prov_graph), conv.run_iri)
-                held_body, held_conv, held_state = held
-                if conv is held_conv:  # same snapshot as the last refresh: only the state moved
-                    new_body, removed, added = held_body, [], []
-                else:
-                    new_body = LineSet.of(conv.text.chunks)
-                    removed, added = diff(held_body, new_body)
-                removed += sorted(held_state - set(state_now))
-                added += [ln for ln in state_now if ln not in held_state]
-                d1 = time.monotonic()
+                if held.state is None:  # the rows path keeps it; the full path read it back
+                    held.state = set()
+                removed = ch.removed + sorted(held.state - set(state_now))
+                added = ch.added + [ln for ln in state_now if ln not in held.state]
                 target.apply(prov_graph, removed, added)
-                held = (new_body, conv, set(state_now))
-                n_triples = len(new_body) + len(state_now)
+                held.state = set(state_now)
+                n_triples = ch.triples + len(state_now)
                 n_added, n_removed = len(added), len(removed)
-                state = IN_PROGRESS
+                state, method, n_rows, n_mapped = IN_PROGRESS, ch.method, ch.rows, ch.rows_mapped
             t1 = time.monotonic()
             shutil.rmtree(snap_dir.parent, ignore_errors=True)
             lag = None if conv.newest_row is None else snap_time - conv.newest_row
@@ -896,6 +1016,9 @@ def follow(
                 newest_row=conv.newest_row,
                 lag=lag,
                 reason=reason,
+                method=method,
+                rows_formatted=n_rows,
+                rows_mapped=n_mapped,
             )
             result.refreshes.append(r)
             result.graph = r.graph
