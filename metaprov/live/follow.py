@@ -915,8 +915,10 @@ def follow(
                     return result
                 continue
             snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
-            snap = take_snapshot(run_path, snap_dir)
+            # the snapshot's time is when it began: every row on disk then is in it (rows
+            # written while it is copied may be too), so a refresh's duration counts the copy
             snap_time = time.time()
+            snap = take_snapshot(run_path, snap_dir)
             if snap.signature != last_sig:
                 last_sig, last_change = snap.signature, t0
             complete, reason = False, ""

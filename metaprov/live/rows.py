@@ -171,19 +171,35 @@ def _counted(lines: pa.ChunkedArray, seeds: tuple[int, int]) -> tuple[np.ndarray
     """Distinct line keys of ``lines`` with how often each occurs: (a, b, count, first row of
     each in ``lines``), ordered by a; None on a 64-bit collision of ``a``."""
     a, b = line_keys(lines, seeds)
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
     if not len(a):
         z = np.zeros(0, _U64)
         return z, z, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    first = np.ones(len(a), dtype=bool)
-    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    starts = np.flatnonzero(first)
-    counts = np.diff(np.r_[starts, len(a)])
-    a, b, rows = a[starts], b[starts], order[starts]
-    if len(a) > 1 and bool((a[1:] == a[:-1]).any()):
+    order = _order(a)
+    a, b = a[order], b[order]
+    starts = _runs(a, b)
+    if starts is None:
         return None
-    return a, b, counts.astype(np.int64), rows.astype(np.int64)
+    counts = np.diff(np.r_[starts, len(a)])
+    return a[starts], b[starts], counts.astype(np.int64), order[starts].astype(np.int64)
+
+
+def _order(a: np.ndarray) -> np.ndarray:
+    """The order sorting ``a`` (polars' multi-threaded sort; equal keys are equal lines, so
+    which of them comes first does not matter)."""
+    import polars as pl
+
+    return pl.Series("a", a).arg_sort().to_numpy()
+
+
+def _runs(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """Start of each run of equal keys in keys sorted by ``a``; None when two different keys
+    share ``a`` (a 64-bit collision: the caller takes the exact path instead)."""
+    same_a = a[1:] == a[:-1]
+    if bool((same_a & (b[1:] != b[:-1])).any()):
+        return None
+    first = np.ones(len(a), dtype=bool)
+    first[1:] = ~same_a
+    return np.flatnonzero(first)
 
 
 def start(blocks: list[Block], lines: pa.ChunkedArray, seeds: tuple[int, int]) -> RowState | None:
@@ -249,15 +265,13 @@ def advance(
     delta = np.concatenate([c_new[2], -g_new[2]])
     src = np.concatenate([np.zeros(len(c_new[0]), np.int8), np.ones(len(g_new[0]), np.int8)])
     srow = np.concatenate([c_new[3], g_new[3]])
-    order = np.lexsort((b, a))
+    order = _order(a) if len(a) else np.zeros(0, np.int64)
     a, b, delta, src, srow = a[order], b[order], delta[order], src[order], srow[order]
-    first = np.ones(len(a), dtype=bool)
-    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    starts = np.flatnonzero(first)
+    starts = _runs(a, b)
+    if starts is None:
+        return None
     net = np.add.reduceat(delta, starts) if len(starts) else np.zeros(0, np.int64)
     ua, ub = a[starts], b[starts]
-    if len(ua) > 1 and bool((ua[1:] == ua[:-1]).any()):
-        return None
     held, hpos = _lookup(state.la, state.lb, ua, ub)
     before = np.where(held, state.ln[hpos] if len(state.ln) else 0, 0)
     after = before + net
