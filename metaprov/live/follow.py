@@ -48,7 +48,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from metaprov.errors import InputError, StoreError, UsageError
@@ -808,6 +807,149 @@ def derive_update(query_url: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Mapping:
+    """The mapping options of a follow (as for ``metaprov export``)."""
+
+    base: str
+    detail: str
+    darshan: bool
+
+
+@dataclass
+class _Outcome:
+    """What one refresh did to the store (see :class:`Refresh`); ``converted``/``diffed``: when
+    its conversion and its difference ended (monotonic clock)."""
+
+    state: str
+    graph: str
+    tasks: int
+    newest_row: float | None
+    triples: int
+    added: int
+    removed: int
+    converted: float
+    diffed: float
+    method: str
+    rows: int = 0
+    rows_mapped: int = 0
+
+
+def _in_progress(
+    held: _Provisional,
+    signature: tuple[Any, ...],
+    snap_dir: Path,
+    run: Path,
+    snap_time: float,
+    mapping: _Mapping,
+    prov_id: str,
+) -> _Outcome:
+    """A refresh in progress: the provisional graph brought to the snapshot (its mapped lines'
+    difference and its state lines), in one update."""
+
+    def conv_of(lines: bool) -> Converted:
+        return convert(
+            snap_dir,
+            run,
+            base=mapping.base,
+            detail=mapping.detail,
+            darshan=mapping.darshan,
+            run_id=prov_id,
+            lines=lines,
+        )
+
+    ch = held.change(signature, conv_of)
+    conv = ch.conv
+    lag = None if conv.newest_row is None else snap_time - conv.newest_row
+    state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
+    was = held.state or set()  # the rows path kept it; the full path read it back
+    removed = ch.removed + sorted(was - set(state_now))
+    added = ch.added + [ln for ln in state_now if ln not in was]
+    held.target.apply(held.graph, removed, added)
+    held.state = set(state_now)
+    return _Outcome(
+        IN_PROGRESS,
+        held.graph,
+        conv.tasks,
+        conv.newest_row,
+        ch.triples + len(state_now),
+        len(added),
+        len(removed),
+        ch.converted,
+        ch.diffed,
+        ch.method,
+        ch.rows,
+        ch.rows_mapped,
+    )
+
+
+def _final(target: Any, snap_dir: Path, run: Path, prov_graph: str, mapping: _Mapping) -> _Outcome:
+    """The final swap: the run's final graph (the export's) replaces the provisional one."""
+    kw = {"base": mapping.base, "detail": mapping.detail, "darshan": mapping.darshan}
+    if isinstance(target, EmbeddedTarget):
+        # written as `metaprov load` writes a run: the bulk loader, then the provisional graph
+        # removed; the run's derived facts recorded
+        final = final_graph(snap_dir, run, **kw)
+        graph, tasks, newest = final.graph_iri, len(final.records.tasks), _newest(final.records)
+        converted = time.monotonic()
+        fingerprint = _same_fingerprint(snap_dir, run, **kw)
+        n = target.replace(final, (prov_graph,), source=str(run), fingerprint=fingerprint)
+        return _Outcome("complete", graph, tasks, newest, n, n, 0, converted, converted, "final")
+    conv = convert(snap_dir, run, run_id=None, **kw)
+    converted = time.monotonic()
+    current = target.current(conv.graph) if conv.graph != prov_graph else set()
+    lines = conv.lines
+    new = set(lines)
+    # the final graph replaces the provisional one in one request when it fits
+    removed = sorted(current - new)
+    added = [ln for ln in lines if ln not in current] if current else lines
+    target.apply(conv.graph, removed, added, drop=(prov_graph,))
+    return _Outcome(
+        "complete",
+        conv.graph,
+        conv.tasks,
+        conv.newest_row,
+        len(new),
+        len(added),
+        len(removed),
+        converted,
+        converted,
+        "final",
+    )
+
+
+def _open_target(
+    store: str | Path | Any | None,
+    endpoint: str | None,
+    gsp: str | None,
+    update: str | None,
+    max_request: int,
+    lock: ReadWriteLock | None,
+    run: Path,
+    guard: contextlib.ExitStack,
+) -> EmbeddedTarget | EndpointTarget:
+    """Where the refreshes go: an embedded store (owned for the follow's time: ``load``/``drop``
+    refuse it meanwhile) or a SPARQL server. A store opened here is closed by ``guard``."""
+    from metaprov.store import EmbeddedStore, open_store
+
+    if store is not None and not isinstance(store, (str, os.PathLike)):
+        st = store
+    else:
+        st = open_store(store, endpoint, gsp=gsp)
+        if isinstance(st, EmbeddedStore) and st.path is not None:
+            from metaprov.store.owner import owning
+
+            try:
+                guard.enter_context(owning(st.path, role="follow", run=str(run)))
+            except BaseException:
+                st.close()
+                raise
+        guard.callback(st.close)  # closed before the ownership is released
+    if isinstance(st, EmbeddedStore):
+        return EmbeddedTarget(st, lock)
+    return EndpointTarget(st, update, max_request)
+
+
 def follow(
     run: str | Path,
     store: str | Path | Any | None = None,
@@ -858,7 +1000,6 @@ def follow(
         >>> follow("runs/now", store="live-store", interval=2)  # doctest: +SKIP
     """
     from metaprov.mapping.terms import DEFAULT_BASE, RunIris
-    from metaprov.store import EmbeddedStore, open_store
 
     run_path = Path(run)
     # A run directory not created yet is waited for (follow started before the job), as long
@@ -880,28 +1021,14 @@ def follow(
     stop = stop or threading.Event()
     prov_id = provisional_id(run_path)
     prov_graph = RunIris(base, prov_id).graph
-    own = False
     guard = contextlib.ExitStack()
-    if store is not None and not isinstance(store, (str, os.PathLike)):
-        st = store
-    else:
-        st = open_store(store, endpoint, gsp=gsp)
-        own = True
-        if isinstance(st, EmbeddedStore) and st.path is not None:
-            from metaprov.store.owner import owning
-
-            try:
-                guard.enter_context(owning(st.path, role="follow", run=str(run_path)))
-            except BaseException:
-                st.close()
-                raise
-    target: Any
-    target = (
-        EmbeddedTarget(st, lock)
-        if isinstance(st, EmbeddedStore)
-        else EndpointTarget(st, update, max_request)
-    )
+    try:
+        target = _open_target(store, endpoint, gsp, update, max_request, lock, run_path, guard)
+    except BaseException:
+        guard.close()
+        raise
     result = FollowResult(str(run_path))
+    mapping = _Mapping(base, detail, darshan)
     # the provisional graph the store holds, and how a snapshot changes it
     held = _Provisional(target, prov_graph, incremental=incremental)
     last_sig: tuple[Any, ...] | None = None
@@ -938,89 +1065,32 @@ def follow(
                 # what the in-progress refreshes held is not needed any more (3.5 M lines at
                 # 10^5 tasks): let it go before the final conversion
                 held.forget()
-                if isinstance(target, EmbeddedTarget):
-                    # written as `metaprov load` writes a run: the bulk loader, then the
-                    # provisional graph removed; the run's derived facts recorded
-                    final = final_graph(
-                        snap_dir, run_path, base=base, detail=detail, darshan=darshan
-                    )
-                    conv = SimpleNamespace(  # what the refresh's record needs of it
-                        graph=final.graph_iri,
-                        tasks=len(final.records.tasks),
-                        newest_row=_newest(final.records),
-                    )
-                    c1 = d1 = time.monotonic()
-                    fingerprint = _same_fingerprint(
-                        snap_dir, run_path, base=base, detail=detail, darshan=darshan
-                    )
-                    n_triples = target.replace(
-                        final, (prov_graph,), source=str(run_path), fingerprint=fingerprint
-                    )
-                    del final
-                    n_added, n_removed = n_triples, 0
-                else:
-                    conv = convert(
-                        snap_dir, run_path, base=base, detail=detail, darshan=darshan, run_id=None
-                    )
-                    c1 = d1 = time.monotonic()
-                    current = target.current(conv.graph) if conv.graph != prov_graph else set()
-                    lines = conv.lines
-                    new = set(lines)
-                    # the final graph replaces the provisional one in one request when it fits
-                    removed = sorted(current - new)
-                    added = [ln for ln in lines if ln not in current] if current else lines
-                    target.apply(conv.graph, removed, added, drop=(prov_graph,))
-                    n_triples, n_added, n_removed = len(new), len(added), len(removed)
-                state, method, n_rows, n_mapped = "complete", "final", 0, 0
+                out = _final(target, snap_dir, run_path, prov_graph, mapping)
             else:
-
-                def conv_of(lines: bool, snap_dir: Path = snap_dir) -> Converted:
-                    return convert(
-                        snap_dir,
-                        run_path,
-                        base=base,
-                        detail=detail,
-                        darshan=darshan,
-                        run_id=prov_id,
-                        lines=lines,
-                    )
-
-                ch = held.change(snap.signature, conv_of)
-                conv = ch.conv
-                c1, d1 = ch.converted, ch.diffed
-                lag = None if conv.newest_row is None else snap_time - conv.newest_row
-                state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
-                if held.state is None:  # the rows path keeps it; the full path read it back
-                    held.state = set()
-                removed = ch.removed + sorted(held.state - set(state_now))
-                added = ch.added + [ln for ln in state_now if ln not in held.state]
-                target.apply(prov_graph, removed, added)
-                held.state = set(state_now)
-                n_triples = ch.triples + len(state_now)
-                n_added, n_removed = len(added), len(removed)
-                state, method, n_rows, n_mapped = IN_PROGRESS, ch.method, ch.rows, ch.rows_mapped
+                out = _in_progress(
+                    held, snap.signature, snap_dir, run_path, snap_time, mapping, prov_id
+                )
             t1 = time.monotonic()
             shutil.rmtree(snap_dir.parent, ignore_errors=True)
-            lag = None if conv.newest_row is None else snap_time - conv.newest_row
             r = Refresh(
                 number=len(result.refreshes) + 1,
-                state=state,
-                graph=conv.graph if complete else prov_graph,
-                tasks=conv.tasks,
-                triples=n_triples,
-                added=n_added,
-                removed=n_removed,
+                state=out.state,
+                graph=out.graph,
+                tasks=out.tasks,
+                triples=out.triples,
+                added=out.added,
+                removed=out.removed,
                 seconds=t1 - t0,
-                convert_seconds=c1 - c0,
-                store_seconds=t1 - d1,
-                diff_seconds=d1 - c1,
+                convert_seconds=out.converted - c0,
+                store_seconds=t1 - out.diffed,
+                diff_seconds=out.diffed - out.converted,
                 snapshot_time=snap_time,
-                newest_row=conv.newest_row,
-                lag=lag,
+                newest_row=out.newest_row,
+                lag=None if out.newest_row is None else snap_time - out.newest_row,
                 reason=reason,
-                method=method,
-                rows_formatted=n_rows,
-                rows_mapped=n_mapped,
+                method=out.method,
+                rows_formatted=out.rows,
+                rows_mapped=out.rows_mapped,
             )
             result.refreshes.append(r)
             result.graph = r.graph
@@ -1035,8 +1105,6 @@ def follow(
                 return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if own:
-            st.close()
         guard.close()
 
 
