@@ -177,6 +177,37 @@ def test_refreshes_equal_full_conversions_on_a_synthetic_run_with_retries_and_er
     _follow_refresh_by_refresh(source, tmp_path / "live", steps=5, incremental=incremental)
 
 
+def test_a_refresh_the_row_path_cannot_decide_is_converted_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the row path says it cannot decide (as on a 64-bit collision of its keys): the refresh
+    # reads the graph back from the store and converts in full, to the same graph
+    from metaprov.live import rows
+    from metaprov.store import EmbeddedStore
+    from metaprov.synthetic import generate_run
+
+    monkeypatch.setattr(rows, "advance", lambda *a, **k: None)
+    source = generate_run(tmp_path / "source" / "synthetic", 120, seed=3)
+    run = tmp_path / "synthetic"
+    rep = Replay(source, run, steps=3)
+    rep.step()
+    st = EmbeddedStore(None)
+    seen: list[Refresh] = []
+    stop = threading.Event()
+
+    def step(r: Refresh) -> None:
+        seen.append(r)
+        if rep.finished:
+            stop.set()
+        else:
+            rep.step()
+
+    follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=step, stop=stop)
+    assert [r.method for r in seen] == ["full"] * 3
+    body, _ = _held(st, RunIris(DEFAULT_BASE, provisional_id(run)).graph)
+    assert body == _full(run, tmp_path, 1)
+
+
 @pytest.mark.realdata
 def test_refreshes_equal_full_conversions_on_a_real_run_being_appended(tmp_path: Path) -> None:
     if not MIXED.is_dir():
