@@ -187,7 +187,8 @@ def convert(
     :mod:`metaprov.live.rows`)."""
     import pyarrow as pa
 
-    from metaprov.live.lines import split_lines
+    from metaprov.live.lines import SEEDS, split_lines
+    from metaprov.live.rows import row_keys
     from metaprov.mapping.terms import MP, RunIris
     from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
@@ -203,6 +204,8 @@ def convert(
             block.columns = [c for c in block.columns if c.predicate != MP.neverRan]
         blocks.append(block)
         if not lines:
+            # the rows path's keys, computed while the mapping thread maps the next block
+            row_keys(block, SEEDS)
             continue
         buf = io.BytesIO()
         write_nt(block, buf)
