@@ -1,7 +1,7 @@
 """The parse cache of ``metaprov follow``: reading a run again after rows were appended.
 
 A synthetic run of ``--tasks`` tasks (default 10^5) is replayed by the tests' writer
-(tests/live_replay.py) in 10 batches; whole-row snapshots are taken as ``follow`` takes them
+(tests/live_replay.py) in 10 batches (graph.csv rows whole: the graph is complete at 90 %); whole-row snapshots are taken as ``follow`` takes them
 after 9 batches (90 % of the rows) and after the last (100 %). Then, ``--repeat`` times each:
 
 - ``fresh``: ``read_run`` of the 100 % snapshot (what every refresh costs without the cache);
@@ -20,8 +20,8 @@ Run it under the machine's benchmark lock and say what the load was::
 from __future__ import annotations
 
 import argparse
-import csv
 import cProfile
+import csv
 import pstats
 import statistics
 import sys
@@ -39,7 +39,7 @@ def _prepare(work: Path, n: int) -> tuple[Path, Path]:
 
     csv.field_size_limit(1 << 30)  # a synthetic run's graph rows list many dependencies
     src = generate_run(work / "src" / "run", n, seed=1)
-    rep = Replay(src, work / "run", steps=10)
+    rep = Replay(src, work / "run", steps=10, whole=("graph.csv",))
     for _ in range(9):
         rep.step()
     at90 = take_snapshot(work / "run", work / "snap90").path
