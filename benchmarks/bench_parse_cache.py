@@ -1,8 +1,9 @@
 """The parse cache of ``metaprov follow``: reading a run again after rows were appended.
 
 A synthetic run of ``--tasks`` tasks (default 10^5) is replayed by the tests' writer
-(tests/live_replay.py) in 10 batches (graph.csv rows whole: the graph is complete at 90 %); whole-row snapshots are taken as ``follow`` takes them
-after 9 batches (90 % of the rows) and after the last (100 %). Then, ``--repeat`` times each:
+(tests/live_replay.py) in 10 batches (graph.csv's rows whole: the graph is complete at 90 %);
+whole-row snapshots are taken as ``follow`` takes them after 9 batches (90 % of the rows) and
+after the last (100 %). Then, ``--repeat`` times each:
 
 - ``fresh``: ``read_run`` of the 100 % snapshot (what every refresh costs without the cache);
 - ``cached``: ``read_run`` of the 100 % snapshot through a :class:`ParseCache` that read the

@@ -380,13 +380,18 @@ class ParseCache:
         if not same_header:  # (the file changed since its header was read)
             self.stats["uncached"] += 1
             return None
+        keep = data.endswith(b"\n")
         try:
-            parsed = _parse_plain(pa.py_buffer(data), header, known, dictionary, large_rows)
+            parsed = (_parse_closed if keep else _parse_whole)(
+                data, header, known, dictionary, large_rows
+            )
         except pa.ArrowInvalid:
+            parsed = None
+        if parsed is None:
             self.stats["uncached"] += 1
             return None
         self.stats["full"] += 1
-        if data.endswith(b"\n"):
+        if keep:
             digest.update(data)
             parsed.memo = {}
             self._entries[key] = _Entry(len(data), digest.digest(), data[: nl + 1], parsed)
@@ -410,20 +415,47 @@ class ParseCache:
             self.stats["unchanged"] += 1
             self._entries[key] = entry
             return entry.parsed
+        keep = rest.endswith(b"\n")
         try:
-            tail = _parse_plain(
-                pa.py_buffer(entry.head + rest), header, known, dictionary, large_rows
+            tail = (_parse_closed if keep else _parse_whole)(
+                entry.head + rest, header, known, dictionary, large_rows
             )
         except pa.ArrowInvalid:
+            tail = None
+        if tail is None:
             self.stats["uncached"] += 1
             return None
         parsed = _join(entry.parsed, tail)
         self.stats["appended"] += 1
-        if rest.endswith(b"\n"):
+        if keep:
             digest.update(rest)
             parsed.memo = {}
             self._entries[key] = _Entry(entry.size + len(rest), digest.digest(), entry.head, parsed)
         return parsed
+
+
+def _parse_whole(
+    data: bytes, header: list[str], known: set[str], dictionary: tuple[str, ...], large_rows: bool
+) -> _Parsed:
+    return _parse_plain(pa.py_buffer(data), header, known, dictionary, large_rows)
+
+
+def _parse_closed(
+    data: bytes, header: list[str], known: set[str], dictionary: tuple[str, ...], large_rows: bool
+) -> _Parsed | None:
+    """Parse ``data`` (ending with a line end) and prove that the parser ends it between rows,
+    so that bytes appended later start a row of their own (``None``: not proven).
+
+    Every line end must end a row (no quoted value holds one) and the last quoted value must be
+    closed: one more line end is parsed after ``data``, and it must give a blank row of its own
+    (inside an open quote it would be part of a value), which is then taken out again."""
+    parsed = _parse_plain(pa.py_buffer(data + b"\n"), header, known, dictionary, large_rows)
+    ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    if not (len(parsed.blank) and parsed.blank[-1] == parsed.total + 1 and ends == parsed.total):
+        return None
+    parsed.total -= 1
+    parsed.blank = parsed.blank[:-1]
+    return parsed
 
 
 def _hash_prefix(fh: Any, n: int, digest: Any) -> None:

@@ -339,3 +339,26 @@ def test_keys_holding_nul_are_reported_on_every_read(tmp_path: Path) -> None:
         fh.write(b'6,"c\x00",x,y,1,w,s\n')
     assert _issue_lines(both(), "key holds a NUL byte") == [5, 8]
     assert cache.stats == {"full": 1, "appended": 1, "unchanged": 1, "uncached": 0}
+
+
+def test_a_line_end_inside_a_quoted_value_is_never_a_cut(tmp_path: Path) -> None:
+    f = tmp_path / "scheduler_transition.csv"
+    # the file ends inside a quoted value (its line end is part of the key, not a row's end)
+    f.write_bytes(HEADER + _rows(0, 5) + b'5,"k\n')
+    cache = ParseCache()
+    ct, acct = _same(f, cache)
+    assert len(cache) == 0 and cache.stats["uncached"] == 1
+    assert _issue_lines(acct, "malformed row") == [7]
+    with f.open("ab") as fh:
+        fh.write(b'x",processing,memory,3.5,w,s\n' + _rows(6, 8))
+    ct, _ = _same(f, cache)
+    assert "k\nx" in ct.arrow("key").cast(pa.string()).to_pylist() and len(ct) == 8
+    # a quoted line end anywhere: not kept (the file's line ends are not its rows' ends)
+    assert len(cache) == 0 and cache.stats["uncached"] == 2
+    f.write_bytes(HEADER + _rows(0, 5))
+    _same(f, cache)
+    assert len(cache) == 1
+    with f.open("ab") as fh:  # ... also when it comes with the appended rows
+        fh.write(_rows(5, 6) + b'6,"a\nb",processing,memory,3.5,w,s\n')
+    ct, _ = _same(f, cache)
+    assert cache.stats["uncached"] == 3 and len(cache) == 0 and len(ct) == 7
