@@ -371,20 +371,24 @@ class ParseCache:
                     )
                 fh.seek(0)
                 digest = hashlib.sha256()
-            data = fh.read()
-        nl = data.find(b"\n")
+            # the file's bytes and room for one more (see _parse_closed): no copy of them
+            buf = bytearray(size + 1)
+            view = memoryview(buf)
+            n = _read_into(fh, view[:size])
+        nl = buf.find(b"\n", 0, n)
         try:
-            same_header = nl >= 0 and _header_of(data[: nl + 1]) == header
+            same_header = nl >= 0 and _header_of(bytes(view[: nl + 1])) == header
         except UnicodeDecodeError:
             same_header = False
         if not same_header:  # (the file changed since its header was read)
             self.stats["uncached"] += 1
             return None
-        keep = data.endswith(b"\n")
+        keep = buf[n - 1] == 0x0A
         try:
-            parsed = (_parse_closed if keep else _parse_whole)(
-                data, header, known, dictionary, large_rows
-            )
+            if keep:
+                parsed = _parse_closed(buf, n, header, known, dictionary, large_rows)
+            else:
+                parsed = _parse_plain(pa.py_buffer(view[:n]), header, known, dictionary, large_rows)
         except pa.ArrowInvalid:
             parsed = None
         if parsed is None:
@@ -392,9 +396,9 @@ class ParseCache:
             return None
         self.stats["full"] += 1
         if keep:
-            digest.update(data)
+            digest.update(view[:n])
             parsed.memo = {}
-            self._entries[key] = _Entry(len(data), digest.digest(), data[: nl + 1], parsed)
+            self._entries[key] = _Entry(n, digest.digest(), bytes(view[: nl + 1]), parsed)
         return parsed
 
     def _appended(
@@ -416,10 +420,16 @@ class ParseCache:
             self._entries[key] = entry
             return entry.parsed
         keep = rest.endswith(b"\n")
+        buf = bytearray(len(entry.head) + len(rest) + 1)  # header line, new rows, room for one
+        buf[: len(entry.head)] = entry.head
+        buf[len(entry.head) : -1] = rest
+        n = len(buf) - 1
         try:
-            tail = (_parse_closed if keep else _parse_whole)(
-                entry.head + rest, header, known, dictionary, large_rows
-            )
+            if keep:
+                tail = _parse_closed(buf, n, header, known, dictionary, large_rows)
+            else:
+                view = memoryview(buf)[:n]
+                tail = _parse_plain(pa.py_buffer(view), header, known, dictionary, large_rows)
         except pa.ArrowInvalid:
             tail = None
         if tail is None:
@@ -434,28 +444,43 @@ class ParseCache:
         return parsed
 
 
-def _parse_whole(
-    data: bytes, header: list[str], known: set[str], dictionary: tuple[str, ...], large_rows: bool
-) -> _Parsed:
-    return _parse_plain(pa.py_buffer(data), header, known, dictionary, large_rows)
-
-
 def _parse_closed(
-    data: bytes, header: list[str], known: set[str], dictionary: tuple[str, ...], large_rows: bool
+    buf: bytearray,
+    n: int,
+    header: list[str],
+    known: set[str],
+    dictionary: tuple[str, ...],
+    large_rows: bool,
 ) -> _Parsed | None:
-    """Parse ``data`` (ending with a line end) and prove that the parser ends it between rows,
-    so that bytes appended later start a row of their own (``None``: not proven).
+    """Parse the first ``n`` bytes of ``buf`` (ending with a line end; ``buf`` has room for one
+    byte more) and prove that the parser ends them between rows, so that bytes appended later
+    start a row of their own (``None``: not proven).
 
     Every line end must end a row (no quoted value holds one) and the last quoted value must be
-    closed: one more line end is parsed after ``data``, and it must give a blank row of its own
+    closed: one more line end is parsed after the bytes, and it must give a blank row of its own
     (inside an open quote it would be part of a value), which is then taken out again."""
-    parsed = _parse_plain(pa.py_buffer(data + b"\n"), header, known, dictionary, large_rows)
-    ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    buf[n] = 0x0A
+    view = memoryview(buf)[: n + 1]
+    parsed = _parse_plain(pa.py_buffer(view), header, known, dictionary, large_rows)
+    ends = buf.count(b"\n", 0, n)
+    if buf.find(b"\r", 0, n) >= 0:  # a CR alone ends a line too (CR LF: one line end)
+        ends += buf.count(b"\r", 0, n) - buf.count(b"\r\n", 0, n)
     if not (len(parsed.blank) and parsed.blank[-1] == parsed.total + 1 and ends == parsed.total):
         return None
     parsed.total -= 1
     parsed.blank = parsed.blank[:-1]
     return parsed
+
+
+def _read_into(fh: Any, view: memoryview) -> int:
+    """Fill ``view`` from the open file ``fh`` (fewer bytes at its end); the bytes read."""
+    got = 0
+    while got < len(view):
+        k = fh.readinto(view[got:])
+        if not k:
+            break
+        got += k
+    return got
 
 
 def _hash_prefix(fh: Any, n: int, digest: Any) -> None:
