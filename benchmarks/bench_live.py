@@ -26,13 +26,18 @@ process) follows the run into an embedded store and serves it. Meanwhile:
 10^5) replayed by the tests' writer: the first refresh (90 % of the rows, everything inserted),
 an append refresh (the last 10 % appended), an unchanged refresh (only the state triples move),
 each split into conversion (read + map + N-Triples) / diff / store, and the process's peak
-memory; ``--methods columnar sets``: the real ``follow`` loop, and the diff of two Python sets
-of lines it used before (one process per size and method). ``--part final-swap``: the final
+memory; ``--methods rows columnar sets``: the real ``follow`` loop (``rows``: after the first
+refresh only the rows that changed are formatted, metaprov.live.rows; ``columnar``: every
+refresh formats and keys the whole run, ``follow(incremental=False)``), and the diff of two
+Python sets of lines it used before (one process per size and method). ``--part final-swap``: the final
 swap (provisional graph -> the export's graph) into an embedded store, as ``follow`` does it
 (bulk-loaded, then the provisional graph removed), and ``metaprov load`` of the same run beside it;
 ``--removals batched single``: the provisional graph removed as ``follow`` removes it (transactions
 of at most 100,000 quads) and, in a store of its own, as it did before (one ``DELETE WHERE``
 transaction, then ``remove_graph``), each with the process's memory growth while it removes.
+
+``--part convert``: the full conversion and the row path (metaprov.live.rows) on the same two
+snapshots, side by side (1 % and 10 % of the rows appended; wall and CPU seconds; same answer).
 
 Run it under the machine's benchmark lock and say what the load was::
 
@@ -283,7 +288,7 @@ def cluster_part(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def _prepared_run(work: Path, n: int) -> tuple[Path, Any]:
     """A synthetic run of ``n`` tasks replayed to 90 % of its rows (the replay writer of the
-    tests: rows appended in time order, the last row of each file cut in half)."""
+    tests: rows appended in time order, the last row of each file but graph.csv cut in half)."""
     import csv
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -294,7 +299,10 @@ def _prepared_run(work: Path, n: int) -> tuple[Path, Any]:
     from metaprov.synthetic import generate_run
 
     src = generate_run(work / f"src-{n}" / "run", n, seed=1)
-    rep = Replay(src, work / f"run-{n}", steps=10)
+    # the graph's row whole from the first batch, as a client submits its graph before its
+    # tasks run (cut, its one row would complete only in the last batch: every task then
+    # changes at once, which no real run does)
+    rep = Replay(src, work / f"run-{n}", steps=10, whole=("graph.csv",))
     for _ in range(9):
         rep.step()
     return work / f"run-{n}", rep
@@ -311,8 +319,9 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
     the first (90 % of the rows: everything inserted), an *append* refresh (the last 10 % of
     the rows appended), an *unchanged* refresh (the same rows: only the state triples move).
 
-    ``columnar``: the real ``follow`` loop (Arrow lines, 128-bit keys, sorted merge) into an
-    embedded store on disk. ``sets``: the diff ``follow`` used before (two Python sets of
+    ``rows``: the real ``follow`` loop into an embedded store on disk (after the first refresh,
+    only the rows that changed formatted). ``columnar``: the same with ``incremental=False``
+    (every refresh formats the whole run: Arrow lines, 128-bit keys, sorted merge). ``sets``: the diff ``follow`` used before (two Python sets of
     N-Triples lines), with the same store updates.
     """
     import gc
@@ -330,7 +339,7 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
     run, rep = _prepared_run(work, n)
     gc.collect()
     rows: list[dict[str, Any]] = []
-    if method == "columnar":
+    if method in ("rows", "columnar"):
         st = EmbeddedStore(work / f"store-{n}")
         stop = threading.Event()
 
@@ -341,7 +350,16 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
             elif r.number == 3:
                 stop.set()
 
-        follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=step, stop=stop)
+        follow(
+            run,
+            store=st,
+            interval=0.01,
+            quiet=0,
+            darshan=False,
+            on_refresh=step,
+            stop=stop,
+            incremental=method == "rows",
+        )
         st.close()
     else:
         pid = provisional_id(run)
@@ -398,6 +416,8 @@ def refresh_one(n: int, method: str, work: Path) -> dict[str, Any]:
                 "convert_seconds",
                 "diff_seconds",
                 "store_seconds",
+                "rows_formatted",
+                "rows_mapped",
             )
         }
     return out
@@ -544,14 +564,90 @@ def final_swap_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]
     return rows
 
 
+def convert_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """Full conversion against the row path, on the same two snapshots, side by side.
+
+    A synthetic run of ``n`` tasks replayed (graph rows whole) in ``S`` batches; snapshot A after
+    ``S - 2`` batches, B after ``S - 1``: B appends 1/S of the rows (S = 10: 10 %, S = 100: 1 %,
+    about what a 2 s refresh of a run lasting a few minutes sees). From A's state, B's change is
+    found both ways, alternately, ``--repeat`` times: **full** (``convert`` with N-Triples of
+    every row, keyed, matched with A's lines: ``LineSet.of`` + ``diff``) and **rows** (``convert``
+    of the blocks only, row keys computed as they are mapped, ``rows.advance`` from A's row
+    state). Both must give the same lines to delete and insert. Wall and CPU seconds, medians.
+    """
+    import csv
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from live_replay import Replay
+
+    from metaprov.live import rows as R
+    from metaprov.live.follow import convert
+    from metaprov.live.lines import SEEDS, LineSet, diff
+    from metaprov.live.snapshot import take_snapshot
+    from metaprov.mapping.terms import DEFAULT_BASE
+    from metaprov.synthetic import generate_run
+
+    csv.field_size_limit(1 << 30)
+    out = []
+    for n in args.sizes:
+        src = generate_run(work / f"src-{n}" / "run", n, seed=1)
+        for steps in (10, 100):
+            run = work / f"run-{n}-{steps}" / "run"
+            rep = Replay(src, run, steps=steps, whole=("graph.csv",))
+            for _ in range(steps - 2):
+                rep.step()
+            a = work / f"a-{n}-{steps}" / "run"
+            take_snapshot(run, a)
+            rep.step()
+            b = work / f"b-{n}-{steps}" / "run"
+            take_snapshot(run, b)
+            kw = {"base": DEFAULT_BASE, "detail": "tasks", "darshan": False, "run_id": "live-b"}
+            ca = convert(a, run, **kw)
+            held = LineSet.of(ca.text.chunks)
+            state = R.start(ca.blocks, ca.text, SEEDS)
+            assert state is not None
+            del ca
+            times: dict[str, list[tuple[float, float]]] = {"full": [], "rows": []}
+            answers: dict[str, tuple[list[bytes], list[bytes]]] = {}
+            for _ in range(args.repeat):
+                for method in ("full", "rows"):
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    if method == "full":
+                        cb = convert(b, run, **kw)
+                        removed, added = diff(held, LineSet.of(cb.text.chunks))
+                    else:
+                        cb = convert(b, run, lines=False, **kw)
+                        step = R.advance(state, cb.blocks, SEEDS)
+                        assert step is not None
+                        removed, added = step[0], step[1]
+                    times[method].append((time.perf_counter() - w0, time.process_time() - c0))
+                    answers[method] = (sorted(removed), sorted(added))
+                    del cb
+            row = {
+                "tasks": n,
+                "appended": f"1/{steps} of the rows",
+                "triples_b": len(held) + len(answers["full"][1]) - len(answers["full"][0]),
+                "deleted": len(answers["full"][0]),
+                "inserted": len(answers["full"][1]),
+                "same_answer": answers["full"] == answers["rows"],
+                "loadavg": os.getloadavg(),
+            }
+            for method, ts in times.items():
+                row[f"{method}_wall_s"] = round(statistics.median(t[0] for t in ts), 3)
+                row[f"{method}_cpu_s"] = round(statistics.median(t[1] for t in ts), 3)
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--part",
-        choices=["cluster", "refresh", "both", "final-swap", "refresh-one"],
+        choices=["cluster", "refresh", "both", "final-swap", "refresh-one", "convert"],
         default="both",
     )
-    ap.add_argument("--methods", nargs="+", default=["columnar", "sets"])
+    ap.add_argument("--methods", nargs="+", default=["rows", "columnar"])
     ap.add_argument("--waves", type=int, default=60)
     ap.add_argument("--per-wave", type=int, default=200)
     ap.add_argument("--pause", type=float, default=0.8)
@@ -572,6 +668,7 @@ def main() -> None:
         action="store_false",
         help="final-swap: skip `metaprov load` of the same run",
     )
+    ap.add_argument("--repeat", type=int, default=3, help="--part convert: runs per method")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metaprov-bench-live-"))
     if args.part == "refresh-one":
@@ -589,6 +686,8 @@ def main() -> None:
             out["refresh"] = refresh_part(args, work)
         if args.part == "final-swap":
             out["final_swap"] = final_swap_part(args, work)
+        if args.part == "convert":
+            out["convert"] = convert_part(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["loadavg_end"] = os.getloadavg()

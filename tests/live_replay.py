@@ -38,8 +38,19 @@ def _rows(path: Path) -> tuple[bytes, list[tuple[float, int, bytes]]]:
 class Replay:
     """Replay ``source`` into ``dest`` in ``steps`` batches (call :meth:`step` until done)."""
 
-    def __init__(self, source: Path, dest: Path, *, steps: int = 6, with_run_json: bool = False):
+    def __init__(
+        self,
+        source: Path,
+        dest: Path,
+        *,
+        steps: int = 6,
+        with_run_json: bool = False,
+        whole: tuple[str, ...] = (),
+    ):
+        """``whole``: files whose last row is never cut (e.g. ``graph.csv``: a graph's one row
+        would otherwise stay incomplete until the last batch)."""
         self.source, self.dest = Path(source), Path(dest)
+        self.whole = set(whole)
         self.dest.mkdir(parents=True, exist_ok=True)
         self.with_run_json = with_run_json
         events: list[tuple[float, str, int, bytes]] = []
@@ -72,7 +83,7 @@ class Replay:
             per.setdefault(name, []).append(line)
         for name, fh in self.handles.items():
             data = self.pending.pop(name, b"") + b"".join(per.get(name, []))
-            if not last and data and len(data) > 4:
+            if not last and data and len(data) > 4 and name not in self.whole:
                 cut = len(data) - max(1, len(data.splitlines(keepends=True)[-1]) // 2)
                 self.pending[name] = data[cut:]
                 data = data[:cut]

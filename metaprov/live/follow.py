@@ -48,7 +48,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from metaprov.errors import InputError, StoreError, UsageError
@@ -91,6 +90,13 @@ class Refresh:
         newest_row: time of the newest row in the snapshot (epoch seconds; None if unknown).
         lag: seconds between the newest row and the snapshot.
         reason: why the run is complete (``capture``: metaprov-run.json; ``quiet``).
+        method: how the difference was found: ``full`` (the whole snapshot formatted and
+            keyed), ``rows`` (only the rows that changed formatted), ``unchanged`` (the same
+            snapshot: only the state moved) or ``final`` (the final swap).
+        rows_formatted: rows of the mapped blocks formatted as N-Triples by this refresh
+            (the rows path: the rows new or gone since the previous refresh).
+        rows_mapped: rows of the mapped blocks (subjects of the run's classes; a refresh in
+            progress only).
     """
 
     number: int
@@ -108,6 +114,9 @@ class Refresh:
     newest_row: float | None
     lag: float | None
     reason: str = ""
+    method: str = ""
+    rows_formatted: int = 0
+    rows_mapped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -150,6 +159,8 @@ class Converted:
     text: pa.ChunkedArray
     tasks: int
     newest_row: float | None
+    #: the mapped blocks the lines were formatted from (for the next refresh's row difference)
+    blocks: list[Any] = field(default_factory=list)
 
     @property
     def lines(self) -> list[bytes]:
@@ -168,24 +179,34 @@ def convert(
     detail: str,
     darshan: bool,
     run_id: str | None,
+    lines: bool = True,
 ) -> Converted:
     """Read and map a snapshot as the run ``run`` (its name, its path); ``run_id`` overrides the
-    content-derived id (the provisional id while in progress)."""
+    content-derived id (the provisional id while in progress). ``lines=False``: the mapped
+    blocks only, no N-Triples (a refresh that formats only the rows that changed,
+    :mod:`metaprov.live.rows`)."""
     import pyarrow as pa
 
-    from metaprov.live.lines import split_lines
+    from metaprov.live.lines import SEEDS, split_lines
+    from metaprov.live.rows import row_keys
     from metaprov.mapping.terms import MP, RunIris
     from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
     graph = final_graph(snapshot, run, base=base, detail=detail, darshan=darshan, run_id=run_id)
     records = graph.records
     chunks = []
+    blocks = []
     for block in graph.blocks(ahead=BLOCKS_AHEAD):
         if run_id is not None:
             # "never ran" is a fact of a finished run: while in progress a task without an
             # execution is waiting or running (its mp:state says which), so the claim is left
             # out until the end
             block.columns = [c for c in block.columns if c.predicate != MP.neverRan]
+        blocks.append(block)
+        if not lines:
+            # the rows path's keys, computed while the mapping thread maps the next block
+            row_keys(block, SEEDS)
+            continue
         buf = io.BytesIO()
         write_nt(block, buf)
         if buf.tell():
@@ -196,6 +217,7 @@ def convert(
         pa.chunked_array(chunks, type=pa.large_string()),
         len(records.tasks),
         _newest(records),
+        blocks,
     )
 
 
@@ -272,6 +294,110 @@ def _split_state(text: bytes, run_iri: str) -> tuple[LineSet, None, set[bytes]]:
         None,
         set(as_bytes_lines(lines.filter(mask))),
     )
+
+
+@dataclass
+class _Change:
+    """What one refresh in progress sends: the conversion, the lines to delete and to insert,
+    the triples the graph then holds, how it was found, and when each step ended."""
+
+    conv: Converted
+    removed: list[bytes]
+    added: list[bytes]
+    triples: int
+    method: str
+    rows: int
+    rows_mapped: int
+    converted: float
+    diffed: float
+
+
+class _Provisional:
+    """The provisional graph as the store holds it, and the difference a new snapshot makes.
+
+    Two ways to find the difference (:attr:`incremental` picks): **full**, every line of the
+    snapshot's conversion formatted and keyed, matched with the lines held
+    (:func:`metaprov.live.lines.diff`); **rows**, only the rows of the mapped blocks that are new
+    or gone since the previous refresh formatted (:mod:`metaprov.live.rows`, the same answer).
+    The first refresh of a process is full (it reads the graph back from the store: a restart
+    resumes from whatever the store holds); the rows path needs the previous refresh's blocks.
+    """
+
+    def __init__(self, target: Any, graph: str, *, incremental: bool) -> None:
+        self.target = target
+        self.graph = graph
+        self.incremental = incremental
+        self.body: LineSet | None = None  # mapped lines held (full path)
+        self.rows: Any = None  # RowState of the graph held (rows path)
+        self.state: set[bytes] | None = None  # state lines held; None: not read back yet
+        self.conv: Converted | None = None  # the conversion the store holds
+        self.signature: tuple[Any, ...] | None = None  # of the snapshot it came from
+
+    def forget(self) -> None:
+        """Let go of what the refreshes held (before the final conversion)."""
+        self.body = self.rows = self.conv = self.state = self.signature = None
+
+    def _read_back(self, run_iri: str) -> None:
+        self.body, _, self.state = _split_state(self.target.current_text(self.graph), run_iri)
+
+    def change(self, signature: tuple[Any, ...], conv_of: Callable[[bool], Converted]) -> _Change:
+        """The difference a snapshot (its signature; ``conv_of(lines)`` converts it) makes to
+        the mapped lines held (the state lines are the caller's)."""
+        from metaprov.live.lines import SEEDS, LineSet, diff
+        from metaprov.live.rows import advance, all_lines, start
+
+        if self.conv is not None and signature == self.signature:
+            # same snapshot as the last refresh: only the state moves
+            t = time.monotonic()
+            held = len(self.rows) if self.rows is not None else len(self.body or ())
+            return _Change(self.conv, [], [], held, "unchanged", 0, 0, t, t)
+        if self.rows is not None:
+            conv = conv_of(False)
+            converted = time.monotonic()
+            step = advance(self.rows, conv.blocks, SEEDS)
+            if step is not None:
+                removed, added, self.rows, n_rows = step
+                return self._held(signature, conv, removed, added, "rows", n_rows, converted)
+            # a 64-bit collision among the keys: the full path decides exactly
+            conv.text = all_lines(conv.blocks)
+            self.rows = self.body = None
+        else:
+            conv = conv_of(True)
+            converted = time.monotonic()
+        if self.body is None:
+            self._read_back(conv.run_iri)
+        assert self.body is not None
+        new_body = LineSet.of(conv.text.chunks)
+        removed, added = diff(self.body, new_body)
+        self.rows = start(conv.blocks, conv.text, SEEDS) if self.incremental else None
+        self.body = None if self.rows is not None else new_body
+        n_rows = sum(len(b) for b in conv.blocks)
+        return self._held(signature, conv, removed, added, "full", n_rows, converted, len(new_body))
+
+    def _held(
+        self,
+        signature: tuple[Any, ...],
+        conv: Converted,
+        removed: list[bytes],
+        added: list[bytes],
+        method: str,
+        n_rows: int,
+        converted: float,
+        triples: int | None = None,
+    ) -> _Change:
+        import pyarrow as pa
+
+        mapped = sum(len(b) for b in conv.blocks)
+        # what the next refreshes need of the conversion: its IRIs, counts and times (the
+        # blocks live on in the row state, the lines in the held LineSet)
+        conv.text = pa.chunked_array([], type=pa.large_string())
+        conv.blocks = []
+        self.conv, self.signature = conv, signature
+        if triples is None:
+            triples = len(self.rows)
+        return _Change(
+            conv, removed, added, triples, method, n_rows, mapped, converted, time.monotonic()
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -705,6 +831,149 @@ def derive_update(query_url: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Mapping:
+    """The mapping options of a follow (as for ``metaprov export``)."""
+
+    base: str
+    detail: str
+    darshan: bool
+
+
+@dataclass
+class _Outcome:
+    """What one refresh did to the store (see :class:`Refresh`); ``converted``/``diffed``: when
+    its conversion and its difference ended (monotonic clock)."""
+
+    state: str
+    graph: str
+    tasks: int
+    newest_row: float | None
+    triples: int
+    added: int
+    removed: int
+    converted: float
+    diffed: float
+    method: str
+    rows: int = 0
+    rows_mapped: int = 0
+
+
+def _in_progress(
+    held: _Provisional,
+    signature: tuple[Any, ...],
+    snap_dir: Path,
+    run: Path,
+    snap_time: float,
+    mapping: _Mapping,
+    prov_id: str,
+) -> _Outcome:
+    """A refresh in progress: the provisional graph brought to the snapshot (its mapped lines'
+    difference and its state lines), in one update."""
+
+    def conv_of(lines: bool) -> Converted:
+        return convert(
+            snap_dir,
+            run,
+            base=mapping.base,
+            detail=mapping.detail,
+            darshan=mapping.darshan,
+            run_id=prov_id,
+            lines=lines,
+        )
+
+    ch = held.change(signature, conv_of)
+    conv = ch.conv
+    lag = None if conv.newest_row is None else snap_time - conv.newest_row
+    state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
+    was = held.state or set()  # the rows path kept it; the full path read it back
+    removed = ch.removed + sorted(was - set(state_now))
+    added = ch.added + [ln for ln in state_now if ln not in was]
+    held.target.apply(held.graph, removed, added)
+    held.state = set(state_now)
+    return _Outcome(
+        IN_PROGRESS,
+        held.graph,
+        conv.tasks,
+        conv.newest_row,
+        ch.triples + len(state_now),
+        len(added),
+        len(removed),
+        ch.converted,
+        ch.diffed,
+        ch.method,
+        ch.rows,
+        ch.rows_mapped,
+    )
+
+
+def _final(target: Any, snap_dir: Path, run: Path, prov_graph: str, mapping: _Mapping) -> _Outcome:
+    """The final swap: the run's final graph (the export's) replaces the provisional one."""
+    kw = {"base": mapping.base, "detail": mapping.detail, "darshan": mapping.darshan}
+    if isinstance(target, EmbeddedTarget):
+        # written as `metaprov load` writes a run: the bulk loader, then the provisional graph
+        # removed; the run's derived facts recorded
+        final = final_graph(snap_dir, run, **kw)
+        graph, tasks, newest = final.graph_iri, len(final.records.tasks), _newest(final.records)
+        converted = time.monotonic()
+        fingerprint = _same_fingerprint(snap_dir, run, **kw)
+        n = target.replace(final, (prov_graph,), source=str(run), fingerprint=fingerprint)
+        return _Outcome("complete", graph, tasks, newest, n, n, 0, converted, converted, "final")
+    conv = convert(snap_dir, run, run_id=None, **kw)
+    converted = time.monotonic()
+    current = target.current(conv.graph) if conv.graph != prov_graph else set()
+    lines = conv.lines
+    new = set(lines)
+    # the final graph replaces the provisional one in one request when it fits
+    removed = sorted(current - new)
+    added = [ln for ln in lines if ln not in current] if current else lines
+    target.apply(conv.graph, removed, added, drop=(prov_graph,))
+    return _Outcome(
+        "complete",
+        conv.graph,
+        conv.tasks,
+        conv.newest_row,
+        len(new),
+        len(added),
+        len(removed),
+        converted,
+        converted,
+        "final",
+    )
+
+
+def _open_target(
+    store: str | Path | Any | None,
+    endpoint: str | None,
+    gsp: str | None,
+    update: str | None,
+    max_request: int,
+    lock: ReadWriteLock | None,
+    run: Path,
+    guard: contextlib.ExitStack,
+) -> EmbeddedTarget | EndpointTarget:
+    """Where the refreshes go: an embedded store (owned for the follow's time: ``load``/``drop``
+    refuse it meanwhile) or a SPARQL server. A store opened here is closed by ``guard``."""
+    from metaprov.store import EmbeddedStore, open_store
+
+    if store is not None and not isinstance(store, (str, os.PathLike)):
+        st = store
+    else:
+        st = open_store(store, endpoint, gsp=gsp)
+        if isinstance(st, EmbeddedStore) and st.path is not None:
+            from metaprov.store.owner import owning
+
+            try:
+                guard.enter_context(owning(st.path, role="follow", run=str(run)))
+            except BaseException:
+                st.close()
+                raise
+        guard.callback(st.close)  # closed before the ownership is released
+    if isinstance(st, EmbeddedStore):
+        return EmbeddedTarget(st, lock)
+    return EndpointTarget(st, update, max_request)
+
+
 def follow(
     run: str | Path,
     store: str | Path | Any | None = None,
@@ -721,6 +990,7 @@ def follow(
     stop: threading.Event | None = None,
     lock: ReadWriteLock | None = None,
     max_request: int = DEFAULT_MAX_REQUEST,
+    incremental: bool = True,
 ) -> FollowResult:
     """Keep the graph of ``run`` current in a store until the run is complete.
 
@@ -739,6 +1009,9 @@ def follow(
         stop: set it to stop following (the graph stays as the last refresh left it).
         lock: readers' lock of an in-process server (see :class:`ReadWriteLock`).
         max_request: largest SPARQL Update request sent to a server, in bytes.
+        incremental: after the first refresh, format only the rows of the mapped run that
+            changed (:mod:`metaprov.live.rows`); False: every refresh formats and keys the whole
+            run (the same graph; for comparison).
 
     Returns:
         A :class:`FollowResult`; ``complete`` is False when stopped before the run completed.
@@ -750,9 +1023,7 @@ def follow(
     Example:
         >>> follow("runs/now", store="live-store", interval=2)  # doctest: +SKIP
     """
-    from metaprov.live.lines import LineSet, diff
     from metaprov.mapping.terms import DEFAULT_BASE, RunIris
-    from metaprov.store import EmbeddedStore, open_store
 
     run_path = Path(run)
     # A run directory not created yet is waited for (follow started before the job), as long
@@ -774,31 +1045,16 @@ def follow(
     stop = stop or threading.Event()
     prov_id = provisional_id(run_path)
     prov_graph = RunIris(base, prov_id).graph
-    own = False
     guard = contextlib.ExitStack()
-    if store is not None and not isinstance(store, (str, os.PathLike)):
-        st = store
-    else:
-        st = open_store(store, endpoint, gsp=gsp)
-        own = True
-        if isinstance(st, EmbeddedStore) and st.path is not None:
-            from metaprov.store.owner import owning
-
-            try:
-                guard.enter_context(owning(st.path, role="follow", run=str(run_path)))
-            except BaseException:
-                st.close()
-                raise
-    target: Any
-    target = (
-        EmbeddedTarget(st, lock)
-        if isinstance(st, EmbeddedStore)
-        else EndpointTarget(st, update, max_request)
-    )
+    try:
+        target = _open_target(store, endpoint, gsp, update, max_request, lock, run_path, guard)
+    except BaseException:
+        guard.close()
+        raise
     result = FollowResult(str(run_path))
-    # the graph the store holds: its mapped lines, the conversion they came from, its state lines
-    held: tuple[LineSet, Converted | None, set[bytes]] | None = None
-    cached: tuple[tuple[Any, ...], Converted] | None = None
+    mapping = _Mapping(base, detail, darshan)
+    # the provisional graph the store holds, and how a snapshot changes it
+    held = _Provisional(target, prov_graph, incremental=incremental)
     last_sig: tuple[Any, ...] | None = None
     last_change = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="metaprov-follow-"))
@@ -810,8 +1066,10 @@ def follow(
                     return result
                 continue
             snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
-            snap = take_snapshot(run_path, snap_dir)
+            # the snapshot's time is when it began: every row on disk then is in it (rows
+            # written while it is copied may be too), so a refresh's duration counts the copy
             snap_time = time.time()
+            snap = take_snapshot(run_path, snap_dir)
             if snap.signature != last_sig:
                 last_sig, last_change = snap.signature, t0
             complete, reason = False, ""
@@ -830,93 +1088,33 @@ def follow(
             if complete:
                 # what the in-progress refreshes held is not needed any more (3.5 M lines at
                 # 10^5 tasks): let it go before the final conversion
-                held = cached = None
-                if isinstance(target, EmbeddedTarget):
-                    # written as `metaprov load` writes a run: the bulk loader, then the
-                    # provisional graph removed; the run's derived facts recorded
-                    final = final_graph(
-                        snap_dir, run_path, base=base, detail=detail, darshan=darshan
-                    )
-                    conv = SimpleNamespace(  # what the refresh's record needs of it
-                        graph=final.graph_iri,
-                        tasks=len(final.records.tasks),
-                        newest_row=_newest(final.records),
-                    )
-                    c1 = d1 = time.monotonic()
-                    fingerprint = _same_fingerprint(
-                        snap_dir, run_path, base=base, detail=detail, darshan=darshan
-                    )
-                    n_triples = target.replace(
-                        final, (prov_graph,), source=str(run_path), fingerprint=fingerprint
-                    )
-                    del final
-                    n_added, n_removed = n_triples, 0
-                else:
-                    conv = convert(
-                        snap_dir, run_path, base=base, detail=detail, darshan=darshan, run_id=None
-                    )
-                    c1 = d1 = time.monotonic()
-                    current = target.current(conv.graph) if conv.graph != prov_graph else set()
-                    lines = conv.lines
-                    new = set(lines)
-                    # the final graph replaces the provisional one in one request when it fits
-                    removed = sorted(current - new)
-                    added = [ln for ln in lines if ln not in current] if current else lines
-                    target.apply(conv.graph, removed, added, drop=(prov_graph,))
-                    n_triples, n_added, n_removed = len(new), len(added), len(removed)
-                state = "complete"
+                held.forget()
+                out = _final(target, snap_dir, run_path, prov_graph, mapping)
             else:
-                if cached is not None and cached[0] == snap.signature:
-                    conv = cached[1]
-                else:
-                    conv = convert(
-                        snap_dir,
-                        run_path,
-                        base=base,
-                        detail=detail,
-                        darshan=darshan,
-                        run_id=prov_id,
-                    )
-                    cached = (snap.signature, conv)
-                c1 = time.monotonic()
-                lag = None if conv.newest_row is None else snap_time - conv.newest_row
-                state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
-                if held is None:
-                    # first refresh of this process: what the store holds (a restart resumes)
-                    held = _split_state(target.current_text(prov_graph), conv.run_iri)
-                held_body, held_conv, held_state = held
-                if conv is held_conv:  # same snapshot as the last refresh: only the state moved
-                    new_body, removed, added = held_body, [], []
-                else:
-                    new_body = LineSet.of(conv.text.chunks)
-                    removed, added = diff(held_body, new_body)
-                removed += sorted(held_state - set(state_now))
-                added += [ln for ln in state_now if ln not in held_state]
-                d1 = time.monotonic()
-                target.apply(prov_graph, removed, added)
-                held = (new_body, conv, set(state_now))
-                n_triples = len(new_body) + len(state_now)
-                n_added, n_removed = len(added), len(removed)
-                state = IN_PROGRESS
+                out = _in_progress(
+                    held, snap.signature, snap_dir, run_path, snap_time, mapping, prov_id
+                )
             t1 = time.monotonic()
             shutil.rmtree(snap_dir.parent, ignore_errors=True)
-            lag = None if conv.newest_row is None else snap_time - conv.newest_row
             r = Refresh(
                 number=len(result.refreshes) + 1,
-                state=state,
-                graph=conv.graph if complete else prov_graph,
-                tasks=conv.tasks,
-                triples=n_triples,
-                added=n_added,
-                removed=n_removed,
+                state=out.state,
+                graph=out.graph,
+                tasks=out.tasks,
+                triples=out.triples,
+                added=out.added,
+                removed=out.removed,
                 seconds=t1 - t0,
-                convert_seconds=c1 - c0,
-                store_seconds=t1 - d1,
-                diff_seconds=d1 - c1,
+                convert_seconds=out.converted - c0,
+                store_seconds=t1 - out.diffed,
+                diff_seconds=out.diffed - out.converted,
                 snapshot_time=snap_time,
-                newest_row=conv.newest_row,
-                lag=lag,
+                newest_row=out.newest_row,
+                lag=None if out.newest_row is None else snap_time - out.newest_row,
                 reason=reason,
+                method=out.method,
+                rows_formatted=out.rows,
+                rows_mapped=out.rows_mapped,
             )
             result.refreshes.append(r)
             result.graph = r.graph
@@ -931,8 +1129,6 @@ def follow(
                 return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if own:
-            st.close()
         guard.close()
 
 

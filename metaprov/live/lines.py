@@ -35,7 +35,11 @@ import pyarrow.compute as pc
 
 LARGE = pa.large_string()
 #: The two hash seeds of this process (secret, random).
-_SEEDS = tuple(int.from_bytes(os.urandom(8), "little") >> 1 for _ in range(2))
+SEEDS: tuple[int, int] = (
+    int.from_bytes(os.urandom(8), "little") >> 1,
+    int.from_bytes(os.urandom(8), "little") >> 1,
+)
+_SEEDS = SEEDS
 
 
 def split_lines(data: bytes | memoryview) -> pa.Array:
@@ -49,6 +53,23 @@ def split_lines(data: bytes | memoryview) -> pa.Array:
     offsets = np.zeros(len(ends) + 1, dtype=np.int64)
     offsets[1:] = ends
     return pa.Array.from_buffers(LARGE, len(ends), [None, pa.py_buffer(offsets), buf])
+
+
+def line_keys(
+    lines: pa.ChunkedArray | pa.Array, seeds: tuple[int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two 64-bit keys of each line (in the lines' order), with this process's secret
+    seeds by default."""
+    import polars as pl
+
+    seeds = seeds or SEEDS
+    if not len(lines):
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    s = pl.Series("l", lines)
+    return (
+        s.hash(seeds[0]).to_numpy().astype(np.uint64, copy=False),
+        s.hash(seeds[1]).to_numpy().astype(np.uint64, copy=False),
+    )
 
 
 def as_bytes_lines(arr: pa.Array | pa.ChunkedArray) -> list[bytes]:
@@ -104,11 +125,10 @@ class LineSet:
         if not len(lines):
             empty = np.zeros(0, dtype=np.uint64)
             return cls(lines, empty, empty, np.zeros(0, dtype=np.int64), True)
-        s = pl.Series("l", lines)
-        ha = s.hash(_SEEDS[0])
-        order = ha.arg_sort().to_numpy()
-        a = ha.to_numpy()[order]
-        b = s.hash(_SEEDS[1]).to_numpy()[order]
+        ha, hb = line_keys(lines)
+        order = pl.Series("a", ha).arg_sort().to_numpy()
+        a = ha[order]
+        b = hb[order]
         rows = order.astype(np.int64, copy=False)
         # equal lines (equal keys: adjacent, as a is sorted) are held once; a repeated a with
         # another b (a 64-bit collision) leaves a_unique false, and diff() takes its exact path
@@ -166,4 +186,4 @@ def diff(held: LineSet, new: LineSet) -> tuple[list[bytes], list[bytes]]:
     return as_bytes_lines(held.take(gone)), as_bytes_lines(new.take(come))
 
 
-__all__ = ["LineSet", "as_bytes_lines", "diff", "split_lines"]
+__all__ = ["LineSet", "as_bytes_lines", "diff", "line_keys", "split_lines"]

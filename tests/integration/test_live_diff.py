@@ -62,7 +62,9 @@ def _held(store, graph: str) -> tuple[list[bytes], list[bytes]]:
     return [ln for ln in lines if ln not in state], state
 
 
-def _follow_refresh_by_refresh(source: Path, tmp: Path, steps: int) -> None:
+def _follow_refresh_by_refresh(
+    source: Path, tmp: Path, steps: int, *, incremental: bool = True
+) -> None:
     from metaprov.store import EmbeddedStore
 
     run = tmp / source.name
@@ -94,9 +96,30 @@ def _follow_refresh_by_refresh(source: Path, tmp: Path, steps: int) -> None:
         elif not rep.finished:
             rep.step()
 
-    res = follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=check, stop=stop)
+    res = follow(
+        run,
+        store=st,
+        interval=0.01,
+        quiet=0,
+        darshan=False,
+        on_refresh=check,
+        stop=stop,
+        incremental=incremental,
+    )
     assert not failures, failures
     assert len(res.refreshes) == steps + 1
+    # the first refresh converts in full; later ones format only the rows that changed (or,
+    # not incremental, everything again); the last saw the same snapshot
+    methods = [r.method for r in res.refreshes]
+    changed = "rows" if incremental else "full"
+    assert methods == ["full"] + [changed] * (steps - 1) + ["unchanged"], methods
+    rows = [(r.rows_formatted, r.rows_mapped) for r in res.refreshes]
+    assert rows[0][0] == rows[0][1] > 0 and rows[-1][0] == 0, rows
+    if incremental:  # the rows new or gone since the previous refresh, not the whole run
+        assert all(done > 0 for done, _ in rows[1:-1]), rows
+        assert sum(d for d, _ in rows[1:-1]) < sum(m for _, m in rows[1:-1]), rows
+    else:
+        assert all(done == mapped for done, mapped in rows[:-1]), rows
     # tasks only grow; each refresh sent exactly the difference of two full conversions
     # (plus the state triples: two or three of them change at every refresh)
     prev: list[bytes] = []
@@ -127,6 +150,7 @@ def _follow_refresh_by_refresh(source: Path, tmp: Path, steps: int) -> None:
         stop2.set()
 
     follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=once, stop=stop2)
+    assert again[0].method == "full"  # a restart reads the graph back from the store
     body, state = _held(st, graph)
     assert body == _full(run, tmp, 99) and len(state) in (2, 3)
     # the restart sent the stray triple's removal, the state, and the lines the store writes in
@@ -135,8 +159,9 @@ def _follow_refresh_by_refresh(source: Path, tmp: Path, steps: int) -> None:
     assert 1 <= again[0].added == again[0].removed - 1, again[0]
 
 
+@pytest.mark.parametrize("incremental", [True, False], ids=["rows", "full"])
 def test_refreshes_equal_full_conversions_on_a_synthetic_run_with_retries_and_errors(
-    tmp_path: Path,
+    tmp_path: Path, incremental: bool
 ) -> None:
     from metaprov.synthetic import generate_run
 
@@ -149,7 +174,38 @@ def test_refreshes_equal_full_conversions_on_a_synthetic_run_with_retries_and_er
         retried_fraction=0.05,
         transfer_fraction=0.2,
     )
-    _follow_refresh_by_refresh(source, tmp_path / "live", steps=5)
+    _follow_refresh_by_refresh(source, tmp_path / "live", steps=5, incremental=incremental)
+
+
+def test_a_refresh_the_row_path_cannot_decide_is_converted_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the row path says it cannot decide (as on a 64-bit collision of its keys): the refresh
+    # reads the graph back from the store and converts in full, to the same graph
+    from metaprov.live import rows
+    from metaprov.store import EmbeddedStore
+    from metaprov.synthetic import generate_run
+
+    monkeypatch.setattr(rows, "advance", lambda *a, **k: None)
+    source = generate_run(tmp_path / "source" / "synthetic", 120, seed=3)
+    run = tmp_path / "synthetic"
+    rep = Replay(source, run, steps=3)
+    rep.step()
+    st = EmbeddedStore(None)
+    seen: list[Refresh] = []
+    stop = threading.Event()
+
+    def step(r: Refresh) -> None:
+        seen.append(r)
+        if rep.finished:
+            stop.set()
+        else:
+            rep.step()
+
+    follow(run, store=st, interval=0.01, quiet=0, darshan=False, on_refresh=step, stop=stop)
+    assert [r.method for r in seen] == ["full"] * 3
+    body, _ = _held(st, RunIris(DEFAULT_BASE, provisional_id(run)).graph)
+    assert body == _full(run, tmp_path, 1)
 
 
 @pytest.mark.realdata
