@@ -666,31 +666,12 @@ class EmbeddedTarget:
         self.lock.set_hidden(self.lock.hidden - set(drop))
 
     def _remove(self, graph: str) -> None:
-        """Remove a named graph in transactions of at most :attr:`remove_batch` quads: one
-        ``DELETE WHERE`` per predicate the graph uses (a predicate holding more quads: repeated
-        on ``LIMIT``-ed slices until none is left), then ``remove_graph`` of the graph left
-        empty. Oxigraph has no bulk delete: one transaction for the whole graph (``DELETE
-        WHERE { GRAPH <g> { ?s ?p ?o } }``, or ``remove_graph`` alone) slows down as it grows
-        and holds the whole change in memory. Measured on an on-disk store at 10^5 tasks
-        (docs/benchmarks.md), 3.5 M triples: 116-135 s and +3.2 GB of memory in one
-        transaction, 90-107 s and +1.4-1.6 GB this way (at 10^4: 9.2 s against 5.2 s)."""
-        node = self._node(graph)
-        if not self.ox.contains_named_graph(node):
-            return
-        g = f"<{graph}>"
-        counts = self.ox.query(
-            f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ GRAPH {g} {{ ?s ?p ?o }} }} GROUP BY ?p"
-        )
-        for p, n in [(str(row[0]), int(row[1].value)) for row in counts]:
-            if n <= self.remove_batch:
-                self.ox.update(f"DELETE WHERE {{ GRAPH {g} {{ ?s {p} ?o }} }}")
-                continue
-            while self.ox.query(f"ASK {{ GRAPH {g} {{ ?s {p} ?o }} }}"):
-                self.ox.update(
-                    f"DELETE {{ GRAPH {g} {{ ?s {p} ?o }} }} WHERE {{ {{ SELECT ?s ?o "
-                    f"WHERE {{ GRAPH {g} {{ ?s {p} ?o }} }} LIMIT {self.remove_batch} }} }}"
-                )
-        self.ox.remove_graph(node)  # empty now: only its name goes
+        """Remove a named graph in transactions of at most :attr:`remove_batch` quads
+        (:func:`metaprov.store.embedded.remove_graph_in_batches`: per predicate, ``LIMIT``-ed
+        slices for the largest; one transaction for the whole graph slows down as it grows)."""
+        from metaprov.store.embedded import remove_graph_in_batches
+
+        remove_graph_in_batches(self.ox, graph, self.remove_batch)
 
     def replace(
         self,
