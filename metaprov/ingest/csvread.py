@@ -182,7 +182,7 @@ def _read_csv(
             return _select_after(path, select, acct, required, optional, extended, dictionary)
 
     cache = _CACHE.get()
-    if cache is not None and select is None:
+    if cache is not None and select is None and name not in cache.skip:
         key = (
             name,
             tuple(required),
@@ -332,9 +332,13 @@ class ParseCache:
     Attributes:
         stats: how many reads parsed the whole file (``full``), only new rows (``appended``),
             nothing (``unchanged``) or went without the cache (``uncached``).
+        skip: names of files read without the cache (files known to be rewritten at every
+            read, e.g. a snapshot's merge of worker part files: checking and keeping them would
+            only cost).
     """
 
     _entries: dict[tuple, _Entry] = field(default_factory=dict, repr=False)
+    skip: set[str] = field(default_factory=set)
     stats: dict[str, int] = field(
         default_factory=lambda: {"full": 0, "appended": 0, "unchanged": 0, "uncached": 0}
     )

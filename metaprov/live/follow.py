@@ -97,6 +97,8 @@ class Refresh:
             (the rows path: the rows new or gone since the previous refresh).
         rows_mapped: rows of the mapped blocks (subjects of the run's classes; a refresh in
             progress only).
+        files_appended: CSV files of which only the rows appended since the previous refresh
+            were parsed (:class:`~metaprov.ingest.csvread.ParseCache`).
     """
 
     number: int
@@ -117,6 +119,7 @@ class Refresh:
     method: str = ""
     rows_formatted: int = 0
     rows_mapped: int = 0
+    files_appended: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -180,6 +183,7 @@ def convert(
     darshan: bool,
     run_id: str | None,
     lines: bool = True,
+    cache: Any = None,
 ) -> Converted:
     """Read and map a snapshot as the run ``run`` (its name, its path); ``run_id`` overrides the
     content-derived id (the provisional id while in progress). ``lines=False``: the mapped
@@ -192,7 +196,9 @@ def convert(
     from metaprov.mapping.terms import MP, RunIris
     from metaprov.write.rows import BLOCKS_AHEAD, write_nt
 
-    graph = final_graph(snapshot, run, base=base, detail=detail, darshan=darshan, run_id=run_id)
+    graph = final_graph(
+        snapshot, run, base=base, detail=detail, darshan=darshan, run_id=run_id, cache=cache
+    )
     records = graph.records
     chunks = []
     blocks = []
@@ -222,16 +228,27 @@ def convert(
 
 
 def final_graph(
-    snapshot: Path, run: Path, *, base: str, detail: str, darshan: bool, run_id: str | None = None
+    snapshot: Path,
+    run: Path,
+    *,
+    base: str,
+    detail: str,
+    darshan: bool,
+    run_id: str | None = None,
+    cache: Any = None,
 ) -> Any:
     """The run's PROV graph (:class:`~metaprov.mapping.ProvGraph`), mapped from a snapshot
     exactly as ``metaprov export`` and ``metaprov load`` map the run directory; ``run_id``
-    overrides the content-derived id (the provisional id while in progress)."""
+    overrides the content-derived id (the provisional id while in progress); ``cache``: a
+    :class:`~metaprov.ingest.csvread.ParseCache` kept across refreshes (only the rows appended
+    since the previous read are parsed; the same records)."""
     from metaprov.ingest import read_run
+    from metaprov.ingest.csvread import parse_cache
     from metaprov.mapping import to_prov
     from metaprov.store.base import _maybe_link
 
-    records = read_run(snapshot, darshan=darshan)
+    with parse_cache(cache):
+        records = read_run(snapshot, darshan=darshan)
     records.path = str(run)
     if run_id is not None:
         records.run_id = run_id
@@ -350,6 +367,10 @@ class _Provisional:
     """
 
     def __init__(self, target: Any, graph: str, *, incremental: bool) -> None:
+        from metaprov.ingest.csvread import ParseCache
+
+        #: the run's CSV parses, kept across refreshes (only appended rows parsed again)
+        self.cache = ParseCache() if incremental else None
         self.target = target
         self.graph = graph
         self.incremental = incremental
@@ -360,7 +381,8 @@ class _Provisional:
         self.signature: tuple[Any, ...] | None = None  # of the snapshot it came from
 
     def forget(self) -> None:
-        """Let go of what the refreshes held (before the final conversion)."""
+        """Let go of what the refreshes held (before the final conversion; the parse cache is
+        kept for it)."""
         self.body = self.rows = self.conv = self.state = self.signature = None
 
     def _read_back(self, run_iri: str) -> None:
@@ -870,11 +892,13 @@ class _Outcome:
     method: str
     rows: int = 0
     rows_mapped: int = 0
+    files_appended: int = 0
 
 
 def _in_progress(
     held: _Provisional,
     signature: tuple[Any, ...],
+    parts: Iterable[str],
     snap_dir: Path,
     run: Path,
     snap_time: float,
@@ -893,9 +917,18 @@ def _in_progress(
             darshan=mapping.darshan,
             run_id=prov_id,
             lines=lines,
+            cache=held.cache,
         )
 
+    appended = 0
+    if held.cache is not None:
+        # the snapshot's merge of a capture's worker part files re-sorts them by time: not
+        # append-only, so not worth checking against the kept parse
+        held.cache.skip = {f"{table}.csv" for table in parts}
+        appended = held.cache.stats["appended"]
     ch = held.change(signature, conv_of)
+    if held.cache is not None:
+        appended = held.cache.stats["appended"] - appended
     conv = ch.conv
     lag = None if conv.newest_row is None else snap_time - conv.newest_row
     state_now = state_lines(conv.run_iri, updated=snap_time, lag=lag)
@@ -917,22 +950,29 @@ def _in_progress(
         ch.method,
         ch.rows,
         ch.rows_mapped,
+        appended,
     )
 
 
-def _final(target: Any, snap_dir: Path, run: Path, prov_graph: str, mapping: _Mapping) -> _Outcome:
+def _final(
+    target: Any, snap_dir: Path, run: Path, prov_graph: str, mapping: _Mapping, cache: Any
+) -> _Outcome:
     """The final swap: the run's final graph (the export's) replaces the provisional one."""
     kw = {"base": mapping.base, "detail": mapping.detail, "darshan": mapping.darshan}
     if isinstance(target, EmbeddedTarget):
         # written as `metaprov load` writes a run: the bulk loader, then the provisional graph
         # removed; the run's derived facts recorded
-        final = final_graph(snap_dir, run, **kw)
+        final = final_graph(snap_dir, run, cache=cache, **kw)
+        if cache is not None:
+            cache.clear()
         graph, tasks, newest = final.graph_iri, len(final.records.tasks), _newest(final.records)
         converted = time.monotonic()
         fingerprint = _same_fingerprint(snap_dir, run, **kw)
         n = target.replace(final, (prov_graph,), source=str(run), fingerprint=fingerprint)
         return _Outcome("complete", graph, tasks, newest, n, n, 0, converted, converted, "final")
-    conv = convert(snap_dir, run, run_id=None, **kw)
+    conv = convert(snap_dir, run, run_id=None, cache=cache, **kw)
+    if cache is not None:
+        cache.clear()
     converted = time.monotonic()
     current = target.current(conv.graph) if conv.graph != prov_graph else set()
     lines = conv.lines
@@ -1102,10 +1142,19 @@ def follow(
                 # what the in-progress refreshes held is not needed any more (3.5 M lines at
                 # 10^5 tasks): let it go before the final conversion
                 held.forget()
-                out = _final(target, snap_dir, run_path, prov_graph, mapping)
+                if held.cache is not None:
+                    held.cache.skip = set()
+                out = _final(target, snap_dir, run_path, prov_graph, mapping, held.cache)
             else:
                 out = _in_progress(
-                    held, snap.signature, snap_dir, run_path, snap_time, mapping, prov_id
+                    held,
+                    snap.signature,
+                    snap.parts,
+                    snap_dir,
+                    run_path,
+                    snap_time,
+                    mapping,
+                    prov_id,
                 )
             t1 = time.monotonic()
             shutil.rmtree(snap_dir.parent, ignore_errors=True)
@@ -1128,6 +1177,7 @@ def follow(
                 method=out.method,
                 rows_formatted=out.rows,
                 rows_mapped=out.rows_mapped,
+                files_appended=out.files_appended,
             )
             result.refreshes.append(r)
             result.graph = r.graph

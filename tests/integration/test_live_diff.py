@@ -117,6 +117,8 @@ def _follow_refresh_by_refresh(
     assert rows[0][0] == rows[0][1] > 0 and rows[-1][0] == 0, rows
     if incremental:  # the rows new or gone since the previous refresh, not the whole run
         assert all(done > 0 for done, _ in rows[1:-1]), rows
+        # and only the rows appended to the CSV files were parsed (files that only grew)
+        assert all(r.files_appended > 0 for r in res.refreshes[1:-1]), res.refreshes
         assert sum(d for d, _ in rows[1:-1]) < sum(m for _, m in rows[1:-1]), rows
     else:
         assert all(done == mapped for done, mapped in rows[:-1]), rows
