@@ -33,6 +33,9 @@ Python sets of lines it used before (one process per size and method). ``--part 
 swap (provisional graph -> the export's graph) into an embedded store, as ``follow`` does it
 (bulk-loaded, then the provisional graph removed), and ``metaprov load`` of the same run beside it.
 
+``--part convert``: the full conversion and the row path (metaprov.live.rows) on the same two
+snapshots, side by side (1 % and 10 % of the rows appended; wall and CPU seconds; same answer).
+
 Run it under the machine's benchmark lock and say what the load was::
 
     flock /tmp/metaprov-bench.lock python benchmarks/bench_live.py
@@ -492,11 +495,87 @@ def final_swap_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]
     return rows
 
 
+def convert_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """Full conversion against the row path, on the same two snapshots, side by side.
+
+    A synthetic run of ``n`` tasks replayed (graph rows whole) in ``S`` batches; snapshot A after
+    ``S - 2`` batches, B after ``S - 1``: B appends 1/S of the rows (S = 10: 10 %, S = 100: 1 %,
+    about what a 2 s refresh of a run lasting a few minutes sees). From A's state, B's change is
+    found both ways, alternately, ``--repeat`` times: **full** (``convert`` with N-Triples of
+    every row, keyed, matched with A's lines: ``LineSet.of`` + ``diff``) and **rows** (``convert``
+    of the blocks only, row keys computed as they are mapped, ``rows.advance`` from A's row
+    state). Both must give the same lines to delete and insert. Wall and CPU seconds, medians.
+    """
+    import csv
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from live_replay import Replay
+
+    from metaprov.live import rows as R
+    from metaprov.live.follow import convert
+    from metaprov.live.lines import SEEDS, LineSet, diff
+    from metaprov.live.snapshot import take_snapshot
+    from metaprov.mapping.terms import DEFAULT_BASE
+    from metaprov.synthetic import generate_run
+
+    csv.field_size_limit(1 << 30)
+    out = []
+    for n in args.sizes:
+        src = generate_run(work / f"src-{n}" / "run", n, seed=1)
+        for steps in (10, 100):
+            run = work / f"run-{n}-{steps}" / "run"
+            rep = Replay(src, run, steps=steps, whole=("graph.csv",))
+            for _ in range(steps - 2):
+                rep.step()
+            a = work / f"a-{n}-{steps}" / "run"
+            take_snapshot(run, a)
+            rep.step()
+            b = work / f"b-{n}-{steps}" / "run"
+            take_snapshot(run, b)
+            kw = {"base": DEFAULT_BASE, "detail": "tasks", "darshan": False, "run_id": "live-b"}
+            ca = convert(a, run, **kw)
+            held = LineSet.of(ca.text.chunks)
+            state = R.start(ca.blocks, ca.text, SEEDS)
+            assert state is not None
+            del ca
+            times: dict[str, list[tuple[float, float]]] = {"full": [], "rows": []}
+            answers: dict[str, tuple[list[bytes], list[bytes]]] = {}
+            for _ in range(args.repeat):
+                for method in ("full", "rows"):
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    if method == "full":
+                        cb = convert(b, run, **kw)
+                        removed, added = diff(held, LineSet.of(cb.text.chunks))
+                    else:
+                        cb = convert(b, run, lines=False, **kw)
+                        step = R.advance(state, cb.blocks, SEEDS)
+                        assert step is not None
+                        removed, added = step[0], step[1]
+                    times[method].append((time.perf_counter() - w0, time.process_time() - c0))
+                    answers[method] = (sorted(removed), sorted(added))
+                    del cb
+            row = {
+                "tasks": n,
+                "appended": f"1/{steps} of the rows",
+                "triples_b": len(held) + len(answers["full"][1]) - len(answers["full"][0]),
+                "deleted": len(answers["full"][0]),
+                "inserted": len(answers["full"][1]),
+                "same_answer": answers["full"] == answers["rows"],
+                "loadavg": os.getloadavg(),
+            }
+            for method, ts in times.items():
+                row[f"{method}_wall_s"] = round(statistics.median(t[0] for t in ts), 3)
+                row[f"{method}_cpu_s"] = round(statistics.median(t[1] for t in ts), 3)
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--part",
-        choices=["cluster", "refresh", "both", "final-swap", "refresh-one"],
+        choices=["cluster", "refresh", "both", "final-swap", "refresh-one", "convert"],
         default="both",
     )
     ap.add_argument("--methods", nargs="+", default=["rows", "columnar"])
@@ -507,6 +586,7 @@ def main() -> None:
     ap.add_argument("--flush", type=float, default=2.0, help="the capture's flush interval")
     ap.add_argument("--snapshot-every", type=int, default=10)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--repeat", type=int, default=3, help="--part convert: runs per method")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metaprov-bench-live-"))
     if args.part == "refresh-one":
@@ -524,6 +604,8 @@ def main() -> None:
             out["refresh"] = refresh_part(args, work)
         if args.part == "final-swap":
             out["final_swap"] = final_swap_part(args, work)
+        if args.part == "convert":
+            out["convert"] = convert_part(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["loadavg_end"] = os.getloadavg()

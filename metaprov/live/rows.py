@@ -60,6 +60,9 @@ def row_keys(block: Block, seeds: tuple[int, int]) -> tuple[np.ndarray, np.ndarr
     only). Equal keys: equal lines (but for a hash collision, see the module doc)."""
     import polars as pl
 
+    cached = getattr(block, "_row_keys", None)
+    if cached is not None and cached[0] == seeds:
+        return cached[1], cached[2]
     n = len(block)
     out = []
     for seed in seeds:
@@ -75,6 +78,9 @@ def row_keys(block: Block, seeds: tuple[int, int]) -> tuple[np.ndarray, np.ndarr
                 h[np.asarray(c.values.is_null())] = 0
             acc += h
         out.append(acc)
+    # kept on the block: computed where it is mapped (overlapping the mapping thread), used by
+    # advance()
+    block._row_keys = (seeds, out[0], out[1])  # type: ignore[attr-defined]
     return out[0], out[1]
 
 
@@ -288,7 +294,9 @@ def advance(
     ln = state.ln.copy()
     ln[hpos[held]] = after[held]
     keep = ln > 0
-    la, lb, ln = state.la[keep], state.lb[keep], ln[keep]
+    la, lb = state.la, state.lb
+    if not keep.all():
+        la, lb, ln = la[keep], lb[keep], ln[keep]
     ia, ib, inn = ua[enters], ub[enters], after[enters]
     at = np.searchsorted(la, ia)
     la, lb, ln = np.insert(la, at, ia), np.insert(lb, at, ib), np.insert(ln, at, inn)
