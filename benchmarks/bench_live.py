@@ -31,7 +31,10 @@ refresh only the rows that changed are formatted, metaprov.live.rows; ``columnar
 refresh formats and keys the whole run, ``follow(incremental=False)``), and the diff of two
 Python sets of lines it used before (one process per size and method). ``--part final-swap``: the final
 swap (provisional graph -> the export's graph) into an embedded store, as ``follow`` does it
-(bulk-loaded, then the provisional graph removed), and ``metaprov load`` of the same run beside it.
+(bulk-loaded, then the provisional graph removed), and ``metaprov load`` of the same run beside it;
+``--removals batched single``: the provisional graph removed as ``follow`` removes it (transactions
+of at most 100,000 quads) and, in a store of its own, as it did before (one ``DELETE WHERE``
+transaction, then ``remove_graph``), each with the process's memory growth while it removes.
 
 ``--part convert``: the full conversion and the row path (metaprov.live.rows) on the same two
 snapshots, side by side (1 % and 10 % of the rows appended; wall and CPU seconds; same answer).
@@ -437,8 +440,41 @@ def refresh_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class _RssPeak:
+    """The process's resident memory sampled every 50 ms while in the ``with`` block: the peak
+    above what it was on entry (MB)."""
+
+    def __enter__(self) -> _RssPeak:
+        self.start = self.peak = self._rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    @staticmethod
+    def _rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+    @property
+    def growth_mb(self) -> float:
+        return round((self.peak - self.start) / 2**20, 1)
+
+
 def final_swap_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
-    """The final swap (provisional graph -> the export's graph) into an embedded store."""
+    """The final swap (provisional graph -> the export's graph) into an embedded store, with
+    each way of removing the provisional graph of ``args.removals`` (a store each)."""
+    import pyoxigraph as ox
+
     from metaprov.live.follow import (
         EmbeddedTarget,
         convert,
@@ -450,48 +486,81 @@ def final_swap_part(args: argparse.Namespace, work: Path) -> list[dict[str, Any]
     from metaprov.store import EmbeddedStore
     from metaprov.synthetic import generate_run
 
+    class SingleTransaction(EmbeddedTarget):
+        """The removal follow used before: one DELETE WHERE transaction, then remove_graph."""
+
+        def _remove(self, graph: str) -> None:
+            node = self._node(graph)
+            if self.ox.contains_named_graph(node):
+                self.ox.update(f"DELETE WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}")
+                self.ox.remove_graph(node)
+
+    targets = {"batched": EmbeddedTarget, "single": SingleTransaction}
     rows = []
     for n in args.sizes:
         run = generate_run(work / f"run-{n}", n, seed=1)
-        st = EmbeddedStore(work / f"store-{n}")
-        target = EmbeddedTarget(st)
         pid = provisional_id(run)
         prov = RunIris(DEFAULT_BASE, pid).graph
         conv = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid)
-        target.apply(prov, [], conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0))
+        prov_lines = conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0)
         del conv
-        # the final swap as follow does it: the export's graph replaces the provisional one
-        # (mapped, bulk-loaded from a staging file, the provisional graph removed)
-        t0 = time.perf_counter()
-        fin = final_graph(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False)
-        t_map = time.perf_counter() - t0
-        fin_iri = fin.graph_iri
-        n_final = target.replace(fin, (prov,), source=str(run))
-        del fin
-        t_final = time.perf_counter() - t0
-        count = st.count(fin_iri)
-        st.close()
-        # what `metaprov load` of the same run costs (a new store: read, map, bulk load)
-        t0 = time.perf_counter()
-        with EmbeddedStore(work / f"store-load-{n}") as st2:
-            st2.load_run(run, darshan=False)
-        t_load = time.perf_counter() - t0
-        shutil.rmtree(work / f"store-load-{n}", ignore_errors=True)
-        rows.append(
-            {
-                "tasks": n,
-                "triples": n_final,
-                "final_swap_s": round(t_final, 2),
-                "final_swap_map_s": round(t_map, 2),
-                "final_swap_bulk_load_s": round(target.timings["final_load_s"], 2),
-                "final_swap_drop_provisional_s": round(target.timings["drop_s"], 2),
-                "metaprov_load_s": round(t_load, 2),
-                "final_graph_triples_in_store": count,
-                "loadavg": os.getloadavg(),
-            }
-        )
-        print(json.dumps(rows[-1]), flush=True)
-        shutil.rmtree(work / f"store-{n}", ignore_errors=True)
+        for removal in args.removals:
+            st = EmbeddedStore(work / f"store-{n}-{removal}")
+            target = targets[removal](st)
+            target.apply(prov, [], prov_lines)
+            n_prov = st.count(prov)
+            # the final swap as follow does it: the export's graph replaces the provisional
+            # one (mapped, bulk-loaded from staging files, the provisional graph removed)
+            load_start = os.getloadavg()
+            t0 = time.perf_counter()
+            fin = final_graph(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False)
+            t_map = time.perf_counter() - t0
+            fin_iri = fin.graph_iri
+            swap = target._swap
+            peak = _RssPeak()
+
+            def measured_swap(graph: str, drop: Any, swap: Any = swap, peak: Any = peak) -> None:
+                with peak:
+                    swap(graph, drop)
+
+            target._swap = measured_swap  # type: ignore[method-assign]
+            n_final = target.replace(fin, (prov,), source=str(run))
+            del fin
+            t_final = time.perf_counter() - t0
+            count = st.count(fin_iri)
+            gone = st.count(prov) == 0 and not st.oxigraph.contains_named_graph(ox.NamedNode(prov))
+            timings = target.timings
+            st.close()
+            del st, target
+            shutil.rmtree(work / f"store-{n}-{removal}", ignore_errors=True)
+            rows.append(
+                {
+                    "tasks": n,
+                    "removal": removal,
+                    "provisional_triples": n_prov,
+                    "triples": n_final,
+                    "final_swap_s": round(t_final, 2),
+                    "final_swap_map_s": round(t_map, 2),
+                    "final_swap_bulk_load_s": round(timings["final_load_s"], 2),
+                    "final_swap_drop_provisional_s": round(timings["drop_s"], 2),
+                    "drop_provisional_rss_growth_mb": peak.growth_mb,
+                    "provisional_gone": gone,
+                    "final_graph_triples_in_store": count,
+                    "loadavg_before": load_start,
+                    "loadavg": os.getloadavg(),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+        del prov_lines
+        if args.load:
+            # what `metaprov load` of the same run costs (a new store: read, map, bulk load)
+            t0 = time.perf_counter()
+            with EmbeddedStore(work / f"store-load-{n}") as st2:
+                st2.load_run(run, darshan=False)
+            rows[-1]["metaprov_load_s"] = round(time.perf_counter() - t0, 2)
+            shutil.rmtree(work / f"store-load-{n}", ignore_errors=True)
+            print(json.dumps({"tasks": n, "metaprov_load_s": rows[-1]["metaprov_load_s"]}))
+        shutil.rmtree(work / f"run-{n}", ignore_errors=True)
     return rows
 
 
@@ -586,6 +655,19 @@ def main() -> None:
     ap.add_argument("--flush", type=float, default=2.0, help="the capture's flush interval")
     ap.add_argument("--snapshot-every", type=int, default=10)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument(
+        "--removals",
+        nargs="+",
+        choices=["batched", "single"],
+        default=["batched", "single"],
+        help="final-swap: how the provisional graph is removed (batched: as follow does it)",
+    )
+    ap.add_argument(
+        "--no-load",
+        dest="load",
+        action="store_false",
+        help="final-swap: skip `metaprov load` of the same run",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="--part convert: runs per method")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metaprov-bench-live-"))

@@ -11,10 +11,14 @@ the accounting with their line number.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import contextlib
+import contextvars
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -30,6 +34,9 @@ _DICT = pa.dictionary(pa.int32(), pa.string())
 _BLOCK = 1 << 22
 
 
+_T = TypeVar("_T")
+
+
 @dataclass
 class CsvTable:
     """Text columns of one CSV file (Arrow) and the 1-based file line of each row."""
@@ -37,6 +44,8 @@ class CsvTable:
     name: str
     table: pa.Table
     lines: np.ndarray
+    #: results derived from this parse, kept with it by a :class:`ParseCache` (see :meth:`derived`)
+    memo: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -58,6 +67,18 @@ class CsvTable:
     def take(self, mask: np.ndarray) -> CsvTable:
         return CsvTable(self.name, self.table.filter(pa.array(mask)), self.lines[mask])
 
+    def derived(self, what: str, make: Callable[[], _T]) -> _T:
+        """``make()``, computed once per parse a :class:`ParseCache` keeps: a file read again
+        unchanged through the cache gives the result made the first time.
+
+        Only for a pure function of this table's rows (no accounting, no state of the run: the
+        same rows give an equal result) whose result the caller does not modify."""
+        if self.memo is None:
+            return make()
+        if what not in self.memo:
+            self.memo[what] = make()
+        return self.memo[what]
+
 
 # Unknown columns named one warning each; beyond this, one summary warning (a header of 10^5
 # columns must not make 10^5 accounting entries).
@@ -68,9 +89,14 @@ def _header(path: Path) -> list[str]:
     with path.open("rb") as fh:
         first = fh.readline()
     try:
-        text = first.decode("utf-8")
+        return _header_of(first)
     except UnicodeDecodeError as exc:
         raise InputError("the header is not UTF-8 text", path=path, line=1) from exc
+
+
+def _header_of(first: bytes) -> list[str]:
+    """The column names of a header line (its bytes, line end included or not)."""
+    text = first.decode("utf-8")
     # The header holds plain column names; quoting is not used by pandas for these.
     return [c.strip().strip('"') for c in text.rstrip("\r\n").split(",")]
 
@@ -155,25 +181,334 @@ def _read_csv(
             # bytes that are not UTF-8, a row larger than a block: the whole-file path below
             return _select_after(path, select, acct, required, optional, extended, dictionary)
 
-    bad_rows: list[tuple[int, str]] = []
-    # Fast path: all cores. The parser then cannot tell the line number of a row it skips, so
-    # when its invalid-row handler fired, the file is read again on one thread to name them.
-    block = _whole_file(path) if large_rows else None
-    opts = _options(header, known, dictionary, bad_rows, threads=True, block=block)
+    cache = _CACHE.get()
+    if cache is not None and select is None:
+        key = (
+            name,
+            tuple(required),
+            tuple(optional),
+            tuple(extended),
+            tuple(dictionary),
+            large_rows,
+        )
+        parsed = cache._parse(path, key, header, known, dictionary, large_rows)
+        if parsed is not None:
+            return _result(name, parsed, acct)
+        # not a file the cache can parse (bytes that are not UTF-8, ...): the plain read below
+
     try:
-        table = _parse(path, opts, bad_rows)
-        if bad_rows and opts["read_options"].use_threads:
-            del table
-            bad_rows.clear()
-            opts = _options(header, known, dictionary, bad_rows, threads=False, block=block)
-            table = _parse(path, opts, bad_rows)
+        parsed = _parse_plain(path, header, known, dictionary, large_rows)
     except pa.ArrowInvalid as exc:
         if "utf8" not in str(exc).lower():
             raise InputError(f"cannot parse as CSV: {exc}", path=path) from exc
-        bad_rows.clear()
+        bad_rows: list[tuple[int, str]] = []
+        block = _whole_file(path) if large_rows else None
         opts = _options(header, known, dictionary, bad_rows, threads=False, block=block)
         return _read_with_bad_bytes(path, opts, acct, bad_rows)
-    return _drop_blank(_finish(name, table, bad_rows, acct), acct)
+    return _result(name, parsed, acct)
+
+
+@dataclass
+class _Parsed:
+    """One parse of a CSV text, before accounting: the rows kept (blank lines removed), their
+    1-based file lines, the rows the parser saw (kept, malformed, blank), the malformed rows
+    (line, what was wrong; in the parser's order) and the blank lines."""
+
+    table: pa.Table
+    lines: np.ndarray
+    total: int
+    bad_rows: list[tuple[int, str]]
+    blank: np.ndarray
+    memo: dict[str, Any] | None = None  # (see CsvTable.derived; set when a cache keeps it)
+
+
+def _parse_plain(
+    src: Path | pa.Buffer,
+    header: list[str],
+    known: set[str],
+    dictionary: tuple[str, ...],
+    large_rows: bool,
+) -> _Parsed:
+    """Parse a CSV text (a file, or its bytes) with every column as text.
+
+    Raises:
+        pyarrow.ArrowInvalid: bytes that are not UTF-8 (the caller's slow path), or text that
+            is not CSV.
+    """
+    bad_rows: list[tuple[int, str]] = []
+    # Fast path: all cores. The parser then cannot tell the line number of a row it skips, so
+    # when its invalid-row handler fired, the text is read again on one thread to name them.
+    block = _whole_file(src) if large_rows else None
+    opts = _options(header, known, dictionary, bad_rows, threads=True, block=block)
+    table = _parse(src, opts, bad_rows)
+    if bad_rows and opts["read_options"].use_threads:
+        del table
+        bad_rows.clear()
+        opts = _options(header, known, dictionary, bad_rows, threads=False, block=block)
+        table = _parse(src, opts, bad_rows)
+    return _split(table, bad_rows)
+
+
+def _split(table: pa.Table, bad_rows: list[tuple[int, str]]) -> _Parsed:
+    """The parser's output -> rows kept and their lines, malformed rows, blank lines."""
+    n_out = table.num_rows
+    skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
+    total = n_out + len(skipped)
+    lines = np.setdiff1d(np.arange(2, total + 2, dtype=np.int64), skipped, assume_unique=True)
+    lines = lines[:n_out]
+    blank = np.zeros(0, dtype=np.int64)
+    if n_out:
+        # A blank line parses as a row of nulls: not a row of data.
+        allnull = np.ones(n_out, dtype=bool)
+        for col in table.columns:
+            allnull &= col.is_null().to_numpy(zero_copy_only=False)
+        if allnull.any():
+            blank = lines[allnull]
+            table = table.filter(pa.array(~allnull))
+            lines = lines[~allnull]
+    return _Parsed(table, lines, total, list(bad_rows), blank)
+
+
+def _result(name: str, parsed: _Parsed, acct: Accounting) -> CsvTable:
+    """Account for a parse (the calls :func:`_finish` then :func:`_drop_blank` make)."""
+    acct.read(name, parsed.total)
+    _drop_malformed(name, parsed.bad_rows, acct)
+    if len(parsed.blank):
+        acct.drop(name, "blank line", parsed.blank)
+    return CsvTable(name, parsed.table, parsed.lines, parsed.memo)
+
+
+def _join(head: _Parsed, tail: _Parsed) -> _Parsed:
+    """A file's parse from the parse of its first rows and the parse of the rows after them
+    (the tail's lines counted from its own header line: shifted by the head's rows)."""
+    off = head.total
+    return _Parsed(
+        pa.concat_tables([head.table, tail.table]),
+        np.concatenate([head.lines, tail.lines + off]),
+        head.total + tail.total,
+        head.bad_rows + [(r + off, d) for r, d in tail.bad_rows],
+        np.concatenate([head.blank, tail.blank + off]),
+    )
+
+
+@dataclass
+class _Entry:
+    size: int  # bytes parsed (the file then ended with a line end)
+    digest: bytes  # SHA-256 of those bytes
+    head: bytes  # the header line (its first bytes)
+    parsed: _Parsed
+
+
+@dataclass
+class ParseCache:
+    """Parses of growing CSV files, kept so that reading a file again parses only its new rows.
+
+    Made for ``metaprov follow``: each refresh reads a fresh whole-row snapshot of a run that is
+    still being written, and most of each file was already parsed by the previous refresh.
+    Activate a cache around the read (nothing in the readers' signatures changes)::
+
+        cache = ParseCache()                 # one per followed run, kept across refreshes
+        with parse_cache(cache):
+            records = read_run(snapshot)     # equal to read_run(snapshot) without the cache
+
+    A file is known by its name in the run directory (the snapshots of each refresh live in
+    different directories) and by the reader's options. When the file's first bytes are,
+    byte for byte (SHA-256 of that many bytes of the file being read), the bytes parsed last
+    time and the file has only grown, only the rows after them are parsed (with the header
+    line in front) and joined to the kept table: the result — rows, their 1-based file lines,
+    and every accounting call (rows read, malformed rows with line and detail, blank lines) —
+    equals a fresh parse; only the table's chunk layout differs. Anything else is parsed whole
+    and replaces the kept parse: a file rewritten or re-sorted (a capture's final merge, a
+    snapshot's merge of worker part files), a changed header, a file that shrank, a parse that
+    ended without a line end. Files holding bytes that are not UTF-8, reads with a
+    :class:`RowSelection`, empty files and files without a header are never kept (read as
+    without the cache). A file read again unchanged also keeps what readers derived from it
+    (:meth:`CsvTable.derived`: graph.csv's parsed key literals).
+
+    The cache keeps one Arrow table per file (about the memory of the run read without it)
+    and a digest; :meth:`clear` frees them. The files must not be written while they are read
+    (a snapshot's are not); one read at a time.
+
+    Attributes:
+        stats: how many reads parsed the whole file (``full``), only new rows (``appended``),
+            nothing (``unchanged``) or went without the cache (``uncached``).
+    """
+
+    _entries: dict[tuple, _Entry] = field(default_factory=dict, repr=False)
+    stats: dict[str, int] = field(
+        default_factory=lambda: {"full": 0, "appended": 0, "unchanged": 0, "uncached": 0}
+    )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every kept parse."""
+        self._entries.clear()
+
+    def _parse(
+        self,
+        path: Path,
+        key: tuple,
+        header: list[str],
+        known: set[str],
+        dictionary: tuple[str, ...],
+        large_rows: bool,
+    ) -> _Parsed | None:
+        """The file's parse, from the kept one when the file only grew; ``None``: the caller
+        reads the file without the cache (and no parse is kept for it)."""
+        entry = self._entries.pop(key, None)
+        with path.open("rb", buffering=0) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            digest = hashlib.sha256()
+            if entry is not None and entry.size <= size:
+                # the kept bytes, checked on this file's bytes (read in pieces: no copy of them)
+                _hash_prefix(fh, entry.size, digest)
+                if digest.digest() == entry.digest:
+                    rest = fh.read()  # to the end: the bytes hashed next are the bytes parsed
+                    return self._appended(
+                        key, entry, rest, digest, header, known, dictionary, large_rows
+                    )
+                fh.seek(0)
+                digest = hashlib.sha256()
+            # the file's bytes and room for one more (see _parse_closed): no copy of them
+            buf = bytearray(size + 1)
+            view = memoryview(buf)
+            n = _read_into(fh, view[:size])
+        nl = buf.find(b"\n", 0, n)
+        try:
+            same_header = nl >= 0 and _header_of(bytes(view[: nl + 1])) == header
+        except UnicodeDecodeError:
+            same_header = False
+        if not same_header:  # (the file changed since its header was read)
+            self.stats["uncached"] += 1
+            return None
+        keep = buf[n - 1] == 0x0A
+        try:
+            if keep:
+                parsed = _parse_closed(buf, n, header, known, dictionary, large_rows)
+            else:
+                parsed = _parse_plain(pa.py_buffer(view[:n]), header, known, dictionary, large_rows)
+        except pa.ArrowInvalid:
+            parsed = None
+        if parsed is None:
+            self.stats["uncached"] += 1
+            return None
+        self.stats["full"] += 1
+        if keep:
+            digest.update(view[:n])
+            parsed.memo = {}
+            self._entries[key] = _Entry(n, digest.digest(), bytes(view[: nl + 1]), parsed)
+        return parsed
+
+    def _appended(
+        self,
+        key: tuple,
+        entry: _Entry,
+        rest: bytes,
+        digest: Any,
+        header: list[str],
+        known: set[str],
+        dictionary: tuple[str, ...],
+        large_rows: bool,
+    ) -> _Parsed | None:
+        if _header_of(entry.head) != header:  # (the file changed since its header was read)
+            self.stats["uncached"] += 1
+            return None
+        if not rest:
+            self.stats["unchanged"] += 1
+            self._entries[key] = entry
+            return entry.parsed
+        keep = rest.endswith(b"\n")
+        buf = bytearray(len(entry.head) + len(rest) + 1)  # header line, new rows, room for one
+        buf[: len(entry.head)] = entry.head
+        buf[len(entry.head) : -1] = rest
+        n = len(buf) - 1
+        try:
+            if keep:
+                tail = _parse_closed(buf, n, header, known, dictionary, large_rows)
+            else:
+                view = memoryview(buf)[:n]
+                tail = _parse_plain(pa.py_buffer(view), header, known, dictionary, large_rows)
+        except pa.ArrowInvalid:
+            tail = None
+        if tail is None:
+            self.stats["uncached"] += 1
+            return None
+        parsed = _join(entry.parsed, tail)
+        self.stats["appended"] += 1
+        if keep:
+            digest.update(rest)
+            parsed.memo = {}
+            self._entries[key] = _Entry(entry.size + len(rest), digest.digest(), entry.head, parsed)
+        return parsed
+
+
+def _parse_closed(
+    buf: bytearray,
+    n: int,
+    header: list[str],
+    known: set[str],
+    dictionary: tuple[str, ...],
+    large_rows: bool,
+) -> _Parsed | None:
+    """Parse the first ``n`` bytes of ``buf`` (ending with a line end; ``buf`` has room for one
+    byte more) and prove that the parser ends them between rows, so that bytes appended later
+    start a row of their own (``None``: not proven).
+
+    Every line end must end a row (no quoted value holds one) and the last quoted value must be
+    closed: one more line end is parsed after the bytes, and it must give a blank row of its own
+    (inside an open quote it would be part of a value), which is then taken out again."""
+    buf[n] = 0x0A
+    view = memoryview(buf)[: n + 1]
+    parsed = _parse_plain(pa.py_buffer(view), header, known, dictionary, large_rows)
+    ends = buf.count(b"\n", 0, n)
+    if buf.find(b"\r", 0, n) >= 0:  # a CR alone ends a line too (CR LF: one line end)
+        ends += buf.count(b"\r", 0, n) - buf.count(b"\r\n", 0, n)
+    if not (len(parsed.blank) and parsed.blank[-1] == parsed.total + 1 and ends == parsed.total):
+        return None
+    parsed.total -= 1
+    parsed.blank = parsed.blank[:-1]
+    return parsed
+
+
+def _read_into(fh: Any, view: memoryview) -> int:
+    """Fill ``view`` from the open file ``fh`` (fewer bytes at its end); the bytes read."""
+    got = 0
+    while got < len(view):
+        k = fh.readinto(view[got:])
+        if not k:
+            break
+        got += k
+    return got
+
+
+def _hash_prefix(fh: Any, n: int, digest: Any) -> None:
+    """Feed the first ``n`` bytes of the open file ``fh`` to ``digest``."""
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    left = n
+    while left:
+        got = fh.readinto(view[: min(left, len(buf))])
+        if not got:
+            break
+        digest.update(view[:got])
+        left -= got
+
+
+_CACHE: contextvars.ContextVar[ParseCache | None] = contextvars.ContextVar(
+    "metaprov_parse_cache", default=None
+)
+
+
+@contextlib.contextmanager
+def parse_cache(cache: ParseCache | None) -> Iterator[ParseCache | None]:
+    """Read CSV files through ``cache`` inside the ``with`` block (``None``: no cache)."""
+    token = _CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _CACHE.reset(token)
 
 
 @dataclass
@@ -293,22 +628,27 @@ def _select_after(
     return ct.take(np.asarray(keep, dtype=bool))
 
 
-def _parse(path: Path, opts: dict, bad_rows: list[tuple[int, str]]) -> pa.Table:
+def _parse(src: Path | pa.Buffer, opts: dict, bad_rows: list[tuple[int, str]]) -> pa.Table:
     try:
-        return pacsv.read_csv(path, **opts)
+        return pacsv.read_csv(_open(src), **opts)
     except pa.ArrowInvalid as exc:
         if "straddl" not in str(exc):
             raise
     # One row (a whole submitted graph in graph.csv) is larger than a block: retry with a block
     # as large as the file (one block: one thread, exact line numbers).
     bad_rows.clear()
-    opts["read_options"] = pacsv.ReadOptions(use_threads=False, block_size=_whole_file(path))
-    return pacsv.read_csv(path, **opts)
+    opts["read_options"] = pacsv.ReadOptions(use_threads=False, block_size=_whole_file(src))
+    return pacsv.read_csv(_open(src), **opts)
 
 
-def _whole_file(path: Path) -> int:
+def _open(src: Path | pa.Buffer) -> Path | pa.BufferReader:
+    return pa.BufferReader(src) if isinstance(src, pa.Buffer) else src
+
+
+def _whole_file(src: Path | pa.Buffer) -> int:
     """A parse block size that holds the whole file (Arrow's limit: 2 GiB)."""
-    return min(path.stat().st_size + 1, 2**31 - 1)
+    size = src.size if isinstance(src, pa.Buffer) else src.stat().st_size
+    return min(size + 1, 2**31 - 1)
 
 
 def _finish(

@@ -510,8 +510,9 @@ def _update_text(
 
 
 def loading_graphs(store: Any) -> set[str]:
-    """Graphs of an embedded store that a follow was bulk-loading when it stopped (the
-    catalog's ``loading`` mark): not whole, so hidden from readers until a follow replaces them."""
+    """Graphs of an embedded store that a follow was bulk-loading or removing when it stopped
+    (the catalog's ``loading`` mark): not whole, so hidden from readers until a follow replaces
+    or removes them."""
     catalog = getattr(store, "catalog", None)
     if catalog is None:
         return set()
@@ -537,6 +538,9 @@ class EmbeddedTarget:
     #: transaction (Oxigraph's transactional insert: ~15 k triples/s on disk; its bulk loader:
     #: ~100 k/s). A replacing graph (``drop`` given) is always bulk-loaded.
     bulk_min = 1 << 20
+    #: At most this many quads are deleted per transaction when a graph is removed
+    #: (:meth:`_remove`): Oxigraph's transactions slow down and grow in memory beyond.
+    remove_batch = 100_000
 
     def __init__(self, store: Any, lock: ReadWriteLock | None = None) -> None:
         self.store = store
@@ -648,27 +652,26 @@ class EmbeddedTarget:
 
     def _swap(self, graph: str, drop: Iterable[str]) -> None:
         """Show ``graph`` and hide ``drop`` in one step (between two queries), then remove the
-        hidden graphs (:meth:`_remove`)."""
+        hidden graphs (:meth:`_remove`). Each is marked ``loading`` in the catalog until it is
+        gone: its removal takes several transactions, and a follow killed meanwhile leaves part
+        of it, which ``serve --follow`` hides when it starts and the next follow removes."""
         drop = [g for g in drop if g != graph]
         self.lock.set_hidden((self.lock.hidden - {graph}) | set(drop))
         for g in drop:
+            if self._has(g):
+                self._mark_loading(g)
+                self._remove(g)
             self.store._forget(g)
-            self._remove(g)
         self.ox.flush()
         self.lock.set_hidden(self.lock.hidden - set(drop))
 
     def _remove(self, graph: str) -> None:
-        """Remove a named graph the fastest way Oxigraph has: ``DELETE WHERE`` (it collects the
-        graph's quads, then deletes them in one transaction), then ``remove_graph`` of the
-        graph left empty. ``remove_graph`` alone deletes while it iterates the graph in the same
-        transaction, which slows down as the transaction grows: measured on an on-disk store
-        (docs/benchmarks.md), 351 k triples: 10 s either way; 3.5 M triples: 340 s against
-        140 s."""
-        node = self._node(graph)
-        if not self.ox.contains_named_graph(node):
-            return
-        self.ox.update(f"DELETE WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}")
-        self.ox.remove_graph(node)
+        """Remove a named graph in transactions of at most :attr:`remove_batch` quads
+        (:func:`metaprov.store.embedded.remove_graph_in_batches`: per predicate, ``LIMIT``-ed
+        slices for the largest; one transaction for the whole graph slows down as it grows)."""
+        from metaprov.store.embedded import remove_graph_in_batches
+
+        remove_graph_in_batches(self.ox, graph, self.remove_batch)
 
     def replace(
         self,
@@ -705,9 +708,9 @@ class EmbeddedTarget:
                     facts["critical_path"] = cached
             else:
                 self.lock.set_hidden(self.lock.hidden | {iri})
-                if self.ox.contains_named_graph(node):
-                    self.store._forget(iri)
-                    self.ox.remove_graph(node)
+                if self.ox.contains_named_graph(node):  # not whole, or of other content
+                    self._mark_loading(iri)
+                    self._remove(iri)
                 facts = {}
 
                 def chunks() -> Iterator[bytes]:

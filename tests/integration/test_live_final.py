@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -253,4 +254,155 @@ def test_a_new_graph_is_shown_whole_and_nothing_stays_hidden(tmp_path: Path, bul
     # no staging file is left in the store's directory, no "loading" mark in its catalog
     assert not [p for p in (tmp_path / "st").iterdir() if p.name.startswith(".metaprov-load")]
     assert not any(e.get("loading") for e in st.catalog.graphs().values())
+    st.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Removing the provisional graph: several bounded transactions, hidden until it is gone
+# --------------------------------------------------------------------------------------------
+
+
+def _provisional(st, run: Path, lock=None, batch: int = 0):  # noqa: ANN001, ANN202
+    """The provisional graph of ``run`` written into the open store ``st``: (target, graph,
+    triples)."""
+    from metaprov.live.follow import EmbeddedTarget, convert, provisional_id, state_lines
+    from metaprov.mapping.terms import DEFAULT_BASE, RunIris
+
+    pid = provisional_id(run)
+    prov = RunIris(DEFAULT_BASE, pid).graph
+    conv = convert(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False, run_id=pid)
+    target = EmbeddedTarget(st, lock)
+    if batch:
+        target.remove_batch = batch
+    target.apply(prov, [], conv.lines + state_lines(conv.run_iri, updated=time.time(), lag=0))
+    return target, prov, st.count(prov)
+
+
+def test_the_provisional_graph_goes_in_bounded_transactions_unseen_other_runs_untouched(
+    tmp_path: Path,
+) -> None:
+    import pyoxigraph as ox
+
+    from metaprov.live.follow import ReadWriteLock, final_graph, loading_graphs
+    from metaprov.live.server import LiveServer
+    from metaprov.mapping.terms import DEFAULT_BASE
+    from metaprov.store import EmbeddedStore
+    from metaprov.synthetic import generate_run
+
+    st = EmbeddedStore(tmp_path / "store")
+    other = st.load_run(generate_run(tmp_path / "a", 300, seed=7), darshan=False)
+    g_other, n_other = other.graph, other.triples
+    other_nq = bytes(
+        st.oxigraph.dump(format=ox.RdfFormat.N_QUADS, from_graph=ox.NamedNode(g_other))
+    )
+    run = generate_run(tmp_path / "b", 600, seed=8)
+    lock = ReadWriteLock()
+    # transactions of at most 300 quads: every predicate of the graph needs several
+    target, prov, n_prov = _provisional(st, run, lock, batch=300)
+    server = LiveServer(st, lock=lock)  # queried in-process, as its HTTP handler does
+    served: list[tuple[tuple[str, int], ...]] = []
+    raw: list[int] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            status, _, body = server.answer(COUNT, "application/sparql-results+json")
+            assert status == 200, body
+            rows = json.loads(body)["results"]["bindings"]
+            served.append(tuple(sorted((b["g"]["value"], int(b["n"]["value"])) for b in rows)))
+            # the store itself, not through the server: the removal's steps
+            raw.append(st.count(prov))
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    fin = final_graph(run, run, base=DEFAULT_BASE, detail="tasks", darshan=False)
+    n_final = target.replace(fin, (prov,), source=str(run))
+    time.sleep(0.1)
+    done.set()
+    poller.join(20)
+    # the server's readers saw the provisional graph whole or the final graph whole, beside the
+    # other run's whole graph: never both, never a part
+    states = Counter(served)
+    whole_prov = tuple(sorted([(g_other, n_other), (prov, n_prov)]))
+    whole_final = tuple(sorted([(g_other, n_other), (fin.graph_iri, n_final)]))
+    assert set(states) <= {whole_prov, whole_final}, states
+    assert states[whole_prov] and states[whole_final], states
+    # while the store went through the removal's several transactions
+    assert any(0 < n < n_prov for n in raw), sorted(set(raw))
+    # the provisional graph is gone, name and all; nothing is left hidden or marked
+    assert st.count(prov) == 0 and not st.oxigraph.contains_named_graph(ox.NamedNode(prov))
+    assert sorted(st.graphs()) == sorted([g_other, fin.graph_iri])
+    assert st.count(fin.graph_iri) == n_final and not lock.hidden
+    assert prov not in st.catalog.graphs() and not loading_graphs(st)
+    # the other run's graph keeps every triple, byte for byte
+    assert (
+        bytes(st.oxigraph.dump(format=ox.RdfFormat.N_QUADS, from_graph=ox.NamedNode(g_other)))
+        == other_nq
+    )
+    st.close()
+
+
+def test_a_follow_killed_while_removing_the_provisional_graph_restarts_and_converges(
+    tmp_path: Path,
+) -> None:
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    import pyoxigraph as ox
+
+    from metaprov.export import export
+    from metaprov.live.follow import EmbeddedTarget, ReadWriteLock, follow, loading_graphs
+    from metaprov.store import EmbeddedStore
+    from metaprov.store.catalog import Catalog
+    from metaprov.synthetic import generate_run
+
+    run = generate_run(tmp_path / "run", 1000, seed=9)
+    exported = export(run, tmp_path / "export.nq", darshan=False)
+    store = tmp_path / "store"
+    st = EmbeddedStore(store)
+    target, prov, n_prov = _provisional(st, run)
+    st.close()
+    del target  # it holds the Oxigraph store open
+    (run / "metaprov-run.json").write_text(json.dumps({"status": "complete"}))
+    # a follow (another process) that removes in transactions of 20 quads, killed -9 as soon
+    # as it starts removing the provisional graph
+    script = (
+        "import sys\n"
+        "from metaprov.live.follow import EmbeddedTarget, follow\n"
+        "EmbeddedTarget.remove_batch = 20\n"
+        "follow(sys.argv[1], sys.argv[2], darshan=False, interval=0.1)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(run), str(store)])
+    marked = False
+    deadline = time.monotonic() + 60
+    while not marked and proc.poll() is None and time.monotonic() < deadline:
+        marked = prov in loading_graphs(SimpleNamespace(catalog=Catalog(store)))
+        time.sleep(0.002)
+    time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    assert marked and proc.returncode == -signal.SIGKILL, (marked, proc.returncode)
+    # what it left: the final graph whole, what is left of the provisional one marked
+    # "loading" (serve --follow hides it from the start)
+    st = EmbeddedStore(store)
+    left = st.count(prov)
+    assert 0 < left <= n_prov and prov in loading_graphs(st)
+    assert prov in EmbeddedTarget(st, ReadWriteLock()).lock.hidden
+    assert st.count(exported.graph_iri) == exported.triples
+    st.close()
+    # a follow started again finishes the removal and converges to the export
+    result = follow(run, store, darshan=False, interval=0.1)
+    assert result.refreshes[-1].state == "complete"
+    st = EmbeddedStore(store, read_only=True)
+    assert st.graphs() == [exported.graph_iri]
+    assert not st.oxigraph.contains_named_graph(ox.NamedNode(prov)) and not loading_graphs(st)
+    node = ox.NamedNode(exported.graph_iri)
+    nq = bytes(st.oxigraph.dump(format=ox.RdfFormat.N_QUADS, from_graph=node))
+    nq = b"".join(
+        ln[:-2] + f" <{exported.graph_iri}> .\n".encode() for ln in nq.splitlines(keepends=True)
+    )
+    assert _canonical(nq) == _canonical((tmp_path / "export.nq").read_bytes())
     st.close()

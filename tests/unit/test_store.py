@@ -252,3 +252,46 @@ def test_load_and_query_files(tmp_path: Path) -> None:
     bad.write_text("<urn:a> <urn:p> .\n")
     with pytest.raises(InputError, match="not valid RDF"):
         load([bad], store=store_dir)
+
+
+def test_drop_removes_a_large_graph_in_bounded_transactions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a graph among others is removed predicate by predicate, in slices of at most
+    # REMOVE_BATCH quads (one transaction for millions of quads slows down and holds them
+    # all in memory); the other graphs keep every triple
+    import pyoxigraph as ox
+
+    import metaprov.store.embedded as emb
+
+    st = EmbeddedStore(tmp_path / "s")
+    fmt = ox.RdfFormat.N_TRIPLES
+    big = "".join(f"<http://x/s{i}> <http://x/p{i % 3}> <http://x/o{i}> .\n" for i in range(1000))
+    other = "".join(f'<http://x/t{i}> <http://x/p0> "{i}" .\n' for i in range(50))
+    st.oxigraph.load(big.encode(), format=fmt, to_graph=ox.NamedNode("http://x/big"))
+    st.oxigraph.load(other.encode(), format=fmt, to_graph=ox.NamedNode("http://x/other"))
+    before = bytes(st.oxigraph.dump(format=fmt, from_graph=ox.NamedNode("http://x/other")))
+    updates: list[str] = []
+    monkeypatch.setattr(emb, "REMOVE_BATCH", 100)
+    monkeypatch.setattr(st, "_store", _Spy(st.oxigraph, updates))
+    assert st.drop("http://x/big") is True
+    monkeypatch.undo()
+    assert not st.oxigraph.contains_named_graph(ox.NamedNode("http://x/big"))
+    assert bytes(st.oxigraph.dump(format=fmt, from_graph=ox.NamedNode("http://x/other"))) == before
+    # 3 predicates of ~333 quads each, at most 100 a transaction: at least 4 slices each
+    assert len(updates) >= 12 and all("LIMIT 100" in u for u in updates), updates[:3]
+    st.close()
+
+
+class _Spy:
+    """A pyoxigraph store that records the SPARQL updates it is sent."""
+
+    def __init__(self, store: object, updates: list[str]) -> None:
+        self._s, self._u = store, updates
+
+    def update(self, text: str) -> None:
+        self._u.append(text)
+        self._s.update(text)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._s, name)

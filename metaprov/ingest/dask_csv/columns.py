@@ -416,7 +416,7 @@ def _report_nul_keys(ct: CsvTable, acct: Accounting) -> None:
     for col in _KEY_COLUMNS:
         if col not in ct.columns:
             continue
-        hit = _has_nul(ct.arrow(col))
+        hit = ct.derived(f"nul:{col}", lambda col=col: _has_nul(ct.arrow(col)))
         if hit.any():
             acct.drop(
                 ct.name,

@@ -41,8 +41,9 @@ def read_graphs(
 ) -> tuple[pd.DataFrame, _Graphs]:
     """graph.csv -> (graphs table, keys and edges as codes; see :func:`_dependencies`)."""
     name = ct.name
-    deps = parse_column(ct.arrow("dependencies"), "deps")
-    wanted = parse_column(ct.arrow("keys"), "set")
+    # (kept with the parse by a ParseCache: a graph.csv read again unchanged is not parsed again)
+    deps = ct.derived("deps", lambda: parse_column(ct.arrow("dependencies"), "deps"))
+    wanted = ct.derived("keys", lambda: parse_column(ct.arrow("keys"), "set"))
     if len(deps.bad_cells):
         acct.drop(
             name,
