@@ -213,30 +213,8 @@ def feeding_executions(path_ids: list[Any], rows: pd.DataFrame, id_col: str) -> 
         without execution).
     """
     cols = list(rows.columns)
-    groups = {k: g for k, g in rows.groupby(id_col, sort=False)} if len(rows) else {}
-    chosen: list[pd.Series | None] = []
-    next_start = pd.NaT
-    for pid in reversed(path_ids):
-        g = groups.get(pid)
-        if g is None or not len(g):
-            chosen.append(None)
-            continue
-        g = g.sort_values(["start", "end"], kind="stable", na_position="first")
-        if pd.isna(next_start):
-            pick = g.iloc[-1]
-        else:
-            fed = g[g["end"].notna() & (g["end"] <= next_start)]
-            began = g[g["start"].notna() & (g["start"] <= next_start)]
-            if len(fed):
-                pick = fed.sort_values("end", kind="stable").iloc[-1]
-            elif len(began):
-                pick = began.iloc[-1]
-            else:
-                pick = g.iloc[0]
-        chosen.append(pick)
-        if pd.notna(pick["start"]):
-            next_start = pick["start"]
-    chosen.reverse()
+    picks = _feeding_rows(path_ids, rows, id_col)
+    chosen: list[pd.Series | None] = [None if i < 0 else rows.iloc[i] for i in picks]
     data = {c: [None if r is None else r[c] for r in chosen] for c in cols}
     out = pd.DataFrame(data, columns=cols)
     out[id_col] = list(path_ids)
@@ -244,6 +222,56 @@ def feeding_executions(path_ids: list[Any], rows: pd.DataFrame, id_col: str) -> 
         if c in out:
             out[c] = pd.to_datetime(out[c], utc=True)
     return out
+
+
+def _feeding_rows(path_ids: list[Any], rows: pd.DataFrame, id_col: str) -> list[int]:
+    """The position in ``rows`` of each step's feeding execution (-1: none), first to last.
+
+    One stable sort of all rows by (step, start, end), missing times first; then, walking the
+    path back, each step's choice is made on its own slice of plain integer arrays (a path of
+    thousands of steps over a re-executed run takes milliseconds, not a pandas sort per step).
+    """
+    if not len(rows) or not len(path_ids):
+        return [-1] * len(path_ids)
+    codes, uniques = pd.factorize(rows[id_col], use_na_sentinel=True)
+    # NaT is the smallest int64: missing times sort first, as na_position="first" does.
+    start = pd.to_datetime(rows["start"], utc=True).to_numpy(dtype="datetime64[ns]").view("i8")
+    end = pd.to_datetime(rows["end"], utc=True).to_numpy(dtype="datetime64[ns]").view("i8")
+    nat = np.iinfo(np.int64).min
+    order = np.lexsort((end, start, codes))  # stable: ties keep the rows' order
+    order = order[codes[order] >= 0]
+    sc = codes[order]
+    first = np.searchsorted(sc, np.arange(len(uniques)), side="left")
+    last = np.searchsorted(sc, np.arange(len(uniques)), side="right")
+    where = pd.Index(uniques)
+    step_codes = where.get_indexer(pd.Index(list(path_ids), dtype=object))
+    s_start, s_end = start[order], end[order]
+    picks: list[int] = []
+    next_start = nat
+    for c in step_codes[::-1]:
+        if c < 0:
+            picks.append(-1)
+            continue
+        lo, hi = int(first[c]), int(last[c])
+        if next_start == nat:
+            pick = hi - 1
+        else:
+            e, b = s_end[lo:hi], s_start[lo:hi]
+            fed = np.flatnonzero((e != nat) & (e <= next_start))
+            began = np.flatnonzero((b != nat) & (b <= next_start))
+            if len(fed):
+                # the latest end; among equal ends the last in (start, end) order (stable sort)
+                best = e[fed].max()
+                pick = lo + int(fed[e[fed] == best][-1])
+            elif len(began):
+                pick = lo + int(began[-1])
+            else:
+                pick = lo
+        picks.append(int(order[pick]))
+        if s_start[pick] != nat:
+            next_start = int(s_start[pick])
+    picks.reverse()
+    return picks
 
 
 def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:

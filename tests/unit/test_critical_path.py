@@ -207,3 +207,64 @@ def test_each_step_is_the_execution_that_fed_the_next() -> None:
             pd.to_datetime(cp["end"], utc=True).iloc[:-1].to_numpy() <= starts.iloc[1:].to_numpy()
         ).all()
         assert cp["duration"].iloc[0] == pytest.approx(1.0)  # both runs of A count as compute
+
+
+def _feeding_reference(path_ids: list, rows: pd.DataFrame, id_col: str) -> pd.DataFrame:
+    """The rules of feeding_executions written plainly: a pandas sort and filters per step."""
+    groups = dict(iter(rows.groupby(id_col, sort=False))) if len(rows) else {}
+    chosen: list = []
+    next_start = pd.NaT
+    for pid in reversed(path_ids):
+        g = groups.get(pid)
+        if g is None:
+            chosen.append(None)
+            continue
+        g = g.sort_values(["start", "end"], kind="stable", na_position="first")
+        fed = g[g["end"].notna() & (g["end"] <= next_start)] if pd.notna(next_start) else None
+        began = g[g["start"].notna() & (g["start"] <= next_start)] if fed is not None else None
+        if fed is None:
+            pick = g.iloc[-1]
+        elif len(fed):
+            pick = fed.sort_values("end", kind="stable").iloc[-1]
+        else:
+            pick = began.iloc[-1] if len(began) else g.iloc[0]
+        chosen.append(pick)
+        if pd.notna(pick["start"]):
+            next_start = pick["start"]
+    chosen.reverse()
+    out = pd.DataFrame(
+        {c: [None if r is None else r[c] for r in chosen] for c in rows.columns},
+        columns=list(rows.columns),
+    )
+    out[id_col] = list(path_ids)
+    for c in ("start", "end"):
+        out[c] = pd.to_datetime(out[c], utc=True)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_feeding_executions_follows_its_rules_on_random_rows(seed: int) -> None:
+    """Ties, missing starts and ends, steps without executions, rows without a step."""
+    from metaprov.analysis.critical_path import feeding_executions
+
+    rng = np.random.default_rng(seed)
+    t0 = pd.Timestamp("2024-04-19T19:00:00Z")
+    for _ in range(100):
+        n, k = int(rng.integers(0, 25)), int(rng.integers(1, 7))
+        start = pd.Series(t0 + pd.to_timedelta(rng.integers(0, 10, n), unit="s"))
+        start[rng.random(n) < 0.15] = pd.NaT
+        end = start + pd.to_timedelta(rng.integers(0, 4, n), unit="s")
+        end[rng.random(n) < 0.15] = pd.NaT
+        ids = pd.Series([f"t{i}" for i in rng.integers(0, k, n)], dtype=object)
+        ids[rng.random(n) < 0.05] = None
+        rows = pd.DataFrame(
+            {
+                "task": ids,
+                "worker": [f"w{i}" for i in rng.integers(0, 3, n)],
+                "start": start,
+                "end": end,
+            }
+        )
+        path = list(dict.fromkeys(f"t{i}" for i in rng.integers(0, k + 2, int(rng.integers(0, 8)))))
+        got = feeding_executions(path, rows, "task")
+        pd.testing.assert_frame_equal(got, _feeding_reference(path, rows, "task"), check_exact=True)
