@@ -74,7 +74,9 @@ _DETAILS = (
     BIND (IF(BOUND(?attempt), ?end_, ?unknown) AS ?end)
     BIND (COALESCE(?agent_, <urn:metaprov:none>) AS ?agent)
     OPTIONAL {{ ?agent mp:threadId ?thread ; prov:actedOnBehalfOf/prov:actedOnBehalfOf ?thread_worker }}
-    BIND (IF(BOUND(?attempt), COALESCE(?thread_worker, ?agent), ?unknown) AS ?worker_node)
+    # a task without an execution has no worker: a placeholder, never an unbound variable (the
+    # OPTIONAL below would then match every worker of the run)
+    BIND (IF(BOUND(?attempt), COALESCE(?thread_worker, ?agent), <urn:metaprov:none>) AS ?worker_node)
     OPTIONAL {{ ?worker_node mp:address ?worker }}
   }}
 }}"""

@@ -268,3 +268,25 @@ def test_feeding_executions_follows_its_rules_on_random_rows(seed: int) -> None:
         path = list(dict.fromkeys(f"t{i}" for i in rng.integers(0, k + 2, int(rng.integers(0, 8)))))
         got = feeding_executions(path, rows, "task")
         pd.testing.assert_frame_equal(got, _feeding_reference(path, rows, "task"), check_exact=True)
+
+
+def test_a_task_without_an_execution_on_the_path_has_no_worker() -> None:
+    # its worker is unknown: not every worker of the run (an unbound variable in an OPTIONAL
+    # once matched them all, and the "take the first" rule then named an arbitrary one)
+    import pyoxigraph as ox
+
+    from metaprov.queries.critical_path import _details
+    from metaprov.store import EmbeddedStore
+
+    mp = "https://w3id.org/metaprov/ns#"
+    g = "http://x/run/graph"
+    nt = (
+        f'<http://x/t1> <{mp}key> "t1" .\n'
+        f'<http://x/w1> <{mp}address> "tcp://10.0.0.1:1" .\n'
+        f'<http://x/w2> <{mp}address> "tcp://10.0.0.2:2" .\n'
+    )
+    st = EmbeddedStore(None)
+    st.oxigraph.load(nt.encode(), format=ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(g))
+    out = _details(st, f"<{g}>", np.array(["http://x/t1"], dtype=object))
+    assert list(out.index) == ["http://x/t1"] and out.loc["http://x/t1", "key"] == "t1"
+    assert pd.isna(out.loc["http://x/t1", "worker"]), out
