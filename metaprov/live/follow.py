@@ -535,10 +535,10 @@ def loading_graphs(store: Any) -> set[str]:
     """Graphs of an embedded store that a follow was bulk-loading or removing when it stopped
     (the catalog's ``loading`` mark): not whole, so hidden from readers until a follow replaces
     or removes them."""
+    from metaprov.store.embedded import partial_graphs
+
     catalog = getattr(store, "catalog", None)
-    if catalog is None:
-        return set()
-    return {g for g, e in catalog.graphs().items() if isinstance(e, dict) and e.get("loading")}
+    return set(partial_graphs(catalog)) if catalog is not None else set()
 
 
 class EmbeddedTarget:

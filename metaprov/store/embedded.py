@@ -62,6 +62,8 @@ class EmbeddedStore(Store):
                 )
                 if not read_only:
                     self._remove_staged()
+                else:
+                    self._warn_partial()
         except RuntimeError as exc:  # RocksDB: "Corruption: ..."
             raise _damaged(self.location, exc) from exc
         except OSError as exc:
@@ -72,6 +74,15 @@ class EmbeddedStore(Store):
                     hint="wait for the other metaprov load to finish (queries can run meanwhile)",
                 ) from exc
             raise StoreError(f"cannot open the store {self.location}: {text}") from exc
+
+    def partial_graphs(self) -> list[str]:
+        """Graphs a writer marked ``loading`` in the catalog: being written now, or left part
+        written by a process that was stopped (a follow's bulk load or its removal of the
+        provisional graph); a follow started again finishes them."""
+        return partial_graphs(self.catalog)
+
+    def _warn_partial(self) -> None:
+        warn_partial_graphs(self.catalog, self.location)
 
     def _remove_staged(self) -> None:
         """Remove the staging files a killed load left in the store directory.
@@ -541,6 +552,32 @@ def check_store_dir(path: Path, *, create: bool) -> None:
             hint="load runs first (metaprov load RUN --store DIR), or give --store DIR / --endpoint URL",
         )
     path.mkdir(parents=True, exist_ok=True)
+
+
+def partial_graphs(catalog: Catalog) -> list[str]:
+    """The graphs a store's catalog marks ``loading`` (see :meth:`EmbeddedStore.partial_graphs`)."""
+    return sorted(
+        g for g, e in catalog.graphs().items() if isinstance(e, dict) and e.get("loading")
+    )
+
+
+def warn_partial_graphs(catalog: Catalog, location: str) -> None:
+    """Tell a reader (a query, a report, a read-only server) that the store holds a graph that
+    is not whole (its answers include part of it): which graph, and how to finish or remove it."""
+    try:
+        partial = partial_graphs(catalog)
+    except (OSError, ValueError):  # an unreadable catalog reads as empty where it is read
+        return
+    for g in (g if g.isprintable() else repr(g) for g in partial):
+        log.warning(
+            "the store %s holds graph <%s> only in part (a follow or load is writing it, or was "
+            "stopped while writing it): answers include part of it; start the follow again to "
+            "finish it, or remove it with `metaprov drop %s --store %s`",
+            location,
+            g,
+            g,
+            location,
+        )
 
 
 #: Largest number of quads one transaction of :func:`remove_graph_in_batches` deletes.

@@ -137,6 +137,10 @@ def serve(
     # Several read-only servers may share a store; a follow writing it may not be served so.
     check_not_owned(path, action="serve it read-only", readers_ok=True)
     owners(path, clean=True)
+    from metaprov.store.catalog import Catalog
+    from metaprov.store.embedded import warn_partial_graphs
+
+    warn_partial_graphs(Catalog(path), str(path))
     if not 0 <= int(port) <= 65535:
         raise UsageError(f"port {port} is out of range", hint="give a port from 1 to 65535, or 0")
     from metaprov.store.guard import Guard

@@ -295,3 +295,60 @@ class _Spy:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._s, name)
+
+
+def test_a_reader_is_told_of_a_graph_left_in_part(tmp_path: Path) -> None:
+    # a follow stopped while bulk-loading (or removing) a graph leaves it marked "loading":
+    # readers that do not hide it (query, report, compare) say so, naming it and the way out
+    import logging
+    import subprocess
+    import sys
+
+    import pyoxigraph as ox
+
+    path = tmp_path / "s"
+    st = EmbeddedStore(path)
+    g = "https://example.org/run/live-x/graph"
+    st.oxigraph.load(
+        b"<http://x/s> <http://x/p> <http://x/o> .\n",
+        format=ox.RdfFormat.N_TRIPLES,
+        to_graph=ox.NamedNode(g),
+    )
+    graphs = st.catalog.graphs()
+    graphs[g] = {"loading": True, "triples": -1}
+    st.catalog.save(graphs)
+    st.close()
+
+    seen: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    log = logging.getLogger("metaprov")
+    handler = _Keep(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        with EmbeddedStore(path, read_only=True) as reader:
+            assert reader.partial_graphs() == [g]
+    finally:
+        log.removeHandler(handler)
+    assert any(f"<{g}> only in part" in m and "metaprov drop" in m for m in seen), seen
+
+    done = subprocess.run(
+        [sys.executable, "-m", "metaprov", "query", "runs", "--store", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 7), done.stderr  # 7: no run in the store (the graph has none)
+    assert f"<{g}> only in part" in done.stderr and "Traceback" not in done.stderr
+
+    # a writer (a follow, a load) is not warned: it finishes or replaces the graph
+    seen.clear()
+    log.addHandler(handler)
+    try:
+        EmbeddedStore(path).close()
+    finally:
+        log.removeHandler(handler)
+    assert not seen
