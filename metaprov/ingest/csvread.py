@@ -252,10 +252,7 @@ def _parse_plain(
 def _split(table: pa.Table, bad_rows: list[tuple[int, str]]) -> _Parsed:
     """The parser's output -> rows kept and their lines, malformed rows, blank lines."""
     n_out = table.num_rows
-    skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
-    total = n_out + len(skipped)
-    lines = np.setdiff1d(np.arange(2, total + 2, dtype=np.int64), skipped, assume_unique=True)
-    lines = lines[:n_out]
+    lines, total = _row_lines(n_out, bad_rows)
     blank = np.zeros(0, dtype=np.int64)
     if n_out:
         # A blank line parses as a row of nulls: not a row of data.
@@ -388,13 +385,7 @@ class ParseCache:
             self.stats["uncached"] += 1
             return None
         keep = buf[n - 1] == 0x0A
-        try:
-            if keep:
-                parsed = _parse_closed(buf, n, header, known, dictionary, large_rows)
-            else:
-                parsed = _parse_plain(pa.py_buffer(view[:n]), header, known, dictionary, large_rows)
-        except pa.ArrowInvalid:
-            parsed = None
+        parsed = _parse_text(buf, n, keep, header, known, dictionary, large_rows)
         if parsed is None:
             self.stats["uncached"] += 1
             return None
@@ -427,15 +418,7 @@ class ParseCache:
         buf = bytearray(len(entry.head) + len(rest) + 1)  # header line, new rows, room for one
         buf[: len(entry.head)] = entry.head
         buf[len(entry.head) : -1] = rest
-        n = len(buf) - 1
-        try:
-            if keep:
-                tail = _parse_closed(buf, n, header, known, dictionary, large_rows)
-            else:
-                view = memoryview(buf)[:n]
-                tail = _parse_plain(pa.py_buffer(view), header, known, dictionary, large_rows)
-        except pa.ArrowInvalid:
-            tail = None
+        tail = _parse_text(buf, len(buf) - 1, keep, header, known, dictionary, large_rows)
         if tail is None:
             self.stats["uncached"] += 1
             return None
@@ -446,6 +429,29 @@ class ParseCache:
             parsed.memo = {}
             self._entries[key] = _Entry(entry.size + len(rest), digest.digest(), entry.head, parsed)
         return parsed
+
+
+def _parse_text(
+    buf: bytearray,
+    n: int,
+    keep: bool,
+    header: list[str],
+    known: set[str],
+    dictionary: tuple[str, ...],
+    large_rows: bool,
+) -> _Parsed | None:
+    """Parse the first ``n`` bytes of ``buf`` (which has room for one byte more); a parse to
+    keep (``keep``: the bytes end with a line end) must be proven to end between rows
+    (:func:`_parse_closed`). ``None``: not proven, or not parsed (bytes that are not UTF-8...):
+    the caller reads the file without the cache."""
+    try:
+        if keep:
+            return _parse_closed(buf, n, header, known, dictionary, large_rows)
+        return _parse_plain(
+            pa.py_buffer(memoryview(buf)[:n]), header, known, dictionary, large_rows
+        )
+    except pa.ArrowInvalid:
+        return None
 
 
 def _parse_closed(
@@ -658,13 +664,19 @@ def _whole_file(src: Path | pa.Buffer) -> int:
 def _finish(
     name: str, table: pa.Table, bad_rows: list[tuple[int, str]], acct: Accounting
 ) -> CsvTable:
-    n_out = table.num_rows
+    lines, total = _row_lines(table.num_rows, bad_rows)
+    acct.read(name, total)
+    _drop_malformed(name, bad_rows, acct)
+    return CsvTable(name, table, lines)
+
+
+def _row_lines(n_out: int, bad_rows: list[tuple[int, str]]) -> tuple[np.ndarray, int]:
+    """The 1-based file lines of the ``n_out`` rows a parser returned (the header is line 1;
+    the rows it skipped, ``bad_rows``, are not among them) and the rows it saw in all."""
     skipped = np.array(sorted(r for r, _ in bad_rows), dtype=np.int64)
     total = n_out + len(skipped)
     lines = np.setdiff1d(np.arange(2, total + 2, dtype=np.int64), skipped, assume_unique=True)
-    acct.read(name, total)
-    _drop_malformed(name, bad_rows, acct)
-    return CsvTable(name, table, lines[:n_out])
+    return lines[:n_out], total
 
 
 def _drop_malformed(name: str, bad_rows: list[tuple[int, str]], acct: Accounting) -> None:

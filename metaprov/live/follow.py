@@ -318,25 +318,21 @@ def same_triples_apart(removed: list[bytes], added: list[bytes]) -> tuple[list[b
     return out[0], out[1]
 
 
-def _split_state(text: bytes, run_iri: str) -> tuple[LineSet, None, set[bytes]]:
-    """A provisional graph read back from the store: (its mapped lines, None, its state lines)."""
+def _split_state(text: bytes, run_iri: str) -> tuple[LineSet, set[bytes]]:
+    """A provisional graph read back from the store: (its mapped lines, its state lines)."""
     import pyarrow.compute as pc
 
     from metaprov.live.lines import LineSet, as_bytes_lines, split_lines
     from metaprov.mapping.terms import MP
 
     if not text:
-        return LineSet.of([]), None, set()
+        return LineSet.of([]), set()
     lines = split_lines(text)
     mask = None
     for p in (MP.liveState, MP.liveUpdated, MP.liveLag):
         m = pc.starts_with(lines, f"<{run_iri}> <{p}> ")
         mask = m if mask is None else pc.or_(mask, m)
-    return (
-        LineSet.of([lines.filter(pc.invert(mask))]),
-        None,
-        set(as_bytes_lines(lines.filter(mask))),
-    )
+    return LineSet.of([lines.filter(pc.invert(mask))]), set(as_bytes_lines(lines.filter(mask)))
 
 
 @dataclass
@@ -386,7 +382,7 @@ class _Provisional:
         self.body = self.rows = self.conv = self.state = self.signature = None
 
     def _read_back(self, run_iri: str) -> None:
-        self.body, _, self.state = _split_state(self.target.current_text(self.graph), run_iri)
+        self.body, self.state = _split_state(self.target.current_text(self.graph), run_iri)
 
     def change(self, signature: tuple[Any, ...], conv_of: Callable[[bool], Converted]) -> _Change:
         """The difference a snapshot (its signature; ``conv_of(lines)`` converts it) makes to
@@ -422,10 +418,10 @@ class _Provisional:
             # the store writes some literals in its own forms ("...12.57095Z" for our
             # "...12.570950Z"): the same triples, not a change to send
             removed, added = same_triples_apart(removed, added)
-        self.rows = start(conv.blocks, conv.text, SEEDS) if self.incremental else None
+        # the row state from the lines just keyed (not keyed again)
+        self.rows = start(conv.blocks, new_body, SEEDS) if self.incremental else None
         self.body = None if self.rows is not None else new_body
-        n_rows = sum(len(b) for b in conv.blocks)
-        return self._held(signature, conv, removed, added, "full", n_rows, converted, len(new_body))
+        return self._held(signature, conv, removed, added, "full", None, converted, len(new_body))
 
     def _held(
         self,
@@ -434,13 +430,17 @@ class _Provisional:
         removed: list[bytes],
         added: list[bytes],
         method: str,
-        n_rows: int,
+        n_rows: int | None,
         converted: float,
         triples: int | None = None,
     ) -> _Change:
+        """The change, with the conversion kept as the one the store holds; ``n_rows``: rows
+        formatted (None: every row mapped)."""
         import pyarrow as pa
 
         mapped = sum(len(b) for b in conv.blocks)
+        if n_rows is None:
+            n_rows = mapped
         # what the next refreshes need of the conversion: its IRIs, counts and times (the
         # blocks live on in the row state, the lines in the held LineSet)
         conv.text = pa.chunked_array([], type=pa.large_string())
@@ -535,10 +535,8 @@ def loading_graphs(store: Any) -> set[str]:
     """Graphs of an embedded store that a follow was bulk-loading or removing when it stopped
     (the catalog's ``loading`` mark): not whole, so hidden from readers until a follow replaces
     or removes them."""
-    from metaprov.store.embedded import partial_graphs
-
     catalog = getattr(store, "catalog", None)
-    return set(partial_graphs(catalog)) if catalog is not None else set()
+    return set(catalog.partial()) if catalog is not None else set()
 
 
 class EmbeddedTarget:
@@ -580,9 +578,7 @@ class EmbeddedTarget:
     def _mark_loading(self, graph: str) -> None:
         catalog = getattr(self.store, "catalog", None)
         if catalog is not None:
-            graphs = catalog.graphs()
-            graphs[graph] = {"loading": True, "triples": -1}
-            catalog.save(graphs)
+            catalog.mark_partial(graph)
 
     def _node(self, graph: str) -> Any:
         import pyoxigraph as ox
@@ -963,23 +959,21 @@ def _final(
         # written as `metaprov load` writes a run: the bulk loader, then the provisional graph
         # removed; the run's derived facts recorded
         final = final_graph(snap_dir, run, cache=cache, **kw)
-        if cache is not None:
-            cache.clear()
         graph, tasks, newest = final.graph_iri, len(final.records.tasks), _newest(final.records)
         converted = time.monotonic()
         fingerprint = _same_fingerprint(snap_dir, run, **kw)
         n = target.replace(final, (prov_graph,), source=str(run), fingerprint=fingerprint)
         return _Outcome("complete", graph, tasks, newest, n, n, 0, converted, converted, "final")
+    from metaprov.live.lines import LineSet, diff
+
     conv = convert(snap_dir, run, run_id=None, cache=cache, **kw)
-    if cache is not None:
-        cache.clear()
     converted = time.monotonic()
-    current = target.current(conv.graph) if conv.graph != prov_graph else set()
-    lines = conv.lines
-    new = set(lines)
+    # what the server may hold of the final graph already (a follow stopped while sending it),
+    # and the final graph, matched as keyed Arrow lines (as refreshes are)
+    held = LineSet.from_text(target.current_text(conv.graph) if conv.graph != prov_graph else b"")
+    new = LineSet.of(conv.text.chunks)
+    removed, added = diff(held, new)
     # the final graph replaces the provisional one in one request when it fits
-    removed = sorted(current - new)
-    added = [ln for ln in lines if ln not in current] if current else lines
     target.apply(conv.graph, removed, added, drop=(prov_graph,))
     return _Outcome(
         "complete",
@@ -1145,6 +1139,8 @@ def follow(
                 if held.cache is not None:
                     held.cache.skip = set()
                 out = _final(target, snap_dir, run_path, prov_graph, mapping, held.cache)
+                if held.cache is not None:
+                    held.cache.clear()
             else:
                 out = _in_progress(
                     held,

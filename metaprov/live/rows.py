@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from metaprov.live.lines import LARGE, line_keys, split_lines
+from metaprov.live.lines import LARGE, LineSet, as_bytes_lines, lookup, split_lines, take_lines
 from metaprov.mapping.block import Block, Column
 
 _U64 = np.uint64
@@ -146,54 +146,50 @@ class RowState:
         return len(self.la)
 
 
+def _positions(blocks: list[Block]) -> tuple[np.ndarray, np.ndarray]:
+    """(block, row) of every row of the blocks, in order."""
+    which = [np.full(len(b), i, dtype=np.int32) for i, b in enumerate(blocks)]
+    row = [np.arange(len(b), dtype=np.int64) for b in blocks]
+    return (
+        np.concatenate(which or [np.zeros(0, np.int32)]),
+        np.concatenate(row or [np.zeros(0, np.int64)]),
+    )
+
+
 def _rows_of(blocks: list[Block], seeds: tuple[int, int]) -> tuple[np.ndarray, ...] | None:
     """Distinct rows of the blocks: (ra, rb, block, row) ordered by ra; None when two
     different rows share ``ra`` (a 64-bit collision: the caller converts in full)."""
     keys = [row_keys(b, seeds) for b in blocks]
     ra = np.concatenate([k[0] for k in keys]) if keys else np.zeros(0, _U64)
     rb = np.concatenate([k[1] for k in keys]) if keys else np.zeros(0, _U64)
-    rblock = np.concatenate(
-        [np.full(len(b), i, dtype=np.int32) for i, b in enumerate(blocks)]
-        or [np.zeros(0, np.int32)]
-    )
-    rrow = np.concatenate(
-        [np.arange(len(b), dtype=np.int64) for b in blocks] or [np.zeros(0, np.int64)]
-    )
-    order = np.argsort(ra, kind="stable")
+    rblock, rrow = _positions(blocks)
+    order = _order(ra)
     ra, rb, rblock, rrow = ra[order], rb[order], rblock[order], rrow[order]
     # identical rows (same key) produce identical lines: held once
-    first = np.ones(len(ra), dtype=bool)
-    same_a = ra[1:] == ra[:-1]
-    first[1:] = ~(same_a & (rb[1:] == rb[:-1]))
-    if not first.all():
-        ra, rb, rblock, rrow = ra[first], rb[first], rblock[first], rrow[first]
-        same_a = ra[1:] == ra[:-1]
-    if same_a.any():
-        return None
-    return ra, rb, rblock, rrow
-
-
-def _counted(lines: pa.ChunkedArray, seeds: tuple[int, int]) -> tuple[np.ndarray, ...] | None:
-    """Distinct line keys of ``lines`` with how often each occurs: (a, b, count, first row of
-    each in ``lines``), ordered by a; None on a 64-bit collision of ``a``."""
-    a, b = line_keys(lines, seeds)
-    if not len(a):
-        z = np.zeros(0, _U64)
-        return z, z, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = _order(a)
-    a, b = a[order], b[order]
-    starts = _runs(a, b)
+    starts = _runs(ra, rb)
     if starts is None:
         return None
-    counts = np.diff(np.r_[starts, len(a)])
-    return a[starts], b[starts], counts.astype(np.int64), order[starts].astype(np.int64)
+    return ra[starts], rb[starts], rblock[starts], rrow[starts]
+
+
+def _counted(
+    lines: pa.ChunkedArray | LineSet, seeds: tuple[int, int]
+) -> tuple[np.ndarray, ...] | None:
+    """Distinct line keys of ``lines`` with how often each occurs: (a, b, count, first row of
+    each in ``lines``), ordered by a; None on a 64-bit collision of ``a``."""
+    ls = lines if isinstance(lines, LineSet) else LineSet.of(lines.chunks, seeds)
+    if not ls.a_unique or ls.counts is None:
+        return None
+    return ls.a, ls.b, ls.counts.astype(np.int64, copy=False), ls.rows
 
 
 def _order(a: np.ndarray) -> np.ndarray:
-    """The order sorting ``a`` (polars' multi-threaded sort; equal keys are equal lines, so
-    which of them comes first does not matter)."""
+    """The order sorting ``a`` (polars' multi-threaded sort; equal keys are equal, so which of
+    them comes first does not matter)."""
     import polars as pl
 
+    if not len(a):
+        return np.zeros(0, np.int64)
     return pl.Series("a", a).arg_sort().to_numpy()
 
 
@@ -208,48 +204,27 @@ def _runs(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     return np.flatnonzero(first)
 
 
-def start(blocks: list[Block], lines: pa.ChunkedArray, seeds: tuple[int, int]) -> RowState | None:
-    """The row state of a refresh converted in full (``lines``: all its blocks' lines, one entry
-    per line a row produces); None when a 64-bit collision makes the row path unsafe."""
-    rows = _rows_of(blocks, seeds)
-    counted = _counted(lines, seeds)
-    if rows is None or counted is None:
-        return None
-    # the lines were formatted from every row, identical rows included: count them once
-    return (
-        RowState(blocks, *rows, *counted[:3])
-        if _rows_distinct(blocks, rows)
-        else _recount(blocks, rows, seeds)
-    )
-
-
-def _rows_distinct(blocks: list[Block], rows: tuple[np.ndarray, ...]) -> bool:
-    return len(rows[0]) == sum(len(b) for b in blocks)
-
-
-def _recount(
-    blocks: list[Block], rows: tuple[np.ndarray, ...], seeds: tuple[int, int]
+def start(
+    blocks: list[Block], lines: pa.ChunkedArray | LineSet, seeds: tuple[int, int]
 ) -> RowState | None:
-    """Line counts from the distinct rows only (some rows were repeated)."""
-    counted = _counted(format_rows(blocks, rows[2], rows[3]), seeds)
+    """The row state of a refresh converted in full (``lines``: all its blocks' lines, one entry
+    per line a row produces, or their :class:`~metaprov.live.lines.LineSet` already keyed with
+    ``seeds``); None when a 64-bit collision makes the row path unsafe."""
+    rows = _rows_of(blocks, seeds)
+    if rows is None:
+        return None
+    if len(rows[0]) < sum(len(b) for b in blocks):
+        # some rows were repeated: the lines are counted from the distinct rows only
+        lines = format_rows(blocks, rows[2], rows[3])
+    counted = _counted(lines, seeds)
     if counted is None:
         return None
     return RowState(blocks, *rows, *counted[:3])
 
 
-def _lookup(
-    ka: np.ndarray, kb: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each key (a, b): whether it is among the keys (ka, kb) (ka sorted, unique), and where."""
-    if not len(ka):
-        return np.zeros(len(a), dtype=bool), np.zeros(len(a), dtype=np.int64)
-    pos = np.minimum(np.searchsorted(ka, a), len(ka) - 1)
-    return (ka[pos] == a) & (kb[pos] == b), pos
-
-
 def advance(
     state: RowState, blocks: list[Block], seeds: tuple[int, int]
-) -> tuple[pa.ChunkedArray, pa.ChunkedArray, RowState, int] | None:
+) -> tuple[list[bytes], list[bytes], RowState, int] | None:
     """The next refresh from its blocks: (lines to delete, lines to insert, the new state, rows
     formatted). None when the row path cannot decide exactly (a 64-bit collision among the new
     keys): the caller converts in full."""
@@ -257,7 +232,7 @@ def advance(
     if rows is None:
         return None
     ra, rb, rblock, rrow = rows
-    found, pos = _lookup(state.ra, state.rb, ra, rb)
+    found, pos = lookup(state.ra, state.rb, ra, rb)
     kept = np.zeros(len(state.ra), dtype=bool)
     kept[pos[found]] = True
     come = format_rows(blocks, rblock[~found], rrow[~found])
@@ -271,14 +246,14 @@ def advance(
     delta = np.concatenate([c_new[2], -g_new[2]])
     src = np.concatenate([np.zeros(len(c_new[0]), np.int8), np.ones(len(g_new[0]), np.int8)])
     srow = np.concatenate([c_new[3], g_new[3]])
-    order = _order(a) if len(a) else np.zeros(0, np.int64)
+    order = _order(a)
     a, b, delta, src, srow = a[order], b[order], delta[order], src[order], srow[order]
     starts = _runs(a, b)
     if starts is None:
         return None
     net = np.add.reduceat(delta, starts) if len(starts) else np.zeros(0, np.int64)
     ua, ub = a[starts], b[starts]
-    held, hpos = _lookup(state.la, state.lb, ua, ub)
+    held, hpos = lookup(state.la, state.lb, ua, ub)
     before = np.where(held, state.ln[hpos] if len(state.ln) else 0, 0)
     after = before + net
     if bool((after < 0).any()):
@@ -329,24 +304,14 @@ def _rows_for(
 
 def _texts(lines: pa.ChunkedArray, rows: np.ndarray) -> list[bytes]:
     """The lines at ``rows`` as bytes (only the lines that change become Python objects)."""
-    from metaprov.live.lines import as_bytes_lines
-
-    if not len(rows):
-        return []
-    mask = np.zeros(len(lines), dtype=bool)
-    mask[rows] = True
-    return as_bytes_lines(lines.filter(pa.array(mask)))
+    return as_bytes_lines(take_lines(lines, rows))
 
 
 def all_lines(blocks: Iterable[Block]) -> pa.ChunkedArray:
     """Every line of the blocks (one entry per line a row produces), as a full conversion
     formats them."""
     bl = list(blocks)
-    which = np.concatenate(
-        [np.full(len(b), i, dtype=np.int32) for i, b in enumerate(bl)] or [np.zeros(0, np.int32)]
-    )
-    row = np.concatenate([np.arange(len(b), dtype=np.int64) for b in bl] or [np.zeros(0, np.int64)])
-    return format_rows(bl, which, row)
+    return format_rows(bl, *_positions(bl))
 
 
 __all__ = ["RowState", "advance", "all_lines", "format_rows", "row_keys", "start"]

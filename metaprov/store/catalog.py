@@ -94,6 +94,20 @@ class Catalog:
         graphs[graph] = entry
         self.save(graphs)
 
+    def mark_partial(self, graph: str) -> None:
+        """Mark a graph as not whole while it is written or removed in several steps (a
+        process stopped meanwhile leaves the mark: readers are told, ``serve --follow`` hides
+        the graph, the next follow finishes it); :meth:`forget` clears it."""
+        graphs = self.graphs()
+        graphs[graph] = {"loading": True, "triples": -1}
+        self.save(graphs)
+
+    def partial(self) -> list[str]:
+        """The graphs marked by :meth:`mark_partial`, sorted."""
+        return sorted(
+            g for g, e in self.graphs().items() if isinstance(e, dict) and e.get("loading")
+        )
+
     def forget(self, graph: str) -> None:
         """Drop the entry of a graph (dropped or about to be replaced)."""
         graphs = self.graphs()

@@ -79,7 +79,7 @@ class EmbeddedStore(Store):
         """Graphs a writer marked ``loading`` in the catalog: being written now, or left part
         written by a process that was stopped (a follow's bulk load or its removal of the
         provisional graph); a follow started again finishes them."""
-        return partial_graphs(self.catalog)
+        return self.catalog.partial()
 
     def _warn_partial(self) -> None:
         warn_partial_graphs(self.catalog, self.location)
@@ -554,18 +554,11 @@ def check_store_dir(path: Path, *, create: bool) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
-def partial_graphs(catalog: Catalog) -> list[str]:
-    """The graphs a store's catalog marks ``loading`` (see :meth:`EmbeddedStore.partial_graphs`)."""
-    return sorted(
-        g for g, e in catalog.graphs().items() if isinstance(e, dict) and e.get("loading")
-    )
-
-
 def warn_partial_graphs(catalog: Catalog, location: str) -> None:
     """Tell a reader (a query, a report, a read-only server) that the store holds a graph that
     is not whole (its answers include part of it): which graph, and how to finish or remove it."""
     try:
-        partial = partial_graphs(catalog)
+        partial = catalog.partial()
     except (OSError, ValueError):  # an unreadable catalog reads as empty where it is read
         return
     for g in (g if g.isprintable() else repr(g) for g in partial):
