@@ -6,12 +6,15 @@ wheel lacks. (CI builds the site and the wheel and runs the README's job from it
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from metaprov._version import DOCS_URL, __version__, docs_url
+from metaprov._version import DOCS_URL, SOURCE_URL, __version__, docs_url
 from metaprov.cli import cli
 
 if sys.version_info >= (3, 11):
@@ -69,3 +72,45 @@ def test_help_points_at_the_site_not_at_repository_files() -> None:
         res = runner.invoke(cli, [name, "--help"])
         assert res.exit_code == 0, name
         assert not re.search(r"docs/\w+\.md", res.output), f"metaprov {name} --help"
+
+
+def test_one_source_url_and_source_links_name_existing_files() -> None:
+    """Pages link source files through the repository (a relative link out of docs/ is broken on
+    the site): SOURCE_URL everywhere, and every such link names a file of this repository."""
+    assert _pyproject()["project"]["urls"]["Source"] == SOURCE_URL
+    repo_url = re.search(r"^repo_url:\s*(\S+)", (REPO / "mkdocs.yml").read_text(), re.M)
+    assert repo_url and repo_url.group(1) == SOURCE_URL
+    linked = []
+    for page in (REPO / "docs").glob("*.md"):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"\]\(\.\./(?!docs/)", text), f"{page.name} links out of docs/"
+        for path in re.findall(re.escape(SOURCE_URL) + r"/blob/main/([^)#\s]+)", text):
+            assert (REPO / path).is_file(), f"{page.name} links {path}, which does not exist"
+            linked.append(path)
+    assert linked  # docs/compare.md links the modules it explains
+
+
+def _site_check(tmp_path: Path, plant: str | None) -> subprocess.CompletedProcess:
+    mkdocs = shutil.which("mkdocs") or str(Path(sys.executable).with_name("mkdocs"))
+    work = tmp_path / "site-src"
+    shutil.copytree(REPO / "docs", work / "docs", ignore=shutil.ignore_patterns("*.py"))
+    shutil.copy(REPO / "mkdocs.yml", work / "mkdocs.yml")
+    if plant:
+        page = work / "docs" / "index.md"
+        page.write_text(page.read_text(encoding="utf-8") + plant, encoding="utf-8")
+    return subprocess.run(
+        ["bash", str(REPO / ".ci" / "docs"), str(tmp_path / "site"), mkdocs],
+        cwd=work, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.mark.skipif(not (REPO / ".ci" / "docs").is_file(), reason="the CI scripts are not here")
+def test_the_site_check_builds_the_docs_and_fails_on_a_broken_link(tmp_path: Path) -> None:
+    """CI's documentation check (.ci/docs, run by .ci/package) passes on the docs as they are and
+    fails on a planted broken link (it once ran mkdocs with --quiet, which hid the warnings strict
+    mode counts, so broken links passed)."""
+    ok = _site_check(tmp_path / "ok", None)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    broken = _site_check(tmp_path / "broken", "\nSee [the code](../metaprov/cli.py).\n")
+    assert broken.returncode != 0
+    assert "metaprov/cli.py" in broken.stdout + broken.stderr
