@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
-CONTEXTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "rocrate-contexts"
+CONTEXTS = SHARED / "data" / "rocrate-contexts"
 PREFIXES = (
     "PREFIX s: <http://schema.org/>\n"
     "PREFIX wfrun: <https://w3id.org/ro/terms/workflow-run#>\n"

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("distributed")
+from conftest import SHARED  # noqa: E402
 from crategraph import PREFIXES, crate_graph  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
@@ -306,8 +307,7 @@ def test_crate_passes_roc_validator_with_no_new_recommended_finding(
     import shutil
 
     pytest.importorskip("rocrate_validator")
-    shared = Path(__file__).resolve().parents[3] / "shared"
-    seeder = shared / "tools" / "seed-rocrate-validator-cache"
+    seeder = SHARED / "tools" / "seed-rocrate-validator-cache"
     if not seeder.is_file():
         pytest.skip("roc-validator cache seeder not found (../shared/tools)")
     cache = tmp_path / "http_cache"

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from live_replay import Replay  # noqa: E402
 
 MIXED = DARSHAN_DASK_RUNS / "mixed-mofka"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "run"
 METAPROV = [sys.executable, "-m", "metaprov"]
 INTERVAL = "0.4"
 
@@ -440,7 +441,8 @@ def test_serve_follow_answers_while_a_captured_cluster_run_goes(tmp_path: Path) 
             requests.put(f"http://127.0.0.1:{port}/store", data=b"", timeout=5).status_code == 405
         )
         # load into the followed store refuses, naming the follow
-        r = _run("load", str(MIXED if MIXED.is_dir() else run), "--store", str(store))
+        # (any existing run: the bundled example when ../shared is absent)
+        r = _run("load", str(MIXED if MIXED.is_dir() else EXAMPLE), "--store", str(store))
         assert r.returncode != 0 and "in use by metaprov follow" in r.stderr
         # and Oxigraph's read-only server may not open it behind the follow's back either
         r = _run("serve", "--store", str(store), "--port", "0")

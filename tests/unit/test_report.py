@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra (Bokeh)")
 
+from conftest import DARSHAN_DASK_RUNS  # noqa: E402
 from metaprov.analysis.critical_path import critical_path  # noqa: E402
 from metaprov.analysis.summary import summarize  # noqa: E402
 from metaprov.errors import MissingDependency  # noqa: E402
@@ -188,7 +189,7 @@ def test_lane_of_a_kind_no_lane_has_is_none():
 
 @pytest.mark.realdata
 def test_report_of_a_real_run_with_io_on_task_threads_only(tmp_path):
-    run = Path(__file__).resolve().parents[2].parent / "shared/data/darshan-dask-runs/burst-mofka"
+    run = DARSHAN_DASK_RUNS / "burst-mofka"
     if not run.is_dir():
         pytest.skip(f"real run not found: {run}")
     result = write_report([run], tmp_path / "r.html")
