@@ -485,25 +485,57 @@ def load_cmd(
       metaprov load runs/D2024-04-19_* --store prov-store
       metaprov load run.nq --endpoint http://127.0.0.1:7878/query
     """
-    from metaprov.store import load
+    from metaprov.store import LoadInterrupted, load
 
-    reports = load(
-        list(runs),
-        store=store,
-        endpoint=endpoint,
-        gsp=gsp,
-        base=base,
-        detail=detail,
-        darshan=not no_darshan,
-        force=force,
-        progress=progress_enabled(ctx),
-    )
+    try:
+        reports = load(
+            list(runs),
+            store=store,
+            endpoint=endpoint,
+            gsp=gsp,
+            base=base,
+            detail=detail,
+            darshan=not no_darshan,
+            force=force,
+            progress=progress_enabled(ctx),
+        )
+    except LoadInterrupted as stop:
+        _say_interrupted_load(stop)
+        raise
     if as_json:
         _echo_json([r.to_dict() for r in reports])
         return
+    obj = ctx.find_object(Context)
+    if obj and obj.quiet:
+        return  # the loads' lines are informational: errors still say what failed
     for r in reports:
-        verb = "unchanged" if r.unchanged else "replaced" if r.replaced else "loaded"
-        click.echo(f"{verb} {r.source}: {r.triples:,} triples in <{r.graph}> ({r.seconds:.1f} s)")
+        click.echo(_load_line(r))
+
+
+def _load_line(r: Any) -> str:
+    verb = "unchanged" if r.unchanged else "replaced" if r.replaced else "loaded"
+    return f"{verb} {r.source}: {r.triples:,} triples in <{r.graph}> ({r.seconds:.1f} s)"
+
+
+def _shown(text: str) -> str:
+    """A name as printed on a terminal: as it is when printable, else its repr (no escapes)."""
+    return text if text.isprintable() else repr(text)
+
+
+def _say_interrupted_load(stop: Any) -> None:
+    """On stderr, whatever ``--quiet`` says: which runs a stopped load committed, and which not."""
+    for r in stop.reports:
+        click.echo(f"committed: {_load_line(r)}", err=True)
+    if not stop.reports:
+        click.echo("committed: nothing", err=True)
+    if stop.interrupted:
+        click.echo(
+            f"not committed: {_shown(stop.interrupted)} (stopped while loading; its graph may "
+            "be incomplete: load it again)",
+            err=True,
+        )
+    for name in stop.not_started:
+        click.echo(f"not loaded: {_shown(name)}", err=True)
 
 
 def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:

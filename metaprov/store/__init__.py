@@ -167,8 +167,11 @@ def load(
         st.on_triples = bars[1].update
     if isinstance(progress, bool):
         progress = None
+    current: Any = None
+    committed = False  # is the current input's graph loaded?
     try:
-        for item in items:
+        for current in items:
+            item, committed = current, False
             if bars:
                 bars[0].set_postfix_str(getattr(item, "run_id", None) or Path(item).name)
             shards = None if isinstance(item, ProvGraph) else campaign_shards(item)
@@ -186,6 +189,8 @@ def load(
                     path=item,
                     hint="give run directories or RDF export files",
                 )
+            reports.extend(done)
+            committed = True
             for r in done:
                 log.info(
                     "loaded %s: %d triples into <%s> in %.2f s",
@@ -196,9 +201,12 @@ def load(
                 )
                 if progress is not None:
                     progress(r)
-            reports.extend(done)
             if bars:
                 bars[0].update(1)
+    except KeyboardInterrupt as exc:
+        at = items.index(current) if current is not None else 0
+        stopped_in = None if committed else _name(current)
+        raise LoadInterrupted(reports, stopped_in, [_name(i) for i in items[at + 1 :]]) from exc
     finally:
         for bar in bars:
             bar.close()
@@ -294,7 +302,32 @@ def _drop(st: Store, wanted: list[str]) -> list[tuple[str, str]]:
     return found
 
 
+class LoadInterrupted(KeyboardInterrupt):
+    """A load stopped by Ctrl-C (or SIGTERM turned into it): what was committed and what was not.
+
+    Attributes:
+        reports: the graphs loaded completely before the interruption (committed).
+        interrupted: the input being loaded when it came (its graph may be incomplete: load it
+            again; an incomplete load is not remembered, so it is not taken as unchanged).
+        not_started: the inputs after it, not loaded.
+    """
+
+    def __init__(self, reports: list[LoadReport], interrupted: str | None, not_started: list[str]):
+        super().__init__()
+        self.reports = reports
+        self.interrupted = interrupted
+        self.not_started = not_started
+
+
+def _name(item: Any) -> str | None:
+    """An input as the user gave it (a run id for a graph given in memory)."""
+    if item is None:
+        return None
+    return str(getattr(item, "run_id", None) or item)
+
+
 __all__ = [
+    "LoadInterrupted",
     "DEFAULT_STORE",
     "DEFAULT_CHUNK_BYTES",
     "Endpoint",

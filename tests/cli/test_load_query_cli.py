@@ -163,3 +163,58 @@ def test_real_run_lineage_from_the_command_line(tmp_path: Path) -> None:
     path_rows = json.loads(res.output)
     assert [r["position"] for r in path_rows] == [1, 2]
     assert path_rows[-1]["cumulative"] == pytest.approx(12.895753, abs=1e-6)
+
+
+def test_quiet_load_prints_nothing_and_json_still_answers(tmp_path: Path, runs: list[Path]) -> None:
+    res = invoke("-q", "load", *map(str, runs), "--store", str(tmp_path / "q"))
+    assert res.exit_code == 0 and res.output == ""
+    res = invoke("load", str(runs[0]), "--store", str(tmp_path / "q"), "-q", "--json")
+    assert res.exit_code == 0 and json.loads(res.output)[0]["unchanged"]
+
+
+def test_a_load_stopped_by_ctrl_c_says_what_was_committed(tmp_path: Path, runs: list[Path]) -> None:
+    """A real SIGINT to `metaprov load R0 R1 R0b` once R0 is loaded: exit 130, and stderr names R0
+    as committed (it is in the store), the run being loaded and the one not started."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    third = generate_run(tmp_path / "big", 20_000, seed=7)  # slow enough to be stopped in
+    store = tmp_path / "stopped"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metaprov", "-v", "load", str(runs[0]), str(third), str(runs[1])]
+        + ["--store", str(store)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:  # -v logs each committed load
+        if f"loaded {runs[0]}" in line or time.monotonic() > deadline:
+            break
+    time.sleep(1.5)  # into the 20,000-task run's load (many seconds), past R0's last log line
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, rest
+    assert f"committed: loaded {runs[0]}" in rest
+    assert f"not committed: {third} (stopped while loading" in rest
+    assert f"not loaded: {runs[1]}" in rest
+    with open_store(store, read_only=True) as st:
+        assert len(st.graphs()) >= 1
+    shutil.rmtree(third)
+
+
+def test_load_interrupted_in_the_library_keeps_what_was_committed(
+    tmp_path: Path, runs: list[Path]
+) -> None:
+    from metaprov.store import LoadInterrupted, load
+
+    def stop_after_first(_report: object) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(LoadInterrupted) as stopped:
+        load(list(runs), store=tmp_path / "lib", progress=stop_after_first)
+    assert [r.source for r in stopped.value.reports] == [str(runs[0])]
+    assert stopped.value.interrupted is None and stopped.value.not_started == [str(runs[1])]
+    assert isinstance(stopped.value, KeyboardInterrupt)  # callers catching Ctrl-C still do

@@ -100,7 +100,10 @@ def _site_check(tmp_path: Path, plant: str | None) -> subprocess.CompletedProces
         page.write_text(page.read_text(encoding="utf-8") + plant, encoding="utf-8")
     return subprocess.run(
         ["bash", str(REPO / ".ci" / "docs"), str(tmp_path / "site"), mkdocs],
-        cwd=work, capture_output=True, text=True, timeout=300,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
