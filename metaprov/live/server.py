@@ -337,7 +337,11 @@ def serve_follow(
         )
         if on_complete is not None:
             on_complete(result)
-        stop.wait()
+        # A wait with a timeout: a signal delivered to another thread (the HTTP server's, the
+        # store's) only sets Python's flag, and a main thread blocked without a timeout would
+        # never run the handler that sets ``stop`` (Ctrl-C was ignored).
+        while not stop.wait(0.25):
+            pass
         return result
 
 

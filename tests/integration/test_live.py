@@ -580,3 +580,29 @@ def test_endpoint_refreshes_larger_than_a_request_are_split_and_still_exact(
     target.apply(final, [], [line(i) for i in range(60)], drop=(g,))
     assert target.current(final) == {line(i) for i in range(60)}
     assert target.current(g) == set()
+
+
+def test_serve_follow_stops_on_ctrl_c(tmp_path: Path) -> None:
+    """SIGINT, as a terminal's Ctrl-C sends it (a new session: SIGINT not ignored), stops
+    `serve --follow` once the run is complete and it only serves (it once waited forever: the
+    signal reached another thread while the main one waited without a timeout)."""
+    run = tmp_path / "run"
+    shutil.copytree(EXAMPLE, run)
+    served = subprocess.Popen(
+        [*METAPROV, "serve", "--store", str(tmp_path / "st"), "--port", "0", "--follow", str(run)]
+        + ["--interval", INTERVAL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for line in served.stdout:
+            if line.startswith("run complete"):
+                break
+        served.send_signal(signal.SIGINT)
+        assert served.wait(timeout=30) == 0
+    finally:
+        if served.poll() is None:
+            served.kill()
+            served.wait()
