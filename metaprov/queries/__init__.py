@@ -698,33 +698,51 @@ def _json_scalar(value: Any) -> Any:
 
 
 def _shortened(df: pd.DataFrame, width: int) -> tuple[pd.DataFrame, list[str]]:
-    """Text cells of a table shortened (see :func:`format_result`), and the footer saying how."""
+    """Text cells of a table shortened (see :func:`format_result`), and the footer saying how.
+
+    A shortening never makes two different values of a column look the same: ``run:`` stands
+    for a run's IRI only beside a ``run_id`` column (which tells the runs apart), and a column
+    whose values a shortening would merge keeps more of them (the middle cut widens, up to whole
+    values)."""
     runs = cut = False
     width = max(int(width), 12)
-    head, tail = (width - 3) // 2, width - 3 - (width - 3) // 2
+    by_run = "run_id" in df.columns
     for col in df.columns:
         s = df[col]
         if s.dtype != object or not s.map(type).eq(str).all():
             continue
         s = s.astype(str)
+        distinct = s.nunique()
         iri = s.str.match(r"^https?://")
         if iri.any():
-            compact = s.str.replace(_RUN_IRI, "run:", regex=True)
-            runs = runs or bool((compact != s).any())
+            compact = s
+            if by_run:
+                compact = s.str.replace(_RUN_IRI, "run:", regex=True)
             for prefix, ns in _SHORT_NAMESPACES.items():
                 compact = compact.str.replace("^" + re.escape(ns), prefix, regex=True)
-            s = s.where(~iri, compact)
-        long = s.str.len() > width
-        if long.any():
-            cut = True
-            s = s.where(~long, s.str.slice(0, head) + "..." + s.str.slice(-tail))
+            compact = s.where(~iri, compact)
+            if compact.nunique() == distinct:
+                runs = runs or bool(
+                    (compact.str.startswith("run:") & ~s.str.startswith("run:")).any()
+                )
+                s = compact
+        for w in (width, 2 * width, 4 * width):
+            long = s.str.len() > w
+            if not long.any():
+                break
+            head, tail = (w - 3) // 2, w - 3 - (w - 3) // 2
+            shorter = s.where(~long, s.str.slice(0, head) + "..." + s.str.slice(-tail))
+            if shorter.nunique() == distinct:
+                cut, s = True, shorter
+                break
         df[col] = s
     footer = []
     if runs:
         footer.append("(run: = the IRI of the row's run, <base>/run/<run_id>/)")
     if cut:
         footer.append(
-            f"(cells over {width} characters shortened; -f csv or -f json shows them whole)"
+            f"(cells over {width} characters shortened in the middle; -f csv or -f json shows "
+            "them whole)"
         )
     return df, footer
 

@@ -41,6 +41,20 @@ def test_tables_shorten_run_iris_and_long_cells() -> None:
     assert "d" * 80 in format_result(df, "csv")
 
 
+def test_a_table_never_shortens_two_values_into_one() -> None:
+    """A custom per-graph count has no run_id column: `run:graph` on every row told the runs
+    apart no more; values that differ only in their middle stay apart too."""
+    graphs = [f"https://w3id.org/metaprov/id/run/{h * 16}/graph" for h in "ab"]
+    text = format_result(pd.DataFrame({"g": graphs, "n": [3, 4]}), "table", width=30)
+    rows = text.splitlines()[1:3]
+    assert rows[0].split()[0] != rows[1].split()[0]
+    assert "run:graph" not in text
+    middle = ["/data/" + c * 70 + "/out.h5" for c in "xy"]
+    text = format_result(pd.DataFrame({"path": middle}), "table", width=30)
+    cells = [line.strip() for line in text.splitlines()[1:3]]
+    assert len(set(cells)) == 2 and all(len(c) < 90 for c in cells)
+
+
 def test_notes_replace_no_results() -> None:
     df = pd.DataFrame({"a": pd.Series([], dtype=object)})
     df.attrs["notes"] = ["run x has no thread ids (why): effect"]
