@@ -218,3 +218,24 @@ def test_load_interrupted_in_the_library_keeps_what_was_committed(
     assert [r.source for r in stopped.value.reports] == [str(runs[0])]
     assert stopped.value.interrupted is None and stopped.value.not_started == [str(runs[1])]
     assert isinstance(stopped.value, KeyboardInterrupt)  # callers catching Ctrl-C still do
+
+
+def test_environment_says_which_runs_have_no_environment_records(
+    tmp_path: Path, runs: list[Path]
+) -> None:
+    """The example run (captured) has environment records, a synthetic run none: the answer's
+    rows are the example's, and a note names the other run instead of leaving it out silently."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "run"
+    path = tmp_path / "env"
+    assert invoke("-q", "load", str(example), str(runs[0]), "--store", str(path)).exit_code == 0
+    res = invoke("query", "environment", "--store", str(path), "-f", "json")
+    assert res.exit_code == 0, res.output
+    with open_store(path, read_only=True) as st:
+        ids = st.query(
+            "PREFIX mp: <https://w3id.org/metaprov/ns#> SELECT ?i { GRAPH ?g { ?r a mp:Run ; mp:runId ?i } }"
+        )
+    rows = json.loads(res.stdout)  # the note is on stderr beside a json answer
+    assert rows and len({r["run_id"] for r in rows}) == 1
+    (without,) = set(ids["i"]) - {rows[0]["run_id"]}
+    res = invoke("query", "environment", "--store", str(path))
+    assert f"note: run {without} has no software environment records" in res.output
