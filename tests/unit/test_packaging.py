@@ -117,3 +117,21 @@ def test_the_site_check_builds_the_docs_and_fails_on_a_broken_link(tmp_path: Pat
     broken = _site_check(tmp_path / "broken", "\nSee [the code](../metaprov/cli.py).\n")
     assert broken.returncode != 0
     assert "metaprov/cli.py" in broken.stdout + broken.stderr
+
+
+def test_the_readme_python_example_runs_on_the_bundled_run(tmp_path: Path) -> None:
+    """The README's Python example, as written, on the bundled example run (it once read a run
+    path no user has); and the quick start's lineage key is a key of that run."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"In Python:\s*```python\n(.*?)```", readme, re.S)
+    assert block and '"examples/run"' in block.group(1)
+    code = block.group(1).replace('"examples/run"', repr(str(REPO / "examples" / "run")))
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "run.ttl").stat().st_size > 0
+    key = re.search(r"query lineage --param key=(\S+) --store example-store", readme)
+    from metaprov import read_run
+
+    assert key and key.group(1) in set(read_run(REPO / "examples" / "run").tasks["key"])
