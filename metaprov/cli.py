@@ -1498,6 +1498,22 @@ def main(argv: list[str] | None = None) -> None:
 @click.option(
     "--no-report", is_flag=True, help="No HTML report (report.html) in each run's folder."
 )
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    metavar="DIR",
+    help="A folder holding the workflow's input and result files as the run saw them "
+    "(repeatable): files under it get their size and sha256 in the crate.",
+)
+@click.option(
+    "--container-image",
+    default=None,
+    metavar="IMAGE",
+    help="The container image the run ran in (registry/name:tag), when its capture could not "
+    "see it (Docker).",
+)
 @click.option("--force", is_flag=True, help="Replace an existing output directory or zip.")
 @click.pass_context
 def crate_cmd(
@@ -1516,6 +1532,8 @@ def crate_cmd(
     base: str | None,
     no_darshan: bool,
     no_report: bool,
+    data: tuple[Path, ...],
+    container_image: str | None,
     force: bool,
 ) -> None:
     """Publish RUNS with their provenance as a Provenance Run Crate (RO-Crate, profile 0.5).
@@ -1531,6 +1549,7 @@ def crate_cmd(
           --author "Josiah Carberry <https://orcid.org/0000-0002-1825-0097>"
       metaprov crate runs/R1 runs/R2 -o campaign/
       metaprov crate runs/R3 --add-to campaign/
+      metaprov crate runs/R4 -o r4/ --data /lus/project/inputs --data /lus/project/out
     """
     from metaprov.crate import crate
     from metaprov.mapping.terms import DEFAULT_BASE
@@ -1552,6 +1571,8 @@ def crate_cmd(
         darshan=not no_darshan,
         force=force,
         progress=progress_enabled(ctx),
+        data=data,
+        container_image=container_image,
     )
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):

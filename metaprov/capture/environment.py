@@ -247,7 +247,27 @@ def _kv_file(text: str) -> dict[str, str]:
     return out
 
 
+#: The image a process runs in, named by the user where the runtime does not show it (Docker):
+#: ``ENV METAPROV_CONTAINER_IMAGE=registry/name:tag`` in the image, or ``docker run -e ...``.
+CONTAINER_IMAGE_VARIABLE = "METAPROV_CONTAINER_IMAGE"
+
+
 def container(environ: Mapping[str, str], root: Path) -> dict | None:
+    """The container runtime and image (see :func:`detected_container`); an image the runtime
+    does not show is taken from ``$METAPROV_CONTAINER_IMAGE`` when the user sets it (a
+    container the runtime does not reveal at all is then of runtime ``container``)."""
+    found = detected_container(environ, root)
+    given = _clean(environ.get(CONTAINER_IMAGE_VARIABLE))
+    if not given:
+        return found
+    if found is None:
+        return {"runtime": "container", "image": given, "name": None, "id": None}
+    if not found.get("image"):
+        found = {**found, "image": given}
+    return found
+
+
+def detected_container(environ: Mapping[str, str], root: Path) -> dict | None:
     """The container runtime and image, from what each runtime provides inside a container.
 
     - Apptainer/Singularity: ``$APPTAINER_CONTAINER`` / ``$SINGULARITY_CONTAINER`` (image path),

@@ -94,6 +94,8 @@ def crate(
     darshan: bool = True,
     force: bool = False,
     progress: bool = False,
+    data: Sequence[str | Path] = (),
+    container_image: str | None = None,
 ) -> CrateResult:
     """Write a Provenance Run Crate of one or more runs (or add them to an existing crate).
 
@@ -119,6 +121,12 @@ def crate(
         darshan: read the runs' Darshan logs (I/O and the files read and written).
         force: replace an existing output (directory or zip).
         progress: progress bars while reading.
+        data: folders holding the workflow's input and result files as the run saw them (the
+            paths Darshan recorded): the files under them are at hand, and the crate gives
+            each its ``contentSize`` and ``sha256``. Nothing outside them is read (a run's
+            Darshan logs may name any file of the machine).
+        container_image: the image the run's processes ran in (``registry/name:tag``), for a
+            run whose capture could not see it (inside Docker, the image is not visible).
 
     Returns:
         A :class:`CrateResult`.
@@ -157,6 +165,10 @@ def crate(
             raise InputError(
                 "no such run directory", path=p, hint="give a directory of run records"
             )
+    data_dirs = [Path(d).resolve() for d in data]
+    for d in data_dirs:
+        if not d.is_dir():
+            raise InputError("no such data folder", path=d, hint="give folders of the run's files")
     existing = Path(add_to) if add_to is not None else None
     if output is None:
         if existing is None:
@@ -184,6 +196,8 @@ def crate(
             report=report,
             script=script,
             result=result,
+            data=data_dirs,
+            container_image=container_image,
         )
         _root_metadata(
             rc,
@@ -256,6 +270,8 @@ def _build(
     report: bool,
     script: Path | None,
     result: CrateResult,
+    data: list[Path],
+    container_image: str | None,
 ) -> tuple[Any, list[Any]]:
     from metaprov.crate.builder import (
         CrateBuilder,
@@ -270,7 +286,15 @@ def _build(
     from metaprov.ingest import read_run
     from metaprov.mapping import to_prov
 
-    builder = CrateBuilder(rc, staging, include_inputs=include_inputs, report=report, script=script)
+    builder = CrateBuilder(
+        rc,
+        staging,
+        include_inputs=include_inputs,
+        report=report,
+        script=script,
+        data=data,
+        container_image=container_image,
+    )
     builder.add_profiles()
     parts = []
     seen: set[str] = set()

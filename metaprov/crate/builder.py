@@ -15,6 +15,8 @@ staging directory). Output: the crate's entities, following the Provenance Run C
       _add_engine_run     the Dask scheduler's OrganizeAction
       _add_prov           the PROV exports (data entities with format, conformsTo, size, sha256)
       _add_records        the run's record files (copied, or listed with size and sha256)
+      _add_workflow_io    the whole workflow's inputs (object: files, its configuration) and
+                          results (result) on the run's action
       _add_report         the HTML report of the run, when metaprov.report is available
     finish              README.md, root mentions, preview
 
@@ -58,6 +60,8 @@ PROV_N = "https://www.w3.org/TR/prov-n/"
 DASK_GRAPH_SPEC = "https://docs.dask.org/en/stable/spec.html"
 DISTRIBUTED_URL = "https://distributed.dask.org/"
 PYTHON = "https://www.python.org/"
+#: the profile a Workflow RO-Crate's main workflow conforms to (Bioschemas ComputationalWorkflow)
+BIOSCHEMAS_WORKFLOW = "https://bioschemas.org/profiles/ComputationalWorkflow/1.0-RELEASE"
 QUDT = "http://qudt.org/vocab/unit/"
 #: actionStatus values as the profile's checks expect them (plain strings)
 COMPLETED = "http://schema.org/CompletedActionStatus"
@@ -153,9 +157,13 @@ class CrateBuilder:
         include_inputs: bool = False,
         report: bool = True,
         script: Path | None = None,
+        data: list[Path] | None = None,
+        container_image: str | None = None,
     ) -> None:
         self.crate = crate
         self.script = script
+        self.data = list(data or [])
+        self.container_image = container_image
         self.staging = staging
         self.include_inputs = include_inputs
         self.with_report = report
@@ -253,6 +261,7 @@ class CrateBuilder:
         self._add_engine_run(run, action, controls, agent)
         self._add_prov(run, action)
         self._add_records(run, action)
+        self._add_workflow_io(run, action)
         self._add_report(run, action)
 
     def _add_folder(self, run: RunPart) -> None:
@@ -348,6 +357,10 @@ class CrateBuilder:
         else:
             graphs["about"] = {"@id": run.graph.run_iri}
             wf = self._add_script()
+        wf["conformsTo"] = self._ctx(
+            BIOSCHEMAS_WORKFLOW,
+            {"@type": "CreativeWork", "name": "Bioschemas ComputationalWorkflow profile 1.0"},
+        )
         main = self.crate.mainEntity
         if main is None:
             self.crate.mainEntity = wf
@@ -608,6 +621,11 @@ class CrateBuilder:
         rec = run.graph.records
         env, pk = rec.environments, rec.packages
         if not len(env):
+            if self.container_image:
+                given = pd.DataFrame(
+                    {"container_runtime": ["docker"], "container_image": [self.container_image]}
+                )
+                self._add_images(run, action, given)
             return
         name = Path(run.path).name
         role = dict(
@@ -660,24 +678,96 @@ class CrateBuilder:
                     {
                         "@type": "SoftwareApplication",
                         "name": str(r.name),
+                        # both: schema.org's softwareVersion, and the version the Workflow Run
+                        # Crate's competency question 10 asks of a requirement
                         "softwareVersion": str(r.version),
+                        "version": str(r.version),
                     },
                 )
             )
         if reqs:
             for tool, _step in steps.values():
                 self._set(tool, "softwareRequirements", reqs)
+        self._add_tool_code(run, steps, reqs)
         images = env.dropna(subset=["container_image"]).drop_duplicates(
             ["container_runtime", "container_image"]
         )
+        if not len(images) and self.container_image:
+            # the capture saw a container but not its image (Docker does not show it inside),
+            # or no container: the image the user names
+            runtimes = env["container_runtime"].dropna().astype(str)
+            images = pd.DataFrame(
+                {
+                    "container_runtime": [runtimes.iloc[0] if len(runtimes) else "docker"],
+                    "container_image": [self.container_image],
+                }
+            )
+        self._add_images(run, action, images)
+
+    def _add_tool_code(
+        self, run: RunPart, steps: dict[str, tuple[Any, Any]], reqs: list[Any]
+    ) -> None:
+        """Each tool's ``mainEntity``: the code its function comes from. A function of the
+        client script (module ``__main__``) comes from the script the run recorded (or the one
+        given with ``workflow``); a library's function from that library among the
+        requirements (``numpy.sum`` -> numpy). Functions of unknown origin have none."""
+        rec = run.graph.records
+        fn = rec.functions.dropna(subset=["prefix", "module"])
+        if not len(fn):
+            return
+        by_name = {_dist_name(str(r.get("name"))): r for r in reqs}
+        script = self._client_script(run)
+        for row in fn.drop_duplicates("prefix").itertuples(index=False):
+            tool = steps.get(str(row.prefix), (None, None))[0]
+            if tool is None:
+                continue
+            module = str(row.module)
+            code = script if module == "__main__" else by_name.get(_dist_name(module.split(".")[0]))
+            if code is not None:
+                tool["mainEntity"] = code
+
+    def _client_script(self, run: RunPart) -> Any | None:
+        """The client script as an entity: the ``workflow`` script when given, else the one
+        the run's environment records name (path and sha256; not in the crate)."""
+        if self.script is not None:
+            return self.crate.get(f"workflow/{quote(self.script.name)}")
+        env = run.graph.records.environments
+        if "script" not in env:
+            return None
+        known = env[env["script"].notna() & env["role"].isin(["client"])]
+        if not len(known):
+            return None
+        row = known.iloc[0]
+        path = str(row["script"])
+        props: dict[str, Any] = {
+            "@type": ["File", "SoftwareSourceCode"],
+            "name": Path(path).name or path,
+            "alternateName": path,
+            "encodingFormat": "text/x-python",
+            "description": "The client script that defined the run's task functions (not included).",
+        }
+        digest = row.get("script_sha256")
+        if isinstance(digest, str) and digest:
+            props["sha256"] = digest
+        return self._ctx(f"#{run.graph.run_id}/script/{quote(props['name'], safe='')}", props)
+
+    def _add_images(self, run: RunPart, action: Any, images: pd.DataFrame) -> None:
+        """``containerImage`` of the run's action and of each step's action (every task of the
+        run ran in the run's containers): one ``ContainerImage`` per (runtime, image)."""
         conts = []
         for i, c in enumerate(images.itertuples(index=False)):
             conts.append(self._ctx(f"{run.graph.run_iri}#container-{i}", _container_props(c)))
-        self._set(action, "containerImage", conts)
+        for act in [action, *self._step_actions(run)]:
+            self._set(act, "containerImage", conts)
+
+    def _step_actions(self, run: RunPart) -> list[Any]:
+        """The CreateActions of the run's steps (the prefixes that ran)."""
+        found = (self.crate.get(f"{r.iri}#execution") for r in run.figures.prefixes.itertuples())
+        return [a for a in found if a is not None]
 
     def _add_engine_run(
         self, run: RunPart, action: Any, controls: list[Any], agent: Any | None
-    ) -> None:
+    ) -> Any:
         rec = run.graph.records
         version = rec.software.get("distributed") or rec.scheduler.get("distributed")
         eid = f"https://pypi.org/project/distributed/{version}/" if version else DISTRIBUTED_URL
@@ -702,6 +792,7 @@ class CrateBuilder:
         self._when_who(oprops, fr["first_us"], fr["last_us"], agent)
         org = self._ctx(f"{run.graph.run_iri}#scheduler", oprops)
         self._set(org, "object", controls)
+        return org
 
     def _add_prov(self, run: RunPart, action: Any) -> None:
         from metaprov.mapping.terms import ONTOLOGY_VERSION_IRI
@@ -762,6 +853,89 @@ class CrateBuilder:
                 )
                 f = self._ctx(f"#{run.graph.run_id}/record/{quote(rel, safe='')}", props)
                 run.dataset.append_to("mentions", f, compact=True)
+
+    def _add_workflow_io(self, run: RunPart, action: Any) -> None:
+        """The whole workflow's inputs and results on the run's action (Workflow Run Crate CQ8:
+        ``object`` / ``result`` of the workflow's CreateAction); its configuration is an input.
+        (CQ3 reads a configuration file as an ``object`` of the engine's OrganizeAction, but
+        the Provenance Run Crate profile's own check, roc-validator 0.13.0's 8.3, wants every
+        ``object`` of it to be a ControlAction: the profile's check wins, docs/crate.md.)
+
+        Inputs are the files the run's tasks read that no task of the run wrote (Darshan I/O
+        linked to task executions: what a process read outside its tasks, at start-up, is not
+        theirs), less software: Python modules and libraries, files of the run's interpreters,
+        venvs and conda prefixes (a module imported on first use is read by a task). The
+        configuration is the Dask configuration the run recorded (``dask-config.json``).
+        """
+        figs = run.figures
+        configs = self._config_files(run)
+        inputs = self._files(run, figs.inputs, "read") + configs
+        outputs = self._files(run, figs.outputs, "written")
+        self._at_hand(run, figs.inputs + figs.outputs)
+        self._set(action, "object", inputs)
+        if outputs:
+            self._set(action, "result", _as_list(action.get("result")) + outputs)
+        if figs.n_inputs > len(figs.inputs) or figs.n_outputs > len(figs.outputs):
+            action["description"] = (
+                str(action.get("description", "")).rstrip(".")
+                + f"; the workflow read {figs.n_inputs} input file(s) and wrote "
+                f"{figs.n_outputs} (the first {len(figs.inputs)} / {len(figs.outputs)} named "
+                "here, all in the PROV files)."
+            )
+
+    def _config_files(self, run: RunPart) -> list[Any]:
+        """The run's configuration files (its recorded Dask configuration): the record file's
+        entity when the run's files list it, else one of their own (name, size, sha256)."""
+        out = []
+        rec = run.graph.records
+        for c in rec.configs.itertuples(index=False):
+            name = str(c.name)
+            rid = (
+                run.folder + "records/" + quote(name)
+                if self.include_inputs
+                else f"#{run.graph.run_id}/record/{quote(name, safe='')}"
+            )
+            ent = self.crate.get(rid)
+            if ent is None:
+                props: dict[str, Any] = {
+                    "@type": "File",
+                    "name": name,
+                    "encodingFormat": _media_type(name),
+                    "description": "A configuration file of the run (not included).",
+                }
+                if not pd.isna(c.size):
+                    props["contentSize"] = str(int(c.size))
+                if isinstance(c.sha256, str) and c.sha256:
+                    props["sha256"] = c.sha256
+                ent = self._ctx(f"#{run.graph.run_id}/config/{quote(name, safe='')}", props)
+            kind = "" if pd.isna(c.kind) else f"{c.kind} "
+            ent["description"] = (
+                f"The {kind}configuration the run's processes ran with: a configuration file of "
+                "the workflow and of each of its steps."
+            )
+            out.append(ent)
+        return out
+
+    def _at_hand(self, run: RunPart, files: list[tuple[str, str]]) -> None:
+        """Size and sha256 of the workflow's files that are at hand: regular files under one
+        of the ``data`` folders (symbolic links resolved first, so none leads out of them)."""
+        if not self.data:
+            return
+        for p, rel in files:
+            ent = self.crate.get(f"#{run.graph.run_id}/{rel}")
+            real = _inside(Path(p), self.data)
+            if ent is None or real is None:
+                continue
+            try:
+                size, digest = file_digest(real)
+            except OSError as exc:
+                log.warning("cannot read %s for its checksum: %s", real, exc.strerror)
+                continue
+            ent["contentSize"] = str(size)
+            ent["sha256"] = digest
+            ent["description"] = str(ent.get("description", "")).replace(
+                "not in this crate)", "not in this crate; size and checksum of the copy at hand)"
+            )
 
     def _add_report(self, run: RunPart, action: Any) -> None:
         """The run's HTML report as its human-readable view: ``report.html`` in the run's
@@ -894,6 +1068,28 @@ def _container_props(c: Any) -> dict[str, Any]:
     if "@sha256:" in ref:
         props["sha256"] = ref.split("@sha256:", 1)[1]
     return props
+
+
+def _dist_name(name: str) -> str:
+    """A distribution or module name compared as PyPA normalises names (PEP 503)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _inside(path: Path, folders: list[Path]) -> Path | None:
+    """``path`` resolved, when it is a regular file inside one of ``folders`` (resolved)."""
+    import stat
+
+    if not path.is_absolute():
+        return None
+    try:
+        real = path.resolve(strict=True)
+        if not stat.S_ISREG(real.stat().st_mode):
+            return None
+    except (OSError, RuntimeError):
+        return None
+    return real if any(real.is_relative_to(f) for f in folders) else None
 
 
 def ids_of(v: Any) -> list[str]:

@@ -26,6 +26,16 @@ if TYPE_CHECKING:
 #: Files named per prefix and direction in the crate at most; the full lists are in the PROV files.
 MAX_FILES = 50
 
+#: Files named as the whole workflow's inputs and as its results at most (the run's action).
+RUN_FILES = 500
+
+#: What marks a file as software rather than data: a Python module, bytecode, extension or path
+#: file, or a file inside an installation (the run's interpreter and environments are added from
+#: its environment records). A task that imports a module on first use reads it through Darshan
+#: like data: it is not an input of the workflow.
+SOFTWARE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyd", ".so", ".pth", ".whl", ".egg")
+SOFTWARE_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python", "/__pycache__/", ".so.")
+
 
 @dataclass
 class RunFigures:
@@ -55,6 +65,14 @@ class RunFigures:
     n_files_written: dict[str, int] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
     edges: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the whole workflow's inputs: files its tasks read that no task of the run wrote, software
+    #: files left out; and its results: the files its tasks wrote (up to RUN_FILES each, sorted)
+    inputs: list[tuple[str, str]] = field(default_factory=list)
+    outputs: list[tuple[str, str]] = field(default_factory=list)
+    n_inputs: int = 0
+    n_outputs: int = 0
+    #: files tasks read that are software (modules, libraries), not inputs
+    n_software: int = 0
 
 
 def run_figures(graph: ProvGraph) -> RunFigures:
@@ -177,6 +195,50 @@ def _add_files(ctx: Any, figs: RunFigures, index: pd.Index) -> None:
             key = str(names[p])
             counts[key] = int(len(grp))
             named[key] = list(files[grp["file"].to_numpy()[:MAX_FILES]])
+    _add_run_files(figs, sel, files, software_roots(rec.environments))
+
+
+def software_roots(environments: pd.DataFrame) -> list[str]:
+    """Folders holding the run's software: its venvs, conda prefixes and interpreters' prefixes
+    (``<prefix>/bin/python`` -> ``<prefix>/``), from the environment records."""
+    roots: set[str] = set()
+    for col in ("venv", "conda_prefix"):
+        if col in environments:
+            roots.update(str(v).rstrip("/") + "/" for v in environments[col].dropna())
+    if "python_executable" in environments:
+        for exe in environments["python_executable"].dropna().astype(str):
+            parent = exe.rsplit("/", 2)
+            if len(parent) == 3 and parent[1] == "bin" and parent[0]:
+                roots.add(parent[0] + "/")
+    return sorted(r for r in roots if len(r) > 1)
+
+
+def is_software(paths: pd.Series, roots: list[str]) -> pd.Series:
+    """Which paths are software (see :data:`SOFTWARE_SUFFIXES`), not data."""
+    p = paths.astype(str)
+    soft = p.str.lower().str.endswith(SOFTWARE_SUFFIXES)
+    for part in SOFTWARE_PARTS:
+        soft |= p.str.contains(part, regex=False)
+    for root in roots:
+        soft |= p.str.startswith(root)
+    return soft
+
+
+def _add_run_files(
+    figs: RunFigures, sel: pd.DataFrame, files: np.ndarray, roots: list[str]
+) -> None:
+    """The whole workflow's inputs (read by its tasks, written by none, not software) and
+    results (written by its tasks), from the task-linked I/O ``sel`` (file, op)."""
+    written = np.unique(sel.loc[sel["op"] == 1, "file"].to_numpy())
+    read = np.unique(sel.loc[sel["op"] == 0, "file"].to_numpy())
+    read = np.setdiff1d(read, written)
+    paths = pd.Series([files[i][0] for i in read], dtype=object)
+    soft = is_software(paths, roots).to_numpy(dtype=bool) if len(paths) else np.zeros(0, bool)
+    figs.n_software = int(soft.sum())
+    inputs = sorted(files[i] for i in read[~soft])
+    outputs = sorted(files[i] for i in written)
+    figs.n_inputs, figs.n_outputs = len(inputs), len(outputs)
+    figs.inputs, figs.outputs = inputs[:RUN_FILES], outputs[:RUN_FILES]
 
 
 def _prefix_edges(ctx: Any, names: pd.Series) -> pd.DataFrame:

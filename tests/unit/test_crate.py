@@ -287,3 +287,54 @@ def test_client_script_as_the_workflow(tmp_path: Path) -> None:
     graphs = [e for e in g.values() if e["@id"].endswith("task-graph.json")]
     assert graphs and all(e["@type"] == "File" for e in graphs)
     assert (out / "workflow" / "capture_example.py").read_bytes() == script.read_bytes()
+
+
+def test_files_at_hand_are_regular_files_inside_the_data_folders(tmp_path: Path) -> None:
+    """The crate reads (for size and sha256) only regular files inside the folders the user
+    gave: a path out of them, a symbolic link leading out, a folder or a FIFO is not read."""
+    import os
+
+    from metaprov.crate.builder import _inside
+
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    (data / "in.h5").write_bytes(b"x")
+    (other / "secret").write_bytes(b"s")
+    (data / "link").symlink_to(other / "secret")
+    os.mkfifo(data / "fifo")
+    folders = [data.resolve()]
+    assert _inside(data / "in.h5", folders) == (data / "in.h5").resolve()
+    assert _inside(other / "secret", folders) is None
+    assert _inside(data / "link", folders) is None
+    assert _inside(data / "fifo", folders) is None
+    assert _inside(data, folders) is None
+    assert _inside(Path("in.h5"), folders) is None  # relative: not a path the run recorded
+    assert _inside(data / ".." / "other" / "secret", folders) is None
+
+
+def test_software_files_are_not_inputs() -> None:
+    import pandas as pd
+
+    from metaprov.crate.figures import is_software, software_roots
+
+    env = pd.DataFrame(
+        {
+            "venv": ["/home/u/venv", None],
+            "conda_prefix": [None, "/opt/conda"],
+            "python_executable": ["/home/u/venv/bin/python", "/usr/bin/python3"],
+        }
+    )
+    roots = software_roots(env)
+    assert roots == ["/home/u/venv/", "/opt/conda/", "/usr/"]
+    paths = pd.Series(
+        [
+            "/lus/p/data/part-1.h5",
+            "/home/u/venv/share/x.json",
+            "/opt/conda/lib/libz.so.1",
+            "/srv/code/model.py",
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/data/run/config.yaml",
+        ]
+    )
+    assert is_software(paths, roots).tolist() == [False, True, True, True, True, False]

@@ -89,6 +89,22 @@ def test_apptainer_and_singularity_from_their_variables(tmp_path: Path) -> None:
     assert (got["runtime"], got["name"]) == ("singularity", "a.simg")
 
 
+def test_a_docker_image_the_runtime_does_not_show_is_taken_from_the_user(tmp_path: Path) -> None:
+    """Inside Docker the image is not visible: METAPROV_CONTAINER_IMAGE names it; an image the
+    runtime shows is kept; a value that looks like a secret is not recorded."""
+    _put(tmp_path, "/.dockerenv", "")
+    assert container({}, tmp_path)["image"] is None
+    named = {"METAPROV_CONTAINER_IMAGE": "ghcr.io/lab/sim:2.1"}
+    got = container(named, tmp_path)
+    assert (got["runtime"], got["image"]) == ("docker", "ghcr.io/lab/sim:2.1")
+    apptainer = {"APPTAINER_CONTAINER": "/img/a.sif", **named}
+    assert container(apptainer, tmp_path)["image"] == "/img/a.sif"
+    bare = container(named, tmp_path / "nothing")
+    assert (bare["runtime"], bare["image"]) == ("container", "ghcr.io/lab/sim:2.1")
+    secret = {"METAPROV_CONTAINER_IMAGE": "ghp_" + "a1B2" * 9}
+    assert container(secret, tmp_path)["image"] is None
+
+
 def test_apptainer_from_its_directory_in_the_image(tmp_path: Path) -> None:
     _put(
         tmp_path,
