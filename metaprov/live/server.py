@@ -10,15 +10,17 @@ and its read-write mode would accept updates from anyone who can reach it. Here 
 is the follow loop, in this process; the server answers queries and nothing else.
 
 Policies: the ``Host`` header must name this server (a DNS-rebinding page cannot read it);
-federated queries (``SERVICE``) are refused (the server never fetches URLs for a client); request
-bodies above 1 MiB are refused.
+every query passes :func:`metaprov.store.sparql.checked_query` (``SERVICE`` and updates: 403;
+too long or too many tokens: 413; too deeply nested or not SPARQL's terminals: 400) and the
+engine runs its canonical text on a thread without network
+(:func:`metaprov.store.offline.offline`); request bodies above 1 MiB and answers above
+:data:`MAX_ANSWER` bytes are refused (413).
 """
 
 from __future__ import annotations
 
 import html
 import logging
-import re
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -33,10 +35,8 @@ from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, l
 log = logging.getLogger("metaprov")
 
 MAX_BODY = 1 << 20
-_SERVICE = re.compile(r"\bSERVICE\b", re.IGNORECASE)
-_STRINGS = re.compile(
-    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>|#[^\n]*'
-)
+#: Largest answer the server builds for one query (bytes); above it: 413.
+MAX_ANSWER = 256 << 20
 
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>metaprov live: {title}</title>
@@ -86,8 +86,37 @@ _RESULT_TYPES = (
 
 
 def uses_service(query: str) -> bool:
-    """Whether a query holds the SERVICE keyword (outside strings, IRIs and comments)."""
-    return bool(_SERVICE.search(_STRINGS.sub(" ", query)))
+    """Whether :func:`metaprov.store.sparql.checked_query` refuses a query for its SERVICE."""
+    from metaprov.store.sparql import QueryRefused, checked_query
+
+    try:
+        checked_query(query, max_chars=None)
+    except QueryRefused as exc:
+        return exc.status == 403 and "SERVICE" in exc.message
+    return False
+
+
+class AnswerTooLarge(Exception):
+    """An answer grew past the server's cap while it was being written."""
+
+
+class _Capped:
+    """A bytes buffer that refuses to grow past ``cap`` (pyoxigraph serialises into it)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        if self.size > self.cap:
+            raise AnswerTooLarge
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
 
 
 class LiveServer:
@@ -101,8 +130,10 @@ class LiveServer:
         port: int = 0,
         lock: ReadWriteLock | None = None,
         run: str = "",
+        max_answer: int = MAX_ANSWER,
     ) -> None:
         self.store = store
+        self.max_answer = max_answer
         self.lock = lock or ReadWriteLock()
         self.run = run
         handler = _handler(self)
@@ -151,22 +182,40 @@ class LiveServer:
     def _answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
         import pyoxigraph as ox
 
-        if uses_service(query):
-            return 400, "text/plain", b"federated queries (SERVICE) are refused by this server\n"
+        from metaprov.store.offline import offline
+        from metaprov.store.sparql import QueryRefused, checked_query
+
+        try:
+            checked = checked_query(query)
+        except QueryRefused as exc:
+            return exc.status, "text/plain", f"refused: {exc}\n".encode()
         accept = accept or ""
-        with self.lock.read():
-            try:
-                res = self._query(query)
-            except SyntaxError as exc:
-                return 400, "text/plain", f"the query does not parse: {exc}\n".encode()
-            except (OSError, RuntimeError, ValueError) as exc:
-                return 500, "text/plain", f"the query failed: {exc}\n".encode()
+
+        def run() -> tuple[int, str, bytes]:
+            res = self._query(checked.text)
             if isinstance(res, ox.QueryTriples):
                 fmt = ox.RdfFormat.TURTLE if "text/turtle" in accept else ox.RdfFormat.N_TRIPLES
-                return 200, fmt.media_type, bytes(res.serialize(format=fmt))
-            name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
-            fmt = getattr(ox.QueryResultsFormat, name)
-            return 200, fmt.media_type, bytes(res.serialize(format=fmt))
+            else:
+                name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
+                fmt = getattr(ox.QueryResultsFormat, name)
+            out = _Capped(self.max_answer)
+            res.serialize(out, format=fmt)
+            return 200, fmt.media_type, out.value()
+
+        with self.lock.read():
+            try:
+                return offline(run)
+            except SyntaxError as exc:
+                return 400, "text/plain", f"the query does not parse: {exc}\n".encode()
+            except AnswerTooLarge:
+                return (
+                    413,
+                    "text/plain",
+                    f"refused: the answer is larger than {self.max_answer:,} bytes; add a LIMIT "
+                    "or ask for fewer rows\n".encode(),
+                )
+            except (OSError, RuntimeError, ValueError) as exc:
+                return 500, "text/plain", f"the query failed: {exc}\n".encode()
 
     def _query(self, query: str) -> Any:
         """Run a query (under the read lock) over every graph but the hidden ones (a graph

@@ -384,7 +384,7 @@ class Store(ABC):
 
     # --- reading ---------------------------------------------------------------------------
     #: May queries call other SPARQL services (``SERVICE <...>``)? Off: see
-    #: :func:`metaprov.store.sparql.refuse_service`.
+    #: :func:`metaprov.store.sparql.checked_query`.
     allow_service: bool = False
 
     @abstractmethod
@@ -407,8 +407,7 @@ class Store(ABC):
 
         if query_form(sparql) != "SELECT":
             raise QueryError("select_strings runs SELECT queries only")
-        check_syntax(sparql)
-        data = self._select_csv(sparql)
+        data = self._select_csv(check_syntax(sparql))
         if not data.strip():
             return pd.DataFrame()
         return pd.read_csv(

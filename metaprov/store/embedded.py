@@ -11,9 +11,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
@@ -21,6 +21,8 @@ from metaprov.errors import QueryError, StoreError
 from metaprov.store.base import LOAD_PART_BYTES, LoadReport, Store, _triples_frame, _unlink_quietly
 from metaprov.store.catalog import Catalog
 from metaprov.store.owner import check_not_owned
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     pass
@@ -431,9 +433,16 @@ class EmbeddedStore(Store):
 
         return sorted(g.value for g in self._store.named_graphs() if isinstance(g, ox.NamedNode))
 
-    def _run(self, text: str) -> Any:
+    def _run(self, text: str, read: Callable[[Any], T]) -> T:
+        """``read(answer)`` of a query, computed on an engine thread without network (the
+        answer of a SELECT is computed as it is read: the reading runs there too)."""
+        from metaprov.store.offline import offline
+
+        def run() -> T:
+            return read(self._store.query(text, use_default_graph_as_union=True))
+
         try:
-            return self._store.query(text, use_default_graph_as_union=True)
+            return offline(run)
         except SyntaxError as exc:
             raise QueryError(f"the SPARQL query does not parse: {exc}") from exc
         except RuntimeError as exc:
@@ -444,26 +453,19 @@ class EmbeddedStore(Store):
     def _select_json(self, text: str) -> dict[str, Any]:
         import pyoxigraph as ox
 
-        res = self._run(text)
-        try:
-            data = res.serialize(format=ox.QueryResultsFormat.JSON)
-        except OSError as exc:
-            raise StoreError(f"reading the store {self.location} failed: {exc}") from exc
+        data = self._run(text, lambda res: res.serialize(format=ox.QueryResultsFormat.JSON))
         return dict(json.loads(data))
 
     def _ask(self, text: str) -> bool:
-        return bool(self._run(text))
+        return self._run(text, bool)
 
     def _select_csv(self, text: str) -> bytes:
         import pyoxigraph as ox
 
-        try:
-            return bytes(self._run(text).serialize(format=ox.QueryResultsFormat.CSV))
-        except OSError as exc:
-            raise StoreError(f"reading the store {self.location} failed: {exc}") from exc
+        return self._run(text, lambda res: bytes(res.serialize(format=ox.QueryResultsFormat.CSV)))
 
     def _construct(self, text: str) -> pd.DataFrame:
-        return _triples_frame(self._run(text))
+        return self._run(text, _triples_frame)
 
     def _writable(self) -> None:
         if self.read_only:

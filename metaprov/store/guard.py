@@ -11,9 +11,15 @@ What passes (everything else is refused with an HTTP error and a one-line reason
   the ``--host`` given, with the port (a DNS-rebinding page sends its own name: 421).
 * ``GET``/``HEAD`` of the query page and its assets.
 * A SPARQL query (``GET /query?query=``, ``POST /query`` as a form or ``application/sparql-query``)
-  without ``SERVICE`` (a federated query would make the server fetch URLs for whoever sent it:
-  403). The query is forwarded as the exact text that was checked (one ``POST`` with
+  that passes :func:`metaprov.store.sparql.checked_query`: no ``SERVICE`` (a federated query
+  would make the server fetch URLs for whoever sent it: 403), no update keyword (403), at most
+  :data:`~metaprov.store.sparql.MAX_QUERY_CHARS` characters and
+  :data:`~metaprov.store.sparql.MAX_TOKENS` tokens (413), nested at most
+  :data:`~metaprov.store.sparql.MAX_DEPTH` levels and only SPARQL's terminals (400). What is
+  forwarded is the canonical text of the checked tokens (one ``POST`` with
   ``application/sparql-query``), so the server cannot read another query than the one checked.
+  Behind this, Oxigraph's server runs without outgoing connections
+  (:func:`metaprov.store.offline.offline_command`).
 * Updates, Graph Store writes and other methods: 405.
 """
 
@@ -155,19 +161,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._refuse(400, "the query is not UTF-8")
         if len(texts) != 1:
             return self._refuse(400, "give exactly one query")
-        text = texts[0]
-        from metaprov.store.sparql import refuse_service
+        from metaprov.store.sparql import QueryRefused, checked_query
 
         try:
-            refuse_service(text)
-        except Exception as exc:  # noqa: BLE001 - QueryError, or a tokenizer failure
-            return self._refuse(403, f"refused: {exc}")
+            checked = checked_query(texts[0])
+        except QueryRefused as exc:
+            return self._refuse(exc.status, f"refused: {exc}")
         rest = [(k, v) for k, v in params if k in ("default-graph-uri", "named-graph-uri")]
         path = "/query" + (("?" + urlencode(rest)) if rest else "")
         self._forward(
             "POST",
             path,
-            text.encode("utf-8"),
+            checked.text.encode("utf-8"),
             {"Content-Type": "application/sparql-query; charset=utf-8"},
         )
 

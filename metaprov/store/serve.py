@@ -183,9 +183,18 @@ def serve(
         cmd.append("--cors")
     if timeout is not None:
         cmd += ["--timeout-s", str(int(timeout))]
+    from metaprov.store.offline import offline_command
+
+    # no outgoing connection from the server (a SERVICE the guard missed fails there), and a
+    # large stack for its query threads (its parser recurses once per nesting level)
+    cmd, env = offline_command(cmd)
     try:
         proc = subprocess.Popen(  # noqa: S603 - a fixed program and arguments, no shell
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
     except BaseException:
         guard.stop()

@@ -10,8 +10,10 @@ placed at the start of the outermost ``WHERE`` group. A value such as ``"} UNION
 one string literal: it cannot close a group, add a pattern or change the query's shape. The bound
 text is parsed again before it is sent anywhere, so a malformed result never reaches a server.
 
-The query is scanned by a small lexer that knows SPARQL's strings, IRIs, comments and variables,
-so braces or keywords inside them are never mistaken for structure.
+The query is split into the terminals of the SPARQL 1.1 grammar (:func:`tokens`), so braces or
+keywords inside strings, IRIs, comments and escaped names are never mistaken for structure.
+Every query handed to an engine passes :func:`checked_query` (SERVICE, updates, size and depth
+refused) and the engine gets the canonical text of what was checked, never the text received.
 """
 
 from __future__ import annotations
@@ -39,22 +41,41 @@ PARAM_TYPES: dict[str, str | None] = {
     "limit": None,
 }
 
+# The terminals of the SPARQL 1.1 grammar (https://www.w3.org/TR/sparql11-query/#sparqlGrammar),
+# tried in this order at each position; whitespace is the grammar's WS (space, tab, CR, LF) only.
+# A character no terminal takes is an "error" token (refused by checked_query).
+_PN_BASE = (
+    "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d"
+    "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd\U00010000-\U000effff"
+)
+_PN_U = _PN_BASE + "_"
+_PN = _PN_U + r"\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
+_PLX = r"(?:%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%])"
+_UCHAR = r"(?:\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})"
+_ECHAR = r"(?:\\[tbnrf\\\"'])"
 _TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<comment>\#[^\n\r]*)
-  | (?P<string>'''(?:[^'\\]|\\.|'(?!''))*'''
-              |\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"
-              |'(?:[^'\\\n\r]|\\.)*'
-              |"(?:[^"\\\n\r]|\\.)*")
-  | (?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
-  | (?P<var>[?$][A-Za-z0-9_\u00B7\u00C0-\U000EFFFF]+)
-  | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)
-  | (?P<word>[A-Za-z_\u00C0-\U000EFFFF][A-Za-z0-9_\-\u00B7\u00C0-\U000EFFFF]*(?::[^\s{}()<>"',;]*)?
-            |:[^\s{}()<>"',;]*)
-  | (?P<punct>.)
-    """,
-    re.VERBOSE | re.DOTALL,
+    "|".join(
+        [
+            r"(?P<ws>[ \t\r\n]+)",
+            r"(?P<comment>\#[^\r\n]*)",
+            rf"(?P<iri><(?:[^<>\"{{}}|^`\\\x00-\x20]|{_UCHAR})*>)",
+            rf"(?P<string>'''(?:(?:'|'')?(?:[^'\\]|{_ECHAR}|{_UCHAR}))*'''"
+            rf"|\"\"\"(?:(?:\"|\"\")?(?:[^\"\\]|{_ECHAR}|{_UCHAR}))*\"\"\""
+            rf"|'(?:[^'\\\n\r]|{_ECHAR}|{_UCHAR})*'"
+            rf"|\"(?:[^\"\\\n\r]|{_ECHAR}|{_UCHAR})*\")",
+            rf"(?P<var>[?$][{_PN_U}0-9][{_PN_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*)",
+            rf"(?P<bnode>_:[{_PN_U}0-9](?:[{_PN}.]*[{_PN}])?)",
+            rf"(?P<pname>(?:[{_PN_BASE}](?:[{_PN}.]*[{_PN}])?)?:"
+            rf"(?:(?:[{_PN_U}:0-9]|{_PLX})(?:(?:[{_PN}.:]|{_PLX})*(?:[{_PN}:]|{_PLX}))?)?)",
+            r"(?P<lang>@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*)",
+            r"(?P<number>[0-9]+\.[0-9]*[eE][+-]?[0-9]+|\.[0-9]+[eE][+-]?[0-9]+"
+            r"|[0-9]+[eE][+-]?[0-9]+|[0-9]*\.[0-9]+|[0-9]+)",
+            r"(?P<word>[A-Za-z_][A-Za-z0-9_]*)",
+            r"(?P<punct>\^\^|&&|\|\||!=|<=|>=|[{}()\[\].,;*+\-/?|^!=<>])",
+            r"(?P<error>.)",
+        ]
+    ),
+    re.DOTALL,
 )
 
 _FORMS = {"SELECT", "ASK", "CONSTRUCT", "DESCRIBE"}
@@ -254,11 +275,13 @@ def bind(
         allow_service: let the query hold ``SERVICE`` clauses (see :func:`refuse_service`).
 
     Returns:
-        The bound query text.
+        The bound query, in the canonical form :func:`check_syntax` checked (the text to hand
+        the engine).
 
     Raises:
-        QueryError: a parameter variable is not in the query, the query has no WHERE group, or
-            it calls another service without ``allow_service``.
+        QueryError: a parameter variable is not in the query, the query has no WHERE group, it
+            calls another service without ``allow_service``, or it is refused or does not parse
+            (:func:`checked_query`).
     """
     import pyoxigraph as ox
 
@@ -303,8 +326,7 @@ def bind(
     out = text
     for start, end, repl in sorted(pieces, key=lambda p: p[0], reverse=True):
         out = out[:start] + repl + out[end:]
-    check_syntax(out, allow_service=allow_service)
-    return out
+    return check_syntax(out, allow_service=allow_service)
 
 
 def _bind_targets(toks: list[Token], open_index: int, close_index: int) -> set[str]:
@@ -501,47 +523,288 @@ def _json_term(cell: Mapping[str, Any] | None, ox: Any) -> str:
     )
 
 
-def refuse_service(text: str) -> None:
-    """Refuse a query that names another SPARQL service (``SERVICE <...>``).
+#: Deepest nesting of ``{ ( [`` a query may have (the packaged questions need 8).
+MAX_DEPTH = 64
+#: Most tokens a query may have outside its ``VALUES`` data (the packaged questions have at
+#: most ~900; the engine's parser and planner recurse on long joins, unions and paths).
+MAX_TOKENS = 20_000
+#: Longest query text accepted from a user or a client (characters).
+MAX_QUERY_CHARS = 1 << 20
 
-    A federated query makes whoever runs it (the embedded store, or the server) send requests to
-    the services it names: off unless the user asks for it (``--allow-service``). The lexer
-    tells the keyword from the same word inside a string, an IRI or a comment.
+_SERVICE_REFUSED = (
+    "the query calls another SPARQL service (SERVICE): federated queries send requests to "
+    "the services they name, and are off by default"
+)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A query that passed :func:`checked_query`: what to hand the engine, and what it is."""
+
+    #: The canonical text: the same tokens, with prefixed names written as full IRIs, strings
+    #: and IRIs re-escaped, comments gone; the engine reads exactly the tokens checked.
+    text: str
+    #: ``SELECT``, ``ASK``, ``CONSTRUCT`` or ``DESCRIBE``.
+    form: str
+    #: Deepest nesting of brackets.
+    depth: int
+
+
+class QueryRefused(QueryError):
+    """A query refused before it reached an engine (``status``: the HTTP status to answer)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int = 400) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+def checked_query(
+    text: str,
+    *,
+    allow_service: bool = False,
+    max_chars: int | None = MAX_QUERY_CHARS,
+    max_depth: int = MAX_DEPTH,
+    max_tokens: int = MAX_TOKENS,
+) -> Checked:
+    """The one check before a query reaches an engine; returns the text to hand it.
+
+    Every query metaprov sends to an engine (the embedded store, ``metaprov serve``, ``serve
+    --follow``, a SPARQL endpoint) passes here. The text is split into the terminals of the
+    SPARQL 1.1 grammar (:func:`tokens`), and the decision is taken on those tokens:
+
+    1. too long (``max_chars``), a character no terminal takes (a backslash outside a string,
+       an IRI or an escaped local name: ``\\u`` escapes are taken inside strings and IRIs
+       only), a prefix never declared: refused;
+    2. nesting deeper than ``max_depth``, or more than ``max_tokens`` tokens outside ``VALUES``
+       data: refused (the engine's parser recurses, and a stack overflow kills its process);
+    3. the keyword ``SERVICE`` (any case) unless ``allow_service``, a SPARQL update keyword
+       (``INSERT``, ``DELETE``, ``LOAD``, ...), no query form: refused.
+
+    What is returned is the canonical text of those tokens (prefixed names as full IRIs,
+    strings and IRIs re-escaped, comments dropped), never the text received: every token in it
+    is delimited beyond doubt, so the engine's parser reads the tokens that were checked, and a
+    ``SERVICE`` can be in its parse tree only where a ``SERVICE`` token is in this text, which
+    was refused. Whether the tokens form a query is the engine's parser's decision
+    (:func:`check_syntax`).
 
     Raises:
-        QueryError: the query holds a SERVICE clause.
+        QueryRefused: with the reason (``status``: 413 for the size limits, 403 for SERVICE
+            and updates, 400 otherwise).
     """
-    for tok in tokens(text):
-        if tok.kind == "word" and tok.text.upper() == "SERVICE":
-            raise QueryError(
-                "the query calls another SPARQL service (SERVICE): federated queries send "
-                "requests to the services they name, and are off by default",
+    if max_chars is not None and len(text) > max_chars:
+        raise QueryRefused(
+            f"the query is {len(text):,} characters long, more than the {max_chars:,} accepted",
+            hint="shorten it (long lists of values belong in the data, not in the query)",
+            status=413,
+        )
+    out: list[str] = []
+    prefixes: dict[str, tuple[str, bool]] = {}  # name -> (IRI, a BASE follows the declaration)
+    form = ""
+    depth = deepest = counted = 0
+    values_at: int | None = None  # depth of the VALUES data block being read
+    values_next = False
+    last_end = 0
+    toks = list(tokens(text))
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        gap = text[last_end : tok.start]
+        kind = tok.kind
+        if kind == "error":
+            raise QueryRefused(
+                f"{_where(text, tok.start)}: {tok.text!r} is not SPARQL here",
+                hint="a backslash is taken only inside strings and IRIs and in escaped local "
+                "names (ex:a\\#); write other characters as they are",
+            )
+        sep = ("\n" if "\n" in gap else " ") if gap else ""
+        word = tok.text.upper() if kind == "word" else ""
+        if word == "PREFIX":
+            if not (
+                i + 2 < len(toks)
+                and toks[i + 1].kind == "pname"
+                and toks[i + 1].text.endswith(":")
+                and toks[i + 2].kind == "iri"
+            ):
+                raise QueryRefused(f"{_where(text, tok.start)}: PREFIX needs a name: and an <IRI>")
+            prefixes[toks[i + 1].text[:-1]] = (_iri_value(text, toks[i + 2]), False)
+            last_end = toks[i + 2].end
+            i += 3
+            continue
+        last_end = tok.end
+        if word == "BASE":
+            prefixes = {k: (v, True) for k, (v, _) in prefixes.items()}
+        if word in _FORMS and not form:
+            form = word
+        if word == "SERVICE" and not allow_service:
+            raise QueryRefused(
+                _SERVICE_REFUSED,
                 hint="give --allow-service if the query may contact those services "
                 "(library: allow_service=True)",
+                status=403,
             )
+        if word in _UPDATES:
+            raise QueryRefused(
+                f"this is a SPARQL update ({word}), not a query",
+                hint="metaprov only runs read-only questions; load runs with metaprov load, "
+                "remove them with metaprov drop RUN_ID",
+                status=403,
+            )
+        if kind == "punct" and tok.text in ("{", "(", "["):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > max_depth:
+                    raise QueryRefused(
+                        f"{_where(text, tok.start)}: the query nests groups, brackets or blank "
+                        f"nodes deeper than {max_depth} levels",
+                        hint="flatten the query (the engine recurses once per level)",
+                    )
+            if values_next and tok.text == "{":
+                values_at, values_next = depth, False
+        elif kind == "punct" and tok.text in ("}", ")", "]"):
+            if values_at is not None and depth == values_at:
+                values_at = None
+            depth -= 1
+        if word == "VALUES":
+            values_next = True
+        if values_at is None:
+            counted += 1
+            if counted > max_tokens:
+                raise QueryRefused(
+                    f"the query has more than {max_tokens:,} tokens outside VALUES data",
+                    hint="split it into smaller queries",
+                    status=413,
+                )
+        out.append(sep + _canonical(text, tok, prefixes))
+        i += 1
+    if not form:
+        raise QueryRefused(
+            "no SELECT, ASK, CONSTRUCT or DESCRIBE found in the query",
+            hint="check the query text (is it a SPARQL 1.1 query?)",
+        )
+    return Checked("".join(out).strip(), form, deepest)
 
 
-def check_syntax(text: str, *, allow_service: bool = False) -> None:
-    """Parse ``text`` as a SPARQL query (against an empty store); raise QueryError when invalid.
+def _where(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line}, column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
-    A ``SERVICE`` clause is refused first (see :func:`refuse_service`) unless ``allow_service``:
-    even parsing runs the query, which would contact the service.
+
+_ESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+_ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.DOTALL)
+_IRI_BAD = re.compile(r'[<>"{}|^`\\\x00-\x20]')
+_STRING_OUT = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+
+
+def _unescape(body: str, where: str) -> str:
+    """A string's or IRI's text with its ECHAR and UCHAR escapes decoded."""
+
+    def one(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if len(code) > 1:
+            n = int(code[1:], 16)
+            if n > 0x10FFFF or 0xD800 <= n <= 0xDFFF:
+                raise QueryRefused(f"{where}: \\{code} is not a character")
+            return chr(n)
+        if code not in _ESCAPES:
+            raise QueryRefused(f"{where}: \\{code} is not a SPARQL escape")
+        return _ESCAPES[code]
+
+    return _ESCAPE.sub(one, body)
+
+
+def _iri_value(text: str, tok: Token) -> str:
+    value = _unescape(tok.text[1:-1], _where(text, tok.start))
+    if _IRI_BAD.search(value):
+        raise QueryRefused(
+            f"{_where(text, tok.start)}: an escape in the IRI {tok.text[:80]} gives a character "
+            "an IRI may not hold"
+        )
+    return value
+
+
+def _canonical(text: str, tok: Token, prefixes: Mapping[str, tuple[str, bool]]) -> str:
+    """A token written so that no parser can read it as anything else."""
+    if tok.kind == "iri":
+        return f"<{_iri_value(text, tok)}>"
+    if tok.kind == "string":
+        quote = 3 if tok.text[:3] in ("'''", '"""') else 1
+        value = _unescape(tok.text[quote:-quote], _where(text, tok.start))
+        return '"' + value.translate(_STRING_OUT) + '"'
+    if tok.kind == "pname":
+        prefix, _, local = tok.text.partition(":")
+        if prefix not in prefixes:
+            raise QueryRefused(
+                f"{_where(text, tok.start)}: the prefix {prefix}: of {tok.text} is not declared",
+                hint=f"add PREFIX {prefix}: <...> before the query",
+            )
+        base, based_after = prefixes[prefix]
+        if based_after and ":" not in base:
+            raise QueryRefused(
+                f"{_where(text, tok.start)}: the prefix {prefix}: is a relative IRI and a BASE "
+                "follows its declaration",
+                hint="declare prefixes with absolute IRIs",
+            )
+        value = base + re.sub(r"\\(.)", r"\1", local)
+        if _IRI_BAD.search(value):
+            raise QueryRefused(f"{_where(text, tok.start)}: {tok.text} is not a valid IRI")
+        return f"<{value}>"
+    return tok.text
+
+
+def refuse_service(text: str) -> None:
+    """Refuse a query that calls another SPARQL service (``SERVICE``), or is not a query.
+
+    A federated query makes whoever runs it (the embedded store, or the server) send requests to
+    the services it names: off unless the user asks for it (``--allow-service``). The decision
+    is :func:`checked_query`'s.
+
+    Raises:
+        QueryError: the query holds a SERVICE clause (or is refused for another reason).
+    """
+    checked_query(text, max_chars=None)
+
+
+def check_syntax(text: str, *, allow_service: bool = False) -> str:
+    """Check ``text`` (:func:`checked_query`) and have the engine's parser read the result.
+
+    The parse runs on an engine thread without network (:mod:`metaprov.store.offline`), against
+    an empty store (nothing is evaluated but an ``ASK``, over no data).
+
+    Returns:
+        The canonical text to hand the engine.
+
+    Raises:
+        QueryError: refused, or the engine's parser does not read it as a query.
     """
     import pyoxigraph as ox
 
-    if not allow_service:
-        refuse_service(text)
+    from metaprov.store.offline import offline
+
+    checked = checked_query(text, allow_service=allow_service, max_chars=None)
+
+    def parse() -> None:
+        ox.Store().query(checked.text)
 
     try:
-        ox.Store().query(text)
+        offline(parse)
     except SyntaxError as exc:
         raise QueryError(
             f"the SPARQL query does not parse: {exc}", hint="check the query text"
         ) from exc
+    except OSError as exc:  # an ASK that tried to reach a service it was allowed
+        raise QueryError(f"the SPARQL query could not be checked: {exc}") from exc
+    return checked.text
 
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_QUERY_CHARS",
+    "MAX_TOKENS",
     "PARAM_TYPES",
+    "Checked",
+    "QueryRefused",
+    "checked_query",
     "bind",
     "check_syntax",
     "fill_values",

@@ -435,7 +435,7 @@ def test_serve_follow_answers_while_a_captured_cluster_run_goes(tmp_path: Path) 
                 data={"query": "SELECT * { SERVICE <http://127.0.0.1:9/> { ?s ?p ?o } }"},
                 timeout=5,
             ).status_code
-            == 400
+            == 403
         )
         assert (
             requests.put(f"http://127.0.0.1:{port}/store", data=b"", timeout=5).status_code == 405
