@@ -51,13 +51,13 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("sched_ends", TIME, "scheduler's first startstops entry: end"),
         ("nbytes", "Int64", "size of the result in bytes as reported by the scheduler"),
         ("n_transitions", "Int64", "transitions seen for the key (scheduler + workers)"),
-        ("n_executions", "Int64", "executions started on workers (more than 1: retried)"),
+        ("n_executions", "Int64", "its rows in executions (more than 1: retried)"),
         ("erred", "boolean", "the task ended in error at least once"),
-        ("retried", "boolean", "the task was executed or sent to processing more than once"),
+        ("retried", "boolean", "the task has more than one execution (n_executions > 1)"),
         (
             "never_ran",
             "boolean",
-            "no execution and no result observed (e.g. only in a submitted graph)",
+            "no execution, no result size and no transfer observed (e.g. only in a submitted graph)",
         ),
         ("wanted", "boolean", "a client asked for this key's result"),
     ],
@@ -75,6 +75,12 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
             STR,
             "what start/end are: 'hook' (worker transition-hook times, around the function), "
             "'exact' (the capture's compute interval) or 'scheduler' (begins/ends)",
+        ),
+        (
+            "record_lost",
+            "boolean",
+            "seen by the scheduler only: the run has worker-side records, but not of this "
+            "execution (its worker was lost or its file cut); times from the scheduler",
         ),
     ],
     # The largest table (~7 rows per task): text columns are Categorical to keep memory low.
