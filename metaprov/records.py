@@ -134,6 +134,42 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("threads", "Int64", "threads per worker (nthreads)"),
         ("memory_limit", "Int64", "memory limit in bytes"),
         ("local_directory", STR, "scratch directory"),
+        ("lost", "boolean", "the scheduler lost it while the run went on (see worker_events)"),
+        (
+            "unrecorded",
+            "Int64",
+            "its executions known from the scheduler only (its own records are missing)",
+        ),
+    ],
+    # --- workers arriving and leaving (worker.csv; metaprov.capture's worker_loss.csv) ---------
+    "worker_events": [
+        ("worker", STR, "worker address"),
+        ("event", STR, "'added' or 'removed' (by the scheduler)"),
+        ("time", TIME, "when the scheduler recorded it (UTC)"),
+        ("stimulus_id", STR, "the scheduler's stimulus id (removals), e.g. handle-worker-cleanup-<t>"),
+        (
+            "reason",
+            STR,
+            "why it was removed: connection closed, heartbeat missed, communication failed, "
+            "retired, closed, or the stimulus name",
+        ),
+        ("expected", "boolean", "Dask expected the removal (capture only; NA: not recorded)"),
+        (
+            "lost",
+            "boolean",
+            "a loss: removed unexpectedly, or taking running tasks or results held only there",
+        ),
+        ("n_processing", "Int64", "tasks it was running, sent back to be run elsewhere"),
+        ("n_results", "Int64", "results held only there, to be computed again"),
+        ("n_data", "Int64", "data held only there that cannot be computed again (scattered)"),
+        ("source", STR, "what the counts are from: worker_loss.csv or scheduler_transition.csv"),
+    ],
+    "lost_tasks": [
+        ("worker", STR, "the worker removed"),
+        ("time", TIME, "when it was removed (UTC)"),
+        ("key", STR, "Dask key"),
+        ("kind", STR, "'processing' (was running), 'result' (held only there) or 'data'"),
+        ("redone", "boolean", "an execution of the key ended after the removal"),
     ],
     "clients": [
         ("client", STR, "client id"),
@@ -624,6 +660,8 @@ class RunRecords:
     dependencies: pd.DataFrame = field(default_factory=lambda: empty_table("dependencies"))
     graphs: pd.DataFrame = field(default_factory=lambda: empty_table("graphs"))
     workers: pd.DataFrame = field(default_factory=lambda: empty_table("workers"))
+    worker_events: pd.DataFrame = field(default_factory=lambda: empty_table("worker_events"))
+    lost_tasks: pd.DataFrame = field(default_factory=lambda: empty_table("lost_tasks"))
     clients: pd.DataFrame = field(default_factory=lambda: empty_table("clients"))
     configs: pd.DataFrame = field(default_factory=lambda: empty_table("configs"))
     threads: pd.DataFrame = field(default_factory=lambda: empty_table("threads"))
