@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REAL_RUNS
 
 import metaprov
-from conftest import REAL_RUNS
 from metaprov.analysis.summary import summarize
 from metaprov.queries import run_question
 from metaprov.report.views import facts, run_view
