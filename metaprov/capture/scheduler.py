@@ -526,7 +526,7 @@ class SchedulerCapture(SchedulerPlugin):
                 ("lost_data", "lost-scattered-tasks"),
             )
         }
-        if event.get("expected") is not True or any(lost.values()):
+        if any(lost.values()) or (event.get("expected") is not True and _has_work(scheduler)):
             self._losses.append(
                 {"worker": worker, "stimulus_id": stimulus_id, "expected": event.get("expected")}
                 | lost
@@ -631,12 +631,29 @@ class SchedulerCapture(SchedulerPlugin):
 def _removal_event(scheduler: Any, worker: str, stimulus_id: str | None) -> dict[str, Any]:
     """Dask's ``remove-worker`` event for this removal (logged under the worker's topic by
     ``Scheduler.remove_worker`` before the plugins are called), or {} when there is none."""
-    for _, msg in reversed(scheduler.get_events(worker) or ()):
+    get_events = getattr(scheduler, "get_events", None)
+    if get_events is None:
+        return {}
+    for _, msg in reversed(get_events(worker) or ()):
         if isinstance(msg, dict) and msg.get("action") == "remove-worker":
             if stimulus_id is None or msg.get("stimulus_id") in (None, stimulus_id):
                 return msg
             break
     return {}
+
+
+def _has_work(scheduler: Any) -> bool:
+    """The run goes on: a worker is running tasks, or tasks wait for a worker (queued, or no
+    worker can run them). A worker closed at the end of a run is not a loss."""
+    try:
+        workers = getattr(scheduler, "workers", {}) or {}
+        return bool(
+            any(getattr(ws, "processing", None) for ws in workers.values())
+            or len(getattr(scheduler, "queued", ()) or ())
+            or len(getattr(scheduler, "unrunnable", ()) or ())
+        )
+    except Exception:
+        return False
 
 
 def _key_list(keys: Any) -> str | None:
