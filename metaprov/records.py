@@ -146,7 +146,11 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("worker", STR, "worker address"),
         ("event", STR, "'added' or 'removed' (by the scheduler)"),
         ("time", TIME, "when the scheduler recorded it (UTC)"),
-        ("stimulus_id", STR, "the scheduler's stimulus id (removals), e.g. handle-worker-cleanup-<t>"),
+        (
+            "stimulus_id",
+            STR,
+            "the scheduler's stimulus id (removals), e.g. handle-worker-cleanup-<t>",
+        ),
         (
             "reason",
             STR,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from metaprov.records import RunRecords
@@ -35,7 +36,7 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
     tr = records.transfers
     unknown = unknowns(records)
     c = counts(records)
-    executed = t[t["n_executions"].fillna(0).to_numpy() > 0]
+    executed = t[executions_per_task(records) > 0]
     per_transfer = tr.drop_duplicates("transfer") if len(tr) else tr
     summary: dict[str, Any] = {
         "run": {
@@ -128,7 +129,7 @@ def counts(records: RunRecords) -> dict[str, Any]:
     """
     t = records.tasks
     ex = records.executions
-    n_exec = t["n_executions"].fillna(0).to_numpy(dtype="int64")
+    n_exec = executions_per_task(records)
     never = t["never_ran"].fillna(False).to_numpy(dtype=bool)
     known = ex["start"].notna().to_numpy() & ex["end"].notna().to_numpy()
     dur = (ex["end"] - ex["start"]).dt.total_seconds()[known]
@@ -150,6 +151,13 @@ def counts(records: RunRecords) -> dict[str, Any]:
         "processes": env.get("processes", 0),
         "environments": env.get("environments", 0),
     }
+
+
+def executions_per_task(records: RunRecords) -> np.ndarray:
+    """Rows of ``executions`` per row of ``tasks`` (what the PROV links with ``mp:task``)."""
+    keys = records.tasks["key"].astype(object)
+    per = records.executions["key"].astype(object).value_counts()
+    return per.reindex(keys).fillna(0).to_numpy(dtype=np.int64)
 
 
 def _losses(records: RunRecords, c: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +258,7 @@ def unknowns(records: RunRecords) -> list[dict[str, str]]:
                 "effect": "unknown, not 0: the compute windows were never seen",
             }
         )
-    unrecorded = int(((records.tasks["n_executions"].fillna(0).to_numpy() == 0) & ran).sum())
+    unrecorded = int(((executions_per_task(records) == 0) & ran).sum())
     if unrecorded:
         out.append(
             {

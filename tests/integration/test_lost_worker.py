@@ -154,7 +154,11 @@ def test_a_partitioned_export_keeps_the_same_losses(killed, tmp_path: Path) -> N
 
     export(run, tmp_path / "single.nq")
     with LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        host="127.0.0.1",
+        dashboard_address=None,
     ) as cluster:
         result = export_campaign(
             [run], tmp_path / "out", scheduler=cluster.scheduler_address, partitions=3
