@@ -97,13 +97,15 @@ def run_figures(graph: ProvGraph) -> RunFigures:
         return np.bincount(c[m], minlength=n)
 
     never = np.asarray(tasks["never_ran"].astype("boolean").fillna(False), dtype=bool)
+    # executed: tasks with an execution (one definition everywhere: docs/records.md, "Counts")
+    with_ex = tasks["key"].astype(object).isin(set(rec.executions["key"].dropna().astype(object)))
     failed = tasks["state"].astype(object).to_numpy() == "erred"
     nbytes = tasks["nbytes"]
     df = pd.DataFrame(
         {
             "prefix": names,
             "tasks": np.bincount(c, minlength=n),
-            "executed": count(~never),
+            "executed": count(with_ex.to_numpy(dtype=bool)),
             "failed": count(failed),
             "erred": count(tasks["erred"]),
             "retried": count(tasks["retried"]),

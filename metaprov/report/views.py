@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from metaprov.analysis.critical_path import COLUMNS as CRITICAL_COLUMNS
 from metaprov.analysis.critical_path import longest_path
+from metaprov.analysis.summary import executions_per_task
 from metaprov.mapping.fileio import file_labels
 from metaprov.records import RunRecords
 from metaprov.timeutil import NAT_US, utc_to_us
@@ -256,7 +257,7 @@ def _prefix_table(
         {
             "prefix": tasks.names,
             "tasks": np.bincount(code, minlength=m),
-            "executed": count(~t["never_ran"].fillna(False)),
+            "executed": count(pd.Series(executions_per_task(records) > 0)),
             "erred": count(t["erred"]),
             "retried": count(t["retried"]),
         }
