@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,7 +64,7 @@ def job_ids(run_dir: Path) -> dict[str, list[str]]:
 
 
 def record_jobs(
-    run_dir: str | os.PathLike[str], ids: Iterable[str] | None = None
+    run_dir: str | os.PathLike[str], ids: Iterable[str] | None = None, *, settle: float = 0.0
 ) -> dict[str, Any]:
     """Ask the batch system about the run's jobs now and append its answers to ``batch-jobs.json``.
 
@@ -78,6 +79,8 @@ def record_jobs(
     Args:
         run_dir: the run directory.
         ids: Slurm job ids to ask about (default: the ones the environment records name).
+        settle: wait up to this many seconds for every job to reach a final state
+            (``COMPLETING`` jobs are still ending) before asking.
 
     Returns:
         The query appended (``{"queried", "system", "jobs", "commands", "scripts"}``), or ``{}``
@@ -88,9 +91,25 @@ def record_jobs(
     wanted = [j for j in wanted if _JOB_ID.match(str(j))]
     if not wanted:
         return {}
+    deadline = time.monotonic() + settle
+    while settle > 0 and time.monotonic() < deadline and not _all_final(wanted):
+        time.sleep(0.5)
     query = _query_slurm(wanted)
     _append(run / BATCH_JSON, query)
     return query
+
+
+def _all_final(ids: list[str]) -> bool:
+    """Whether the controller states every job in a final state (or no longer knows it)."""
+    for jid in ids:
+        res = _run(["scontrol", "-o", "show", "job", jid])
+        m = re.search(r"\bJobState=(\S+)", res["stdout"])
+        if res["returncode"] == 0 and m and m.group(1) in _ACTIVE:
+            return False
+    return True
+
+
+_ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 
 def _query_slurm(ids: list[str]) -> dict[str, Any]:
