@@ -7,7 +7,7 @@ submit/eligible/start/end times), ``sacct -P -X`` (the accounting database, when
 one) and ``scontrol write batch_script <id> -`` (the job's script).
 Output: ``batch-jobs.json`` in the run directory: every query appended (a later one, after the
 jobs ended, adds their end), each command's argv, exit status and output as the command printed
-it (secret-looking words and script lines removed), so the reader parses what the batch system
+it (secret-looking words replaced by ``***``), so the reader parses what the batch system
 said, never a summary of it. The commands run with ``TZ=UTC`` and ``SLURM_TIME_FORMAT=standard``:
 the times they print are UTC.
 
@@ -40,7 +40,6 @@ SACCT_FORMAT = (
 )
 _TIMEOUT = 20.0
 _MAX_OUTPUT = 1 << 20
-_SECRET_LINE = "# [metaprov: line removed, it looks like a secret]"
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?(?:\.\w+)?$")
 
 
@@ -124,7 +123,7 @@ def _query_slurm(ids: list[str]) -> dict[str, Any]:
             scripts[jid] = {
                 "text": text,
                 "sha256": hashlib.sha256(res["stdout"].encode("utf-8", "replace")).hexdigest(),
-                "removed_lines": removed,
+                "scrubbed_lines": removed,
             }
         else:
             scripts[jid] = {"error": (res["stderr"] or res.get("error") or "no script")[:500]}
@@ -166,26 +165,34 @@ def _run(argv: list[str], *, words: bool = True) -> dict[str, Any]:
 
 
 def scrub_words(text: str) -> str:
-    """``text`` with every word that looks like a secret replaced by ``***``.
+    """``text`` with every word that looks like a secret replaced by ``***`` (the value only of
+    a ``NAME=value`` word whose name or value looks secret).
 
     Example:
-        >>> scrub_words("JobName=x Comment=token=ghp_0123456789abcdefABCDEF")
-        'JobName=x ***'
+        >>> scrub_words("JobName=x Comment=ghp_0123456789abcdefABCDEF export API_TOKEN=abc")
+        'JobName=x Comment=*** export API_TOKEN=***'
     """
-    if not looks_secret(text):
-        return text
-    return re.sub(r"\S+", lambda m: "***" if looks_secret(m.group(0)) else m.group(0), text)
+    return re.sub(r"\S+", lambda m: _scrub_word(m.group(0)), text)
+
+
+def _scrub_word(word: str) -> str:
+    name, sep, value = word.partition("=")
+    if sep and re.fullmatch(r"[A-Za-z_][\w.-]*", name):
+        return f"{name}=***" if value and looks_secret(value, name) else word
+    return "***" if looks_secret(word) else word
 
 
 def scrub_script(text: str) -> tuple[str, int]:
-    """A batch script with every secret-looking line replaced by a marker; lines removed."""
+    """A batch script with its secret-looking words replaced by ``***`` (see
+    :func:`scrub_words`); also returns how many lines lost a word."""
     lines = text.split("\n")
-    removed = 0
+    changed = 0
     for i, line in enumerate(lines):
-        if looks_secret(line):
-            lines[i] = _SECRET_LINE
-            removed += 1
-    return "\n".join(lines), removed
+        clean = scrub_words(line)
+        if clean != line:
+            lines[i] = clean
+            changed += 1
+    return "\n".join(lines), changed
 
 
 def _append(path: Path, query: dict[str, Any]) -> None:
