@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 pytestmark = [pytest.mark.cluster]
 
 HERE = Path(__file__).resolve().parents[1] / "slurm"
+METAPROV = [sys.executable, "-m", "metaprov"]
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +102,30 @@ def slurm_run(slurm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
             while len(client.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
             second = _workload(client, 2)
+        # a campaign conversion on the cluster the user already has: the SLURMCluster's
+        # scheduler, its task run in the worker job left
+        campaign = base / "campaign"
+        export = subprocess.run(
+            [
+                *METAPROV,
+                "export",
+                str(run),
+                "-o",
+                str(campaign),
+                "-f",
+                "nq",
+                "--backend",
+                "scheduler",
+                "--scheduler",
+                cluster.scheduler_address,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        from metaprov.export import export as export_one
+
+        export_one(run, base / "single.nq")  # the same run directory, in this process
     metaprov.capture.record_jobs(run, settle=20)
     return {
         "run": run,
@@ -108,6 +134,9 @@ def slurm_run(slurm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
         "cancelled": cancelled,
         "results": (first, second),
         "summary": cap.summary,
+        "export": export,
+        "campaign": campaign,
+        "single": base / "single.nq",
     }
 
 
@@ -198,3 +227,24 @@ def test_jobs_question_and_crate_state_the_jobs(slurm_run: dict, tmp_path: Path)
     assert by["tasks"].astype(int).sum() > 0
     assert (by["queue_wait"].astype(float) >= 0).all()
     assert by.loc[slurm_run["cancelled"], "state"] == "CANCELLED"
+
+
+def test_export_backend_on_the_slurm_cluster_equals_the_single_process_export(
+    slurm_run: dict, tmp_path: Path
+) -> None:
+    import json
+
+    import rdflib
+
+    res = slurm_run["export"]
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "scheduler" in res.stdout + res.stderr  # the backend chosen is printed
+    manifest = json.loads((slurm_run["campaign"] / "manifest.json").read_text())
+    (entry,) = manifest["runs"]
+    assert entry["status"] == "ok"
+    single = slurm_run["single"]
+    got = rdflib.Dataset()
+    for shard in sorted(slurm_run["campaign"].rglob("*.nq")):
+        got.parse(shard, format="nquads")
+    want = rdflib.Dataset().parse(single, format="nquads")
+    assert set(got.quads()) == set(want.quads())
