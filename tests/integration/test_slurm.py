@@ -227,6 +227,18 @@ def test_jobs_question_and_crate_state_the_jobs(slurm_run: dict, tmp_path: Path)
     assert by["tasks"].astype(int).sum() > 0
     assert (by["queue_wait"].astype(float) >= 0).all()
     assert by.loc[slurm_run["cancelled"], "state"] == "CANCELLED"
+    # the crate states the jobs: a jobs.csv beside the run, named by the run's action
+    import csv
+    import json
+
+    out = tmp_path / "crate"
+    metaprov.crate([slurm_run["run"]], out, formats=("ttl",), report=False)
+    (jobs_csv,) = out.rglob("jobs.csv")
+    rows = list(csv.DictReader(jobs_csv.open()))
+    assert sorted((r["job"] for r in rows), key=int) == slurm_run["jobs"]
+    assert {r["job"]: r["state"] for r in rows}[slurm_run["cancelled"]] == "CANCELLED"
+    meta = json.loads((out / "ro-crate-metadata.json").read_text())
+    assert any("Batch jobs: " in str(e.get("description", "")) for e in meta["@graph"])
 
 
 def test_export_backend_on_the_slurm_cluster_equals_the_single_process_export(
