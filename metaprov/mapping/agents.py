@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 
 from metaprov.mapping.block import Block, lit_int, lit_str, lit_time, null_where
 from metaprov.mapping.environment import add_env_columns
-from metaprov.mapping.job import worker_job_iris
-from metaprov.mapping.tables import host_of, user_iri
+from metaprov.mapping.tables import host_of, user_iri, worker_job_iris
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from metaprov._version import __version__
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
 from metaprov.mapping.environment import add_env_columns, env_hosts, run_used
-from metaprov.mapping.tables import host_of, user_iri
+from metaprov.mapping.tables import batch_job_iri, host_of, job_iri, user_iri
 from metaprov.mapping.terms import FILE_KIND_CLASS, MP, PROV, RDF, XSD
 from metaprov.records import TIME
 from metaprov.timeutil import format_utc, utc_to_us
@@ -29,14 +29,6 @@ if TYPE_CHECKING:
 
 LARGE = pa.large_string()
 _JOB_SKIP = {"id", "server", "user", "nodes", "name", "worker_log", "start", "end"}
-
-
-def job_iri(ctx: MapContext) -> str:
-    job = ctx.records.job or {}
-    jid = job.get("id")
-    if jid and job.get("server"):
-        jid = f"{jid}.{job['server']}"
-    return ctx.iris.job(str(jid) if jid else None)
 
 
 def node_roles(ctx: MapContext) -> pd.DataFrame:
@@ -204,34 +196,6 @@ def used_jobs(ctx: MapContext) -> list[str]:
         if iri not in out:
             out.append(iri)
     return out
-
-
-def batch_job_iri(ctx: MapContext, jid: str) -> str:
-    """The IRI of batch job ``jid``: the run's own job's when it is that job."""
-    own = (ctx.records.job or {}).get("id")
-    return job_iri(ctx) if own and str(own) == jid else ctx.iris.job(jid)
-
-
-def worker_job_iris(ctx: MapContext, addresses: pd.Series) -> pa.Array:
-    """The IRI of the batch job each worker (by address) ran in, from its process's environment
-    record (null when no record names a job; by pid when an anonymous record left the address
-    out)."""
-    env = ctx.records.environments
-    env = env[(env["role"] == "worker") & env["job"].notna()]
-    by_address = dict(
-        zip(env["address"].dropna(), env.loc[env["address"].notna(), "job"], strict=True)
-    )
-    w = ctx.records.workers.dropna(subset=["pid", "address"]).drop_duplicates("pid", keep=False)
-    pid_of = dict(zip(w["address"].astype(str), w["pid"].astype(int), strict=True))
-    e = env.dropna(subset=["pid"]).drop_duplicates("pid", keep=False)
-    by_pid = dict(zip(e["pid"].astype(int), e["job"].astype(str), strict=True))
-    out: list[str | None] = []
-    for a in addresses:
-        jid = by_address.get(a)
-        if jid is None and a in pid_of:
-            jid = by_pid.get(pid_of[a])
-        out.append(batch_job_iri(ctx, str(jid)) if jid is not None else None)
-    return pa.array(out, LARGE)
 
 
 _JOB_FACTS = ("system", "user", "account", "reason", "exit_code", "time_limit_s", "cpus")
