@@ -51,13 +51,13 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("sched_ends", TIME, "scheduler's first startstops entry: end"),
         ("nbytes", "Int64", "size of the result in bytes as reported by the scheduler"),
         ("n_transitions", "Int64", "transitions seen for the key (scheduler + workers)"),
-        ("n_executions", "Int64", "executions started on workers (more than 1: retried)"),
+        ("n_executions", "Int64", "its rows in executions (more than 1: retried)"),
         ("erred", "boolean", "the task ended in error at least once"),
-        ("retried", "boolean", "the task was executed or sent to processing more than once"),
+        ("retried", "boolean", "the task has more than one execution (n_executions > 1)"),
         (
             "never_ran",
             "boolean",
-            "no execution and no result observed (e.g. only in a submitted graph)",
+            "no execution, no result size and no transfer observed (e.g. only in a submitted graph)",
         ),
         ("wanted", "boolean", "a client asked for this key's result"),
     ],
@@ -75,6 +75,12 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
             STR,
             "what start/end are: 'hook' (worker transition-hook times, around the function), "
             "'exact' (the capture's compute interval) or 'scheduler' (begins/ends)",
+        ),
+        (
+            "record_lost",
+            "boolean",
+            "seen by the scheduler only: the run has worker-side records, but not of this "
+            "execution (its worker was lost or its file cut); times from the scheduler",
         ),
     ],
     # The largest table (~7 rows per task): text columns are Categorical to keep memory low.
@@ -128,6 +134,42 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("threads", "Int64", "threads per worker (nthreads)"),
         ("memory_limit", "Int64", "memory limit in bytes"),
         ("local_directory", STR, "scratch directory"),
+        ("lost", "boolean", "the scheduler lost it while the run went on (see worker_events)"),
+        (
+            "unrecorded",
+            "Int64",
+            "its executions known from the scheduler only (its own records are missing)",
+        ),
+    ],
+    # --- workers arriving and leaving (worker.csv; metaprov.capture's worker_loss.csv) ---------
+    "worker_events": [
+        ("worker", STR, "worker address"),
+        ("event", STR, "'added' or 'removed' (by the scheduler)"),
+        ("time", TIME, "when the scheduler recorded it (UTC)"),
+        ("stimulus_id", STR, "the scheduler's stimulus id (removals), e.g. handle-worker-cleanup-<t>"),
+        (
+            "reason",
+            STR,
+            "why it was removed: connection closed, heartbeat missed, communication failed, "
+            "retired, closed, or the stimulus name",
+        ),
+        ("expected", "boolean", "Dask expected the removal (capture only; NA: not recorded)"),
+        (
+            "lost",
+            "boolean",
+            "a loss: removed unexpectedly, or taking running tasks or results held only there",
+        ),
+        ("n_processing", "Int64", "tasks it was running, sent back to be run elsewhere"),
+        ("n_results", "Int64", "results held only there, to be computed again"),
+        ("n_data", "Int64", "data held only there that cannot be computed again (scattered)"),
+        ("source", STR, "what the counts are from: worker_loss.csv or scheduler_transition.csv"),
+    ],
+    "lost_tasks": [
+        ("worker", STR, "the worker removed"),
+        ("time", TIME, "when it was removed (UTC)"),
+        ("key", STR, "Dask key"),
+        ("kind", STR, "'processing' (was running), 'result' (held only there) or 'data'"),
+        ("redone", "boolean", "an execution of the key ended after the removal"),
     ],
     "clients": [
         ("client", STR, "client id"),
@@ -646,6 +688,8 @@ class RunRecords:
     dependencies: pd.DataFrame = field(default_factory=lambda: empty_table("dependencies"))
     graphs: pd.DataFrame = field(default_factory=lambda: empty_table("graphs"))
     workers: pd.DataFrame = field(default_factory=lambda: empty_table("workers"))
+    worker_events: pd.DataFrame = field(default_factory=lambda: empty_table("worker_events"))
+    lost_tasks: pd.DataFrame = field(default_factory=lambda: empty_table("lost_tasks"))
     clients: pd.DataFrame = field(default_factory=lambda: empty_table("clients"))
     configs: pd.DataFrame = field(default_factory=lambda: empty_table("configs"))
     threads: pd.DataFrame = field(default_factory=lambda: empty_table("threads"))

@@ -32,9 +32,10 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
     """
     t = records.tasks
     first, last = records.span
-    executed = t[~t["never_ran"].astype(bool)]
     tr = records.transfers
     unknown = unknowns(records)
+    c = counts(records)
+    executed = t[t["n_executions"].fillna(0).to_numpy() > 0]
     per_transfer = tr.drop_duplicates("transfer") if len(tr) else tr
     summary: dict[str, Any] = {
         "run": {
@@ -50,20 +51,22 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
         "software": _jsonable(records.software),
         "environments": _environments(records),
         "tasks": {
-            "total": int(len(t)),
-            "executed": int(len(executed)),
-            "never_ran": int(t["never_ran"].astype(bool).sum()),
-            "erred": int(t["erred"].astype(bool).sum()),
-            "retried": int(t["retried"].astype(bool).sum()),
+            "total": c["tasks"],
+            "executed": c["executed"],
+            "ran_unrecorded": c["ran_unrecorded"],
+            "never_ran": c["never_ran"],
+            "erred": c["erred"],
+            "retried": c["retried"],
             "by_state": _counts(t["state"]),
             "by_prefix": _counts(t["prefix"]),
             "time_source": _counts(executed["time_source"]) if len(executed) else {},
-            "compute_seconds": round(float(executed["duration"].sum()), 6)
-            if executed["duration"].notna().any()
-            else (None if any(u["what"] == "compute time" for u in unknown) else 0.0),
-            "compute_unknown": int(executed["duration"].isna().sum()),
+            "compute_seconds": c["compute_seconds"]
+            if c["compute_seconds"] is not None
+            else (None if any(u["what"].startswith("compute time") for u in unknown) else 0.0),
+            "compute_unknown": c["compute_unknown"],
         },
-        "executions": int(len(records.executions)),
+        "executions": c["executions"],
+        "losses": _losses(records, c),
         "transitions": {
             "total": int(len(records.transitions)),
             "by_observer": _counts(records.transitions["observer"]),
@@ -104,6 +107,113 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
 _TRANSITION_FILES = ("scheduler_transition.csv", "worker_transition.csv")
 
 
+def counts(records: RunRecords) -> dict[str, Any]:
+    """The run's counts, one definition each (``docs/records.md``, "Counts"), shared by
+    ``inspect``, the report and the tests that hold the PROV and the questions to them.
+
+    - ``tasks``: rows of ``tasks`` (``mp:Task``);
+    - ``executions``: rows of ``executions`` (``mp:TaskExecution``), with
+      ``executions_unrecorded`` of them known from the scheduler only (``mp:recordLost``);
+    - ``executed``: tasks with at least one execution (``mp:task`` of an ``mp:TaskExecution``);
+    - ``ran_unrecorded``: tasks with no execution that still ran (a result size or a transfer
+      of their result shows it: neither ``mp:neverRan`` nor executed);
+    - ``never_ran``: the rest (``mp:neverRan``); ``tasks = executed + ran_unrecorded + never_ran``;
+    - ``retried``: tasks with more than one execution (``mp:retried``);
+    - ``erred``: tasks that ended in error at least once (``mp:erred``);
+    - ``compute_seconds``: the sum of ``end - start`` over every execution with both (all
+      attempts; ``mp:duration``), None when no execution has both;
+    - ``compute_unknown``: executions missing a start or an end (``mp:incomplete``);
+    - ``workers``, ``workers_lost`` (``mp:lost``), ``processes`` and ``environments``
+      (see :func:`_environments`).
+    """
+    t = records.tasks
+    ex = records.executions
+    n_exec = t["n_executions"].fillna(0).to_numpy(dtype="int64")
+    never = t["never_ran"].fillna(False).to_numpy(dtype=bool)
+    known = ex["start"].notna().to_numpy() & ex["end"].notna().to_numpy()
+    dur = (ex["end"] - ex["start"]).dt.total_seconds()[known]
+    w = records.workers
+    env = _environments(records)
+    return {
+        "tasks": int(len(t)),
+        "executions": int(len(ex)),
+        "executions_unrecorded": int(ex["record_lost"].fillna(False).sum()),
+        "executed": int((n_exec > 0).sum()),
+        "ran_unrecorded": int(((n_exec == 0) & ~never).sum()),
+        "never_ran": int(never.sum()),
+        "retried": int((n_exec > 1).sum()),
+        "erred": int(t["erred"].fillna(False).sum()),
+        "compute_seconds": round(float(dur.sum()), 6) if known.any() else None,
+        "compute_unknown": int((~known).sum()),
+        "workers": int(len(w)),
+        "workers_lost": int(w["lost"].fillna(False).sum()),
+        "processes": env.get("processes", 0),
+        "environments": env.get("environments", 0),
+    }
+
+
+def _losses(records: RunRecords, c: dict[str, Any]) -> dict[str, Any]:
+    """Workers lost, executions known from the scheduler only, and workers whose transfers
+    show data no record of theirs explains (their records are likely missing)."""
+    ev = records.worker_events
+    lost = ev[ev["lost"].fillna(False).to_numpy(dtype=bool)]
+    return {
+        "workers_lost": c["workers_lost"],
+        "executions_unrecorded": c["executions_unrecorded"],
+        "removals": [
+            {
+                "worker": str(r.worker),
+                "time": format_utc(r.time),
+                "reason": None if pd.isna(r.reason) else str(r.reason),
+                "running": None if pd.isna(r.n_processing) else int(r.n_processing),
+                "results": None if pd.isna(r.n_results) else int(r.n_results),
+                "data": None if pd.isna(r.n_data) else int(r.n_data),
+            }
+            for r in lost.itertuples(index=False)
+        ],
+        "redone": int(records.lost_tasks["redone"].fillna(False).sum()),
+        "silent_senders": silent_senders(records),
+    }
+
+
+def silent_senders(records: RunRecords) -> list[dict[str, Any]]:
+    """Workers that ran nothing on record yet sent results they never received: their
+    executions are not in the records (files lost or cut), or the data was scattered to them.
+
+    Only for runs with execution records (without any, every worker is silent and the run's
+    ``unknown`` entries say why)."""
+    ex = records.executions
+    tr = records.transfers
+    if not len(ex) or not len(tr):
+        return []
+    ran = set(ex["worker"].dropna().astype(str))
+    sent = tr[tr["source"].notna() & ~tr["source"].astype(str).isin(ran)]
+    if not len(sent):
+        return []
+    got = set(
+        zip(
+            tr["destination"].dropna().astype(str),
+            tr.loc[tr["destination"].notna(), "key"].astype(str),
+            strict=True,
+        )
+    )
+    src = sent["source"].astype(str)
+    unexplained = [(w, k) not in got for w, k in zip(src, sent["key"].astype(str), strict=True)]
+    sent = sent[unexplained]
+    out = []
+    for w, g in sent.groupby(sent["source"].astype(str), sort=True):
+        per = g.drop_duplicates("transfer")
+        out.append(
+            {
+                "worker": w,
+                "transfers": int(len(per)),
+                "keys": int(len(g)),
+                "bytes": int(g["nbytes"].fillna(0).sum()),
+            }
+        )
+    return out
+
+
 def unknowns(records: RunRecords) -> list[dict[str, str]]:
     """What the run's files cannot tell, and why: ``what``, ``why`` and ``effect`` (the
     consequence for the export and the questions), one entry each.
@@ -119,7 +229,8 @@ def unknowns(records: RunRecords) -> list[dict[str, str]]:
         else "no transition or worker_execution.csv row names a thread"
     )
     out: list[dict[str, str]] = []
-    executed = records.tasks[~records.tasks["never_ran"].astype(bool)]
+    ex = records.executions
+    ran = ~records.tasks["never_ran"].fillna(False).to_numpy(dtype=bool)
     if len(records.tasks) and records.executions["thread"].isna().all():
         out.append(
             {
@@ -129,14 +240,25 @@ def unknowns(records: RunRecords) -> list[dict[str, str]]:
                 "thread and task I/O questions have no answer for this run",
             }
         )
-    timeless = int(executed["duration"].isna().sum())
-    if timeless or (missing and len(records.tasks) and not len(executed)):
+    timeless = int((ex["start"].isna() | ex["end"].isna()).sum())
+    if timeless or (missing and len(records.tasks) and not len(ex)):
         out.append(
             {
                 "what": "compute time"
-                + ("" if timeless in (0, len(executed)) else f" of {timeless} executed tasks"),
-                "why": (why if missing else "their start and end were never observed"),
-                "effect": "unknown, not 0: the tasks' compute windows were never seen",
+                + ("" if timeless in (0, len(ex)) else f" of {timeless} executions"),
+                "why": (why if missing else "their start or end was never observed"),
+                "effect": "unknown, not 0: the compute windows were never seen",
+            }
+        )
+    unrecorded = int(((records.tasks["n_executions"].fillna(0).to_numpy() == 0) & ran).sum())
+    if unrecorded:
+        out.append(
+            {
+                "what": f"executions of {unrecorded} tasks that ran",
+                "why": "a result size or a transfer shows they ran, but no execution of theirs "
+                "is recorded" + (f" ({' and '.join(missing)} missing)" if missing else ""),
+                "effect": "counted as ran without a record (neither executed nor never ran); "
+                "no mp:TaskExecution, so where, when and how long is unknown",
             }
         )
     return out
@@ -169,7 +291,7 @@ def _compute(tasks: dict[str, Any]) -> str:
         return "unknown (see below)"
     text = f"{tasks['compute_seconds']:.3f} s"
     if tasks.get("compute_unknown"):
-        text += f" (+ {tasks['compute_unknown']} tasks of unknown compute time)"
+        text += f" (+ {tasks['compute_unknown']} executions of unknown compute time)"
     return text
 
 
@@ -193,8 +315,15 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"state      {run.get('in_progress_note') or 'in progress'}")
     never = "not run yet (waiting or running)" if live else "never ran"
     lines += [
-        f"tasks      {tasks['total']} ({tasks['executed']} executed, {tasks['never_ran']} {never}, "
-        f"{tasks['erred']} erred, {tasks['retried']} retried); compute {_compute(tasks)}",
+        f"tasks      {tasks['total']} ({tasks['executed']} executed, "
+        + (
+            f"{tasks['ran_unrecorded']} ran without a record, "
+            if tasks.get("ran_unrecorded")
+            else ""
+        )
+        + f"{tasks['never_ran']} {never}, "
+        f"{tasks['erred']} erred, {tasks['retried']} retried); {s['executions']} executions; "
+        f"compute {_compute(tasks)}",
         f"  by state   {_top(tasks['by_state'])}",
         f"  by prefix  {_top(tasks['by_prefix'])}",
         f"  times from {_top(tasks['time_source'])}",
@@ -210,12 +339,18 @@ def format_summary(s: dict[str, Any]) -> str:
     if env.get("processes"):
         line = (
             f"software   {env['environments']} environment(s) over {env['processes']} process(es)"
-            f", {env['packages']} package versions"
+            + (
+                f" (+ {env['processes_unknown']} of unknown environment)"
+                if env.get("processes_unknown")
+                else ""
+            )
+            + f", {env['packages']} package versions"
         )
         if env["differing"]:
             line += f"; differ between processes: {', '.join(env['differing'][:8])}"
             line += " ..." if len(env["differing"]) > 8 else ""
         lines.append(line)
+    lines += format_losses(s.get("losses") or {})
     if run["missing_inputs"]:
         lines.append(f"missing    {', '.join(run['missing_inputs'])}")
     for u in s.get("unknown", []):
@@ -268,6 +403,33 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_losses(losses: dict[str, Any]) -> list[str]:
+    """The ``lost`` and ``warning`` lines of a run that lost workers or records."""
+    lines = []
+    for r in losses.get("removals", []):
+        took = ", ".join(
+            f"{r[k]} {label}"
+            for k, label in (("running", "running"), ("results", "results"), ("data", "data"))
+            if r.get(k)
+        )
+        lines.append(
+            f"lost       worker {r['worker']} at {r['time']} ({r['reason'] or 'reason unknown'})"
+            + (f": took {took}" if took else "")
+        )
+    if losses.get("executions_unrecorded"):
+        lines.append(
+            f"lost       records of {losses['executions_unrecorded']} executions: known from the "
+            "scheduler only (its transitions; the worker's own records are missing)"
+        )
+    for w in losses.get("silent_senders", []):
+        lines.append(
+            f"warning    worker {w['worker']} ran nothing on record yet sent {w['keys']} keys "
+            f"({w['bytes']:,} bytes) in {w['transfers']} transfers it never received: "
+            "its execution records are missing (or the data was scattered to it)"
+        )
+    return lines
+
+
 def _environments(records: RunRecords) -> dict[str, Any]:
     """Environments, processes and the packages whose version differs between processes."""
     env = getattr(records, "environments", None)
@@ -277,9 +439,14 @@ def _environments(records: RunRecords) -> dict[str, Any]:
 
     diff = process_differences(records)
     pk = records.packages
+    # processes: the records of a process with a known environment (what the PROV links with
+    # mp:environment); a Spack record is the job's, not a process
+    proc = env[env["role"].astype(str).ne("job")]
+    known = proc["environment"].notna()
     return {
         "environments": int(env["environment"].nunique()),
-        "processes": int(len(env)),
+        "processes": int(known.sum()),
+        "processes_unknown": int((~known).sum()),
         "packages": int(len(pk.drop_duplicates(["manager", "name", "version"]))),
         "differing": sorted(set(diff["package"].astype(str))) if len(diff) else [],
     }

@@ -139,6 +139,18 @@ GRAPH_SUBMISSION = (
 )
 #: Opt-in: literal arguments of every task (value only when small enough).
 TASK_ARGUMENT = ("key", "position", "type", "size", "value", "status", "time")
+#: One row per worker the scheduler removed: why (its stimulus), whether Dask expected it, and
+#: the tasks it took along (Dask's own ``remove-worker`` event): running, results held only
+#: there (computed again elsewhere), scattered data lost; the keys as JSON lists.
+WORKER_LOSS = (
+    "worker",
+    "stimulus_id",
+    "expected",
+    "processing",
+    "recomputed",
+    "lost_data",
+    "time",
+)
 #: Opt-in: inner operations of fused tasks, per task group.
 TASK_FUSED_OP = ("group", "position", "name", "module", "qualname", "kind", "inputs", "time")
 
@@ -160,6 +172,7 @@ EXTRA_FILES: dict[str, tuple[str, ...]] = {
     "graph_submission.csv": GRAPH_SUBMISSION,
     "task_argument.csv": TASK_ARGUMENT,
     "task_fused_op.csv": TASK_FUSED_OP,
+    "worker_loss.csv": WORKER_LOSS,
 }
 #: Tables each worker process writes as parts (``<table>.<part-id>.csv``), merged at the end.
 WORKER_TABLES: dict[str, tuple[str, ...]] = {

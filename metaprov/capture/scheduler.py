@@ -4,7 +4,9 @@ Input: the scheduler's task transitions, submitted graphs, workers and clients c
 Output, in the run directory (Mofka-Dask schema, written directly: only the scheduler writes them):
 ``scheduler_transition.csv``, ``graph.csv``, ``worker.csv``, ``client.csv``; plus
 ``dask-config.json`` (the scheduler's effective Dask configuration) and ``metaprov-run.json``
-(versions, scheduler address/pid/host, per-file row counts, what is incomplete). At the end
+(versions, scheduler address/pid/host, per-file row counts, what is incomplete: ``status``
+is ``complete``, or ``incomplete`` when a worker was lost or a worker's records were not all
+written), and ``worker_loss.csv`` (each worker the scheduler removed: why, and the tasks it took). At the end
 (:meth:`SchedulerCapture.finalize`, run by :func:`metaprov.capture.record` or at scheduler close)
 it makes the workers flush and merges their part files (see :mod:`metaprov.capture.merge`).
 
@@ -45,6 +47,7 @@ from metaprov.capture._files import (
     TASK_FUNCTION,
     TASK_FUSED_OP,
     WORKER,
+    WORKER_LOSS,
     CsvSink,
     configured_directory,
     dask_config_snapshot,
@@ -176,6 +179,9 @@ class SchedulerCapture(SchedulerPlugin):
             "graph": CsvSink(run_dir / "graph.csv", GRAPH, index=True, flush_rows=1),
             "worker": CsvSink(run_dir / "worker.csv", WORKER, index=True, flush_rows=fr),
             "client": CsvSink(run_dir / "client.csv", CLIENT, index=True, flush_rows=fr),
+            "worker_loss": CsvSink(
+                run_dir / "worker_loss.csv", WORKER_LOSS, index=True, flush_rows=1
+            ),
         }
         for name, columns, wanted in (
             ("task_function", TASK_FUNCTION, self.functions),
@@ -191,6 +197,7 @@ class SchedulerCapture(SchedulerPlugin):
         self._code_handler = self._tap_submitted_code(scheduler) if self.call_sites else None
         self._transition_rows = self._sinks["scheduler_transition"].append
         self._workers: dict[str, dict[str, Any]] = {}
+        self._losses: list[dict[str, Any]] = []
         text, sha = dask_config_snapshot()
         (run_dir / CONFIG_JSON).write_text(text, encoding="utf-8")
         self._config_sha = sha
@@ -264,7 +271,11 @@ class SchedulerCapture(SchedulerPlugin):
         from metaprov.capture.merge import merge_parts
 
         merged = merge_parts(self.run_dir, scheduler_workers=self._workers)
-        self._summary = self._write_run_json(status="complete", stopped=t_end, merged=merged)
+        # a run that lost a worker, or a worker's records, is finished but not complete
+        whole = not self._losses and not merged.get("incomplete_workers")
+        self._summary = self._write_run_json(
+            status="complete" if whole else "incomplete", stopped=t_end, merged=merged
+        )
         if self._env_job is not None:
             self._env_job.join()
         if self.environment and not self.anonymous:
@@ -509,12 +520,42 @@ class SchedulerCapture(SchedulerPlugin):
     def remove_worker(
         self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kwargs: Any
     ) -> None:
-        """Record a worker leaving."""
+        """Record a worker leaving: a ``worker.csv`` row, and in ``worker_loss.csv`` why and
+        what it took along, from the ``remove-worker`` event Dask logged just before."""
         if self._summary is not None:
             return
         t = now()
         self._sinks["worker"].append((worker, "remove", stimulus_id, t))
         self._workers.setdefault(worker, {"address": worker})["removed"] = t
+        try:
+            event = _removal_event(scheduler, worker, stimulus_id)
+        except Exception:  # the record of a loss must never cost the scheduler
+            log.warning("metaprov capture: removal of %s not detailed", worker, exc_info=True)
+            event = {}
+        lost = {
+            name: len(event.get(f) or ())
+            for name, f in (
+                ("processing", "processing-tasks"),
+                ("recomputed", "lost-computed-tasks"),
+                ("lost_data", "lost-scattered-tasks"),
+            )
+        }
+        if any(lost.values()) or (event.get("expected") is not True and _has_work(scheduler)):
+            self._losses.append(
+                {"worker": worker, "stimulus_id": stimulus_id, "expected": event.get("expected")}
+                | lost
+            )
+        self._sinks["worker_loss"].append(
+            (
+                worker,
+                stimulus_id,
+                event.get("expected"),
+                _key_list(event.get("processing-tasks")),
+                _key_list(event.get("lost-computed-tasks")),
+                _key_list(event.get("lost-scattered-tasks")),
+                t,
+            )
+        )
 
     def add_client(self, scheduler: Any, client: str) -> None:
         """Record a client connecting."""
@@ -592,10 +633,50 @@ class SchedulerCapture(SchedulerPlugin):
             },
             "workers": merged.get("workers", []),
             "incomplete_workers": merged.get("incomplete_workers", []),
+            # workers removed unexpectedly or with work (running tasks, results held only
+            # there): what each took along; ``status`` is ``incomplete`` when this is not empty
+            "lost_workers": list(self._losses),
             "notes": merged.get("notes", []),
         }
         write_json_atomic(self.run_dir / RUN_JSON, data)
         return data
+
+
+def _removal_event(scheduler: Any, worker: str, stimulus_id: str | None) -> dict[str, Any]:
+    """Dask's ``remove-worker`` event for this removal (logged under the worker's topic by
+    ``Scheduler.remove_worker`` before the plugins are called), or {} when there is none."""
+    get_events = getattr(scheduler, "get_events", None)
+    if get_events is None:
+        return {}
+    for _, msg in reversed(get_events(worker) or ()):
+        if isinstance(msg, dict) and msg.get("action") == "remove-worker":
+            if stimulus_id is None or msg.get("stimulus_id") in (None, stimulus_id):
+                return msg
+            break
+    return {}
+
+
+def _has_work(scheduler: Any) -> bool:
+    """The run goes on: a worker is running tasks, or tasks wait for a worker (queued, or no
+    worker can run them). A worker closed at the end of a run is not a loss."""
+    try:
+        workers = getattr(scheduler, "workers", {}) or {}
+        return bool(
+            any(getattr(ws, "processing", None) for ws in workers.values())
+            or len(getattr(scheduler, "queued", ()) or ())
+            or len(getattr(scheduler, "unrunnable", ()) or ())
+        )
+    except Exception:
+        return False
+
+
+def _key_list(keys: Any) -> str | None:
+    """Keys as a JSON list of their text (sorted), or None when Dask did not say."""
+    if keys is None:
+        return None
+    import json
+
+    return json.dumps(sorted(str(k) for k in keys))
 
 
 def _spec_identity(run_spec: Any) -> Any:

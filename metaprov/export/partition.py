@@ -205,6 +205,10 @@ def summarize_partition(
         "last": last,
         "scheduler": sched_counts,
         "workers": records.workers,
+        "worker_events": _own_worker_events(records, own_keys),
+        "unrecorded": exo.loc[exo["record_lost"].fillna(False).to_numpy(dtype=bool), "worker"]
+        .astype(object)
+        .value_counts(),
         "clients": records.clients,
         "threads": threads,
         "groups": groups.reset_index(drop=True),
@@ -228,6 +232,39 @@ def summarize_partition(
         release_memory()
     summary["split_keys"], summary["transfer_picks"] = _versions_report(records, part, parts)
     return summary
+
+
+def _own_worker_events(records: RunRecords, own_keys: pd.Index) -> pd.DataFrame:
+    """The worker events with each removal's counts over the partition's own keys only (the
+    parts' counts add up to the run's; ``lost`` is combined with any())."""
+    ev = records.worker_events
+    lt = records.lost_tasks
+    lt = lt[lt["key"].astype(object).isin(own_keys).to_numpy(dtype=bool)]
+    counts = lt.groupby(["worker", "time", "kind"]).size()
+    out = ev.copy()
+    for col, kind in (("n_processing", "processing"), ("n_results", "result"), ("n_data", "data")):
+        idx = pd.MultiIndex.from_arrays(
+            [ev["worker"].astype(object), ev["time"], pd.Series(kind, index=ev.index)]
+        )
+        own = counts.reindex(idx).fillna(0).to_numpy(dtype="int64")
+        out[col] = pd.array(np.where(ev[col].isna(), pd.NA, own), dtype="Int64")
+    return out
+
+
+def _combine_worker_events(summaries: list[dict[str, Any]]) -> pd.DataFrame:
+    """Every part's worker events as one table: counts summed, ``lost`` if any part says so."""
+    parts = [s["worker_events"].reset_index(drop=True) for s in summaries]
+    first = parts[0]
+    if not len(first):
+        return first
+    out = first.copy()
+    for p in parts[1:]:
+        for col in ("n_processing", "n_results", "n_data"):
+            out[col] = out[col] + p[col]
+        out["lost"] = out["lost"].fillna(False) | p["lost"].fillna(False)
+    took = out[["n_processing", "n_results", "n_data"]].fillna(0).sum(axis=1) > 0
+    out["lost"] = out["lost"].fillna(False) | (took & out["event"].eq("removed"))
+    return conform("worker_events", out)
 
 
 class _NoTaskIris(RunIris):
@@ -321,6 +358,15 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     )
     workers = pd.concat([s["workers"] for s in summaries], ignore_index=True)
     workers = workers.drop_duplicates("address").sort_values("address", kind="stable")
+    # lost: any part's events say so; unrecorded: the parts' own executions, summed
+    events = _combine_worker_events(summaries)
+    unrec = pd.concat([s["unrecorded"] for s in summaries]).groupby(level=0).sum()
+    lost_at = set(events.loc[events["lost"].fillna(False).to_numpy(dtype=bool), "worker"])
+    addr = workers["address"].astype(object)
+    workers = workers.assign(
+        lost=pd.array(addr.isin(lost_at).to_numpy(), dtype="boolean"),
+        unrecorded=pd.array(unrec.reindex(addr).fillna(0).to_numpy(dtype="int64"), dtype="Int64"),
+    )
     threads = pd.concat([s["threads"] for s in summaries], ignore_index=True)
     if len(threads):
         threads = threads.groupby(["worker", "thread"], sort=True)["n_tasks"].sum().reset_index()
@@ -342,6 +388,7 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "last": max(lasts) if lasts else None,
         "scheduler_address": address,
         "workers": conform("workers", workers),
+        "worker_events": events,
         "clients": summaries[0]["clients"],
         "threads": conform("threads", threads),
         "groups": groups.reset_index(drop=True),
@@ -523,6 +570,7 @@ def run_level_records(
     rec = read_partition(run, -1, 1, darshan=darshan)
     rec.run_id = run_id
     rec.workers = facts["workers"]
+    rec.worker_events = facts["worker_events"]
     rec.threads = facts["threads"]
     if facts["scheduler_address"]:
         rec.scheduler["address"] = facts["scheduler_address"]

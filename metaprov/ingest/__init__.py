@@ -18,6 +18,7 @@ from metaprov.ingest.environment import read_environment
 from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.facts import read_task_facts
 from metaprov.ingest.job import read_job
+from metaprov.ingest.losses import read_worker_losses
 from metaprov.records import RunRecords
 
 log = logging.getLogger("metaprov")
@@ -159,6 +160,7 @@ def read_run(
     ) as bar:
         read_dask_csvs(run, records, progress=bar, keys=keys)
         apply_worker_executions(run, records, keys.selection() if keys is not None else None)
+        read_worker_losses(run, records)
         read_task_facts(run, records)
         read_job(run, records)
         bar.update(1)

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metaprov.errors import InputError, StoreError, UsageError
-from metaprov.live.snapshot import take_snapshot
+from metaprov.live.snapshot import FINISHED, take_snapshot
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -1120,7 +1120,7 @@ def follow(
             if snap.signature != last_sig:
                 last_sig, last_change = snap.signature, t0
             complete, reason = False, ""
-            if snap.status == "complete":
+            if snap.status in FINISHED:
                 complete, reason = True, "capture"
             elif quiet > 0 and result.refreshes and t0 - last_change >= quiet:
                 complete, reason = True, "quiet"

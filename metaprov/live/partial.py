@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metaprov.live.snapshot import PARTS_DIR, read_status, take_snapshot
+from metaprov.live.snapshot import FINISHED, PARTS_DIR, read_status, take_snapshot
 
 
 @dataclass
@@ -71,7 +71,7 @@ def live_state(run: str | Path) -> tuple[bool, str]:
     """(in progress, why) for a run directory (see the module's description)."""
     root = Path(run)
     status, _ = read_status(root)
-    if status == "complete":
+    if status in FINISHED:
         return False, ""
     if status == "recording":
         return True, "metaprov-run.json says recording"

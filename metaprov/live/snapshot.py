@@ -25,8 +25,11 @@ from typing import Any
 #: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
 PARTS_DIR = "metaprov-parts"
 WORKER_TABLES = ("worker_transition", "worker_transfer", "worker_execution", "worker_result")
-#: The capture's run file (``status``: ``recording`` while it runs, ``complete`` at the end).
+#: The capture's run file (``status``: ``recording`` while it runs, ``complete`` at the end, or
+#: ``incomplete`` at the end of a run that lost a worker or a worker's records).
 RUN_JSON = "metaprov-run.json"
+#: The statuses of a capture that has finished writing.
+FINISHED = ("complete", "incomplete")
 
 _TAIL = 1 << 16
 
@@ -117,7 +120,7 @@ def in_progress(run: str | Path) -> bool:
     """Whether ``run`` is a capture still being written (``metaprov-run.json`` says
     ``recording``, or the workers' part files are there unmerged)."""
     status, _ = read_status(Path(run))
-    if status == "complete":
+    if status in FINISHED:
         return False  # parts left behind by a worker that never closed do not make it running
     return status == "recording" or (Path(run) / PARTS_DIR).is_dir()
 

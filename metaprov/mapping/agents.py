@@ -15,9 +15,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.mapping.block import Block, lit_int, lit_str, lit_time, null_where
+from metaprov.mapping.block import Block, lit_int, lit_str, lit_time, lit_true, null_where
 from metaprov.mapping.environment import add_env_columns
-from metaprov.mapping.tables import host_of, user_iri, worker_job_iris
+from metaprov.mapping.tables import host_of, user_iri, worker_job_iris, worker_losses
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat
 
 if TYPE_CHECKING:
@@ -162,6 +162,7 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         wb.add(MP.localDirectory, lit_str(workers["local_directory"]), "str")
         wb.add(MP.addedAt, lit_time(workers["added"]), "typed", XSD.dateTime)
         wb.add(MP.removedAt, lit_time(workers["removed"]), "typed", XSD.dateTime)
+        _add_losses(wb, workers, worker_losses(rec))
         wb.add(PROV.actedOnBehalfOf, iris.scheduler)
         jobs = worker_job_iris(ctx, workers["address"])
         has_job = pc.is_valid(jobs)
@@ -206,3 +207,18 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         tb.add(MP.taskCount, lit_int(threads["n_tasks"]), "typed", XSD.integer)
         tb.add(PROV.actedOnBehalfOf, iris.processes(w_of))
         yield tb
+
+
+def _add_losses(wb: Block, workers: pd.DataFrame, losses: pd.DataFrame) -> None:
+    """mp:lost, mp:lossReason, mp:lostTaskCount, mp:unrecordedExecutionCount of each worker
+    (written only for a lost worker, or one with executions known from the scheduler only)."""
+    if not len(losses):
+        return
+    at = losses.set_index(losses["address"].astype(object))
+    addr = workers["address"].astype(object)
+    wb.add(MP.lost, lit_true(at["lost"].reindex(addr).array), "typed", XSD.boolean)
+    wb.add(MP.lossReason, lit_str(at["reason"].reindex(addr).array), "str")
+    wb.add(MP.lostTaskCount, lit_int(at["lost_tasks"].reindex(addr).array), "typed", XSD.integer)
+    unrec = at["unrecorded"].reindex(addr)
+    unrec = unrec.where(unrec.fillna(0) > 0).astype("Int64")
+    wb.add(MP.unrecordedExecutionCount, lit_int(unrec.array), "typed", XSD.integer)

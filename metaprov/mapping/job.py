@@ -19,9 +19,9 @@ import pyarrow as pa
 from metaprov._version import __version__
 from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
 from metaprov.mapping.environment import add_env_columns, env_hosts, run_used
-from metaprov.mapping.tables import batch_job_iri, host_of, job_iri, user_iri
+from metaprov.mapping.tables import batch_job_iri, host_of, job_iri, user_iri, worker_losses
 from metaprov.mapping.terms import FILE_KIND_CLASS, MP, PROV, RDF, XSD
-from metaprov.records import TIME
+from metaprov.records import TIME, RunRecords
 from metaprov.timeutil import format_utc, utc_to_us
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
         run.add(MP.duration, lit_double([(us[1] - us[0]) / 1e6]), "typed", XSD.double)
     run.add(MP.partOfJob, pa.array([j_iri], LARGE))
     run.add(MP.usedJob, _one_list(used_jobs(ctx)))
+    _add_run_losses(run, rec)
     from metaprov.mapping.agents import client_table
 
     agents = [iris.scheduler] + iris.clients(client_table(ctx)["client"]).to_pylist()
@@ -305,3 +306,21 @@ def _job_time(value: object) -> pd.Timestamp | None:
 def _one_list(values: list[str]) -> pa.Array:
     """A one-row list column (null when empty)."""
     return pa.array([values if values else None], pa.large_list(LARGE))
+
+
+def _add_run_losses(run: Block, rec: RunRecords) -> None:
+    """A run that lost workers or records says so: mp:lostWorkerCount, mp:lostTaskCount,
+    mp:unrecordedExecutionCount (each written only when above 0)."""
+    losses = worker_losses(rec)
+    n_lost = int(losses["lost"].fillna(False).sum())
+    took = losses.loc[losses["lost"].fillna(False).to_numpy(dtype=bool), "lost_tasks"]
+    unrec = int(losses["unrecorded"].fillna(0).sum())
+
+    def one(v: int | None) -> pa.Array:
+        return pa.array([str(v) if v else None], LARGE)
+
+    run.add(MP.lostWorkerCount, one(n_lost), "typed", XSD.integer)
+    run.add(
+        MP.lostTaskCount, one(int(took.sum()) if took.notna().any() else None), "typed", XSD.integer
+    )
+    run.add(MP.unrecordedExecutionCount, one(unrec), "typed", XSD.integer)

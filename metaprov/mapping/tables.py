@@ -37,7 +37,17 @@ TASK_COLUMNS = [
     "never_ran",
     "wanted",
 ]
-EXECUTION_COLUMNS = ["key", "attempt", "worker", "thread", "start", "end", "outcome", "time_source"]
+EXECUTION_COLUMNS = [
+    "key",
+    "attempt",
+    "worker",
+    "thread",
+    "start",
+    "end",
+    "outcome",
+    "time_source",
+    "record_lost",
+]
 
 
 def dict_map(values: Any, fn: Any) -> pa.Array:
@@ -427,3 +437,27 @@ def worker_job_iris(ctx: MapContext, addresses: pd.Series) -> pa.Array:
             jid = by_pid.get(pid_of[a])
         out.append(batch_job_iri(ctx, str(jid)) if jid is not None else None)
     return pa.array(out, LARGE)
+
+
+def worker_losses(records: Any) -> pd.DataFrame:
+    """Per worker address that was lost or has executions known from the scheduler only:
+    ``lost``, ``reason`` (of its last lost removal), ``lost_tasks`` (tasks its lost removals
+    took along; NA: not known) and ``unrecorded`` (from ``records.workers``)."""
+    w = records.workers
+    flagged = w["lost"].fillna(False).to_numpy(dtype=bool) | (
+        w["unrecorded"].fillna(0).to_numpy(dtype=np.int64) > 0
+    )
+    out = w.loc[flagged, ["address", "lost", "unrecorded"]].reset_index(drop=True)
+    ev = records.worker_events
+    ev = ev[ev["lost"].fillna(False).to_numpy(dtype=bool)]
+    took = ev[["n_processing", "n_results", "n_data"]].sum(axis=1, min_count=3)
+    per = pd.DataFrame(
+        {"address": ev["worker"].astype(object), "reason": ev["reason"], "took": took}
+    ).groupby("address", sort=True)
+    reason = per["reason"].last()
+    lost_tasks = per["took"].sum(min_count=1)
+    addr = out["address"].astype(object)
+    return out.assign(
+        reason=reason.reindex(addr).to_numpy(),
+        lost_tasks=pd.array(lost_tasks.reindex(addr).to_numpy(), dtype="Int64"),
+    )

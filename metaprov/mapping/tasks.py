@@ -127,6 +127,7 @@ def _execution_blocks(
         blk.add(MP.incomplete, lit_true(~known), "typed", XSD.boolean)
         blk.add(MP.outcome, dict_map(part["outcome"], lit_str), "str")
         blk.add(MP.timeSource, dict_map(part["time_source"], lit_str), "str")
+        blk.add(MP.recordLost, lit_true(part["record_lost"]), "typed", XSD.boolean)
         blk.add(PROV.wasAssociatedWith, agent)
         blk.add(PROV.qualifiedAssociation, iris.associations(e_iri))
         # the association's plan again, as a direct link: "executions of this prefix" is then

@@ -91,6 +91,7 @@ MP_TERMS: frozenset[str] = frozenset(
     counterName counterValue minOffset endOffset ioTime linkStatus linkRule linkReason linkClock linkOffset
     linkOffsetUncertainty linkCandidates operation
     offset length callingThread
+    recordLost lost lossReason lostTaskCount lostWorkerCount unrecordedExecutionCount
     """.split()
 )
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from metaprov._version import __version__
+from metaprov.analysis.summary import format_losses
 from metaprov.report import figures
 from metaprov.report.views import RunView, facts
 
@@ -318,6 +319,7 @@ def _summary_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
         ("scheduler", (s.get("scheduler") or {}).get("address", "-")),
         ("tasks", f"{tasks['total']:,}"),
         ("executed", f"{tasks['executed']:,}"),
+        ("ran without a record", f"{tasks.get('ran_unrecorded', 0):,}"),
         (
             "not run yet (waiting or running)" if live else "never ran",
             f"{tasks['never_ran']:,}",
@@ -325,6 +327,10 @@ def _summary_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
         ("erred", f"{tasks['erred']:,}"),
         ("retried", f"{tasks['retried']:,}"),
         ("executions", f"{s['executions']:,}"),
+        (
+            "lost",
+            "; ".join(t.split(None, 1)[1] for t in format_losses(s.get("losses") or {})) or "-",
+        ),
         (
             "compute (s)",
             "unknown (no compute windows in this run)"

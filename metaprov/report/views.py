@@ -256,7 +256,7 @@ def _prefix_table(
         {
             "prefix": tasks.names,
             "tasks": np.bincount(code, minlength=m),
-            "executed": count(~t["never_ran"].fillna(False)),
+            "executed": count(t["n_executions"].fillna(0) > 0),
             "erred": count(t["erred"]),
             "retried": count(t["retried"]),
         }

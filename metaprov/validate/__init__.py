@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from metaprov.errors import FormatError, InputError, UsageError
 from metaprov.validate import constraints
-from metaprov.validate.checks import PROV_CHECKS, SPARQL_CHECKS
+from metaprov.validate.checks import PROV_CHECKS, SPARQL_CHECKS, WARNING_CHECKS
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -85,10 +85,10 @@ class ValidationReport:
 
     def text(self) -> str:
         """Readable report: verdict, counts per constraint, the first offending nodes."""
-        verdict = (
-            "conforms"
-            if self.conforms
-            else f"does NOT conform: {len(self.violations)} violation(s)"
+        n_bad = sum(v.severity == "Violation" for v in self.violations)
+        n_warn = sum(v.severity == "Warning" for v in self.violations)
+        verdict = ("conforms" if self.conforms else f"does NOT conform: {n_bad} violation(s)") + (
+            f"; {n_warn} warning(s)" if n_warn else ""
         )
         lines = [
             f"Validation of {self.source}: {self.triples:,} "
@@ -101,7 +101,8 @@ class ValidationReport:
         for v in self.violations:
             by.setdefault((v.shape, v.message), []).append(v)
         for (shape, message), vs in sorted(by.items()):
-            lines.append(f"- {shape}: {message} ({len(vs)} node(s))")
+            warn = "warning: " if vs[0].severity == "Warning" else ""
+            lines.append(f"- {warn}{shape}: {message} ({len(vs)} node(s))")
             for v in vs[:5]:
                 lines.append(f"    {v.focus}" + (f"  [path {v.path}]" if v.path else ""))
             if len(vs) > 5:
@@ -221,6 +222,9 @@ def validate(
                 report.violations += _run_sparql(store, [check])
             bar.update()
         bar.close()
+        for v in _run_sparql(store, WARNING_CHECKS):
+            v.severity = "Warning"
+            report.violations.append(v)
         del store
     return report
 
@@ -325,6 +329,11 @@ def _validate_columnar(graph: Any, label: str, engine: str, progress: bool) -> V
         ]
         bar.update()
     bar.close()
+    for name, query, message in WARNING_CHECKS:
+        report.violations += [
+            Violation(name, focus, message, severity="Warning")
+            for focus in columnar.run_check(graph, query)
+        ]
     return report
 
 

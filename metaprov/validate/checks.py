@@ -456,3 +456,20 @@ PROV_CHECKS: list[tuple[str, str, str]] = [
         "an associated agent is not described in the export",
     ),
 ]
+
+
+#: Findings that do not break conformance (severity ``Warning``): a run that lost workers or
+#: records says so (docs/model.md, "Lost workers and lost records").
+WARNING_CHECKS: list[tuple[str, str, str]] = [
+    (
+        "LostWorkers",
+        "SELECT ?f WHERE { ?f a mp:Run ; mp:lostWorkerCount ?n }",
+        "the run lost workers while it went on (mp:lostWorkerCount; see mp:lost on the workers)",
+    ),
+    (
+        "LostRecords",
+        "SELECT ?f WHERE { ?f a mp:Run ; mp:unrecordedExecutionCount ?n }",
+        "the run lost records: executions known from the scheduler only "
+        "(mp:unrecordedExecutionCount; mp:recordLost on the executions)",
+    ),
+]

@@ -45,6 +45,7 @@ from metaprov.validate.checks import (
     PROV_CHECKS,
     SPARQL_CHECKS,
     START_BEFORE_END,
+    WARNING_CHECKS,
     start_after_end,
 )
 
@@ -95,7 +96,7 @@ def needed_predicates() -> tuple[str, ...]:
     """Predicates (N-Triples IRIs) the checks read: those the queries name, the time
     predicates and every sub-property of them in the ontology."""
     names = {RDF_TYPE, *constraints.TIME_PREDICATES}
-    for _, query, _ in SPARQL_CHECKS + PROV_CHECKS + constraints.checks():
+    for _, query, _ in SPARQL_CHECKS + PROV_CHECKS + WARNING_CHECKS + constraints.checks():
         names |= {_iri(c) for c in re.findall(r"\b(?:mp|prov):\w+", query)}
     _, props = constraints.hierarchy()
     names |= {f"<{p}>" for p, sup in props if f"<{sup}>" in names}
@@ -880,6 +881,8 @@ for _cls, _ in START_BEFORE_END:
 def twins() -> dict[str, Check]:
     """The columnar implementation of every check, keyed by the check's SPARQL query."""
     out: dict[str, Check] = {}
+    for _, query, _ in WARNING_CHECKS:
+        out[query] = lambda g, q=query: g.of("mp:Run", re.search(r"mp:\w+Count", q)[0]).select("f")
     for _, query, _ in SPARQL_CHECKS + PROV_CHECKS:
         impl = _EXPLICIT.get(query) or _template(query)
         if impl is not None:

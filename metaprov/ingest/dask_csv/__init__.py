@@ -38,7 +38,7 @@ from metaprov.ingest.dask_csv.columns import (
 from metaprov.ingest.dask_csv.consolidate import consolidate, key_split
 from metaprov.ingest.dask_csv.graphs import read_graphs
 from metaprov.ingest.dask_csv.keys import KeySelection, fnv64, run_id, run_id_of_facts
-from metaprov.ingest.dask_csv.membership import read_membership
+from metaprov.ingest.dask_csv.membership import membership_events, read_membership
 from metaprov.ingest.dask_csv.transfers import read_transfers
 from metaprov.ingest.dask_csv.transitions import _Trans, read_transitions
 from metaprov.records import RunRecords, conform
@@ -121,7 +121,9 @@ def read_dask_csvs(
         if out is not None:
             records.graphs, graphs = out
     workers = step("worker.csv", lambda ct, d: read_membership(ct, "worker", d, clock))
+    workers, worker_events = workers if workers is not None else (None, None)
     clients = step("client.csv", lambda ct, d: read_membership(ct, "client", d, clock))
+    clients = clients[0] if clients is not None else None
     for d in later:
         d.replay(acct)
     records.missing = [n for n in CSV_FILES if not (run / n).exists()]
@@ -133,6 +135,7 @@ def read_dask_csvs(
     records.workers = _workers_table(records, workers, sched, work)
     records.clients = _clients_table(records, clients)
     consolidate(records, sched, work, graphs, transfer_keys)
+    records.worker_events = membership_events(worker_events)
 
 
 def _scheduler_address(sched: _Trans) -> str | None:

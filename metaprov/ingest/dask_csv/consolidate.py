@@ -117,6 +117,10 @@ class _Exec:
     thread: _Threads
     source: np.ndarray  # 0: worker, 1: scheduler
     attempt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lost: np.ndarray | None = None  # the worker's own record is missing (None: all False)
+
+    def lost_mask(self) -> np.ndarray:
+        return np.zeros(len(self.key), dtype=bool) if self.lost is None else self.lost
 
 
 def _executions(
@@ -128,18 +132,27 @@ def _executions(
 ) -> _Exec:
     """One row per execution attempt: worker-side windows, else the scheduler's startstops.
 
+    Per key and worker: the worker's own records when it has any for that key, else every
+    execution the scheduler saw end there (``processing`` rows carrying a thread or a compute
+    window). A worker whose records are lost (killed mid-run, its file cut) keeps the executions
+    the scheduler saw it finish; when the run has worker-side records at all, those are marked
+    ``lost`` (their worker's own record is missing).
+
     Inconsistent times are reported to ``acct``: a worker-side end with no start before it
     (the end is not used), a scheduler startstop that ends before it begins (the end is treated
     as absent). Rows by key, start, worker; ``attempt`` counts per key.
     """
     parts: list[_Exec] = []
-    ran = np.zeros(nkeys, dtype=bool)
-    if work is not None and len(work):
+    covered = np.zeros(0, dtype=np.int64)  # key * (workers + 1) + worker + 1, sorted
+    nw = len(wcats) + 1
+    has_worker_side = work is not None and len(work) > 0
+    if has_worker_side:
         parts.append(_worker_executions(work, wcats, acct))
-        ran[parts[-1].key] = True
+        covered = np.unique(parts[-1].key.astype(np.int64) * nw + (parts[-1].worker + 1))
     if sched is not None and len(sched):
-        from_sched = _scheduler_executions(sched, ran, wcats, acct)
+        from_sched = _scheduler_executions(sched, covered, wcats, acct)
         if from_sched is not None:
+            from_sched.lost = np.full(len(from_sched.key), has_worker_side)
             parts.append(from_sched)
     if not parts:
         z = np.zeros(0, dtype=np.int64)
@@ -191,13 +204,18 @@ def _worker_executions(work: _Trans, wcats: pa.Array, acct: Accounting | None) -
 
 
 def _scheduler_executions(
-    sched: _Trans, ran: np.ndarray, wcats: pa.Array, acct: Accounting | None
+    sched: _Trans, covered: np.ndarray, wcats: pa.Array, acct: Accounting | None
 ) -> _Exec | None:
     """Executions from the scheduler's startstops (``processing`` rows with a thread or a
-    begins), for the keys no worker-side execution covers."""
+    begins), for the (key, worker) pairs no worker-side execution covers (``covered``: sorted
+    pair codes ``key * (workers + 1) + worker + 1``)."""
     rows = sched.from_state.is_in(("processing",)) & (~sched.thread.na | (sched.begins != _NAT))
-    rows &= ~ran[sched.gkey]
     idx = np.flatnonzero(rows)
+    if len(covered) and len(idx):
+        worker = _mapping(sched.worker.cats, wcats)[sched.worker.codes[idx]]
+        pair = sched.gkey[idx].astype(np.int64) * (len(wcats) + 1) + (worker + 1)
+        at = np.minimum(np.searchsorted(covered, pair), len(covered) - 1)
+        idx = idx[covered[at] != pair]
     ends = sched.ends[idx]
     backwards = (ends != _NAT) & (sched.begins[idx] != _NAT) & (ends < sched.begins[idx])
     if backwards.any():
@@ -233,6 +251,7 @@ def _concat(parts: list[_Exec]) -> _Exec:
             np.concatenate([p.thread.na for p in parts]),
         ),
         source=np.concatenate([p.source for p in parts]),
+        lost=np.concatenate([p.lost_mask() for p in parts]),
     )
 
 
@@ -266,6 +285,7 @@ def _in_attempt_order(ex: _Exec, wcats: pa.Array) -> _Exec:
         outcome=ex.outcome.take(pa.array(o)),
         thread=_Threads(ex.thread.values[o], ex.thread.na[o]),
         source=ex.source[o],
+        lost=ex.lost_mask()[o],
     )
 
 
@@ -286,6 +306,7 @@ def _executions_table(ex: _Exec, keys: pa.Array, wcats: pa.Array) -> pd.DataFram
                     pa.array(ex.source.astype(np.int64), mask=ex.source < 0)
                 )
             ),
+            "record_lost": pd.array(ex.lost_mask(), dtype="boolean"),
         },
     )
 
@@ -402,7 +423,6 @@ class _Said:
     sched_begins: np.ndarray | None = None
     sched_ends: np.ndarray | None = None
     nbytes: np.ndarray | None = None
-    n_proc: np.ndarray | None = None
     erred: np.ndarray | None = None
     n_transitions: np.ndarray | None = None
 
@@ -421,10 +441,9 @@ class _Said:
 def _from_transitions(sched: _Trans | None, work: _Trans | None, n: int) -> _Said:
     """Per key: prefix and group (the first scheduler row with one), state (the last row, the
     scheduler's first), the scheduler's begins/ends and size (its last row carrying results),
-    how often it went to processing, whether it erred, its transition count. Frees the files."""
+    whether it erred, its transition count. Frees the files."""
     said = _Said(
         nbytes=np.full(n, np.nan),
-        n_proc=np.zeros(n, dtype=np.int64),
         erred=np.zeros(n, dtype=bool),
         n_transitions=np.zeros(n, dtype=np.int64),
     )
@@ -443,7 +462,6 @@ def _from_transitions(sched: _Trans | None, work: _Trans | None, n: int) -> _Sai
         said.sched_begins = _at(sched.begins, fin, _NAT)
         said.sched_ends = _at(sched.ends, fin, _NAT)
         said.nbytes = _at(sched.size, fin, np.nan)
-        said.n_proc = np.bincount(kc[sched.to_state.is_in(("processing",))], minlength=n)
         said.erred |= np.bincount(kc[sched.to_state.is_in(("erred",))], minlength=n) > 0
         said.n_transitions += np.bincount(kc, minlength=n)
         sched.release()
@@ -492,7 +510,10 @@ def _final_execution(
     err_ex = pc.is_in(ex.outcome, pa.array(["error", "erred"])).to_numpy(zero_copy_only=False)
     erred = said.erred | (np.bincount(ex.key[err_ex], minlength=n) > 0)
     cols["erred"] = pd.array(erred, dtype="boolean")
-    cols["retried"] = pd.array((n_exec > 1) | (said.n_proc > 1), dtype="boolean")
+    # retried: executed more than once (one definition for every surface, docs/records.md);
+    # a task sent to processing again without a second execution (work stealing, a worker lost
+    # while it ran) is not a retry: the lost ones are in worker_losses / lost_tasks
+    cols["retried"] = pd.array(n_exec > 1, dtype="boolean")
     # A key moved between workers, or with a result size, existed in memory: it ran somewhere.
     cols["never_ran"] = pd.array((n_exec == 0) & ~moved & np.isnan(said.nbytes), dtype="boolean")
     return cols
