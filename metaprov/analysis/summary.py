@@ -47,6 +47,7 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
             "missing_inputs": list(records.missing),
         },
         "job": _jsonable(records.job),
+        "batch_jobs": batch_jobs(records),
         "scheduler": _jsonable(records.scheduler),
         "software": _jsonable(records.software),
         "environments": _environments(records),
@@ -449,4 +450,17 @@ def _environments(records: RunRecords) -> dict[str, Any]:
         "processes_unknown": int((~known).sum()),
         "packages": int(len(pk.drop_duplicates(["manager", "name", "version"]))),
         "differing": sorted(set(diff["package"].astype(str))) if len(diff) else [],
+    }
+
+
+def batch_jobs(records: RunRecords) -> dict[str, Any]:
+    """The batch jobs the run's processes ran in: how many, their last states, the longest
+    queue wait (start minus submission, seconds: part of the run's startup; None unknown)."""
+    jobs = records.jobs
+    wait = (jobs["started"] - jobs["submitted"]).dt.total_seconds().dropna()
+    return {
+        "total": int(len(jobs)),
+        "ids": [str(j) for j in jobs["job"]],
+        "states": _counts(jobs["state"].dropna()),
+        "max_queue_wait_s": float(wait.max()) if len(wait) else None,
     }

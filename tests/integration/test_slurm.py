@@ -141,6 +141,8 @@ def slurm_run(slurm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_every_worker_job_is_recorded_with_slurm_s_facts(slurm_run: dict) -> None:
+    import pandas as pd
+
     import metaprov
 
     rec = metaprov.read_run(slurm_run["run"])
@@ -162,7 +164,22 @@ def test_every_worker_job_is_recorded_with_slurm_s_facts(slurm_run: dict) -> Non
     env = rec.environments[rec.environments["role"] == "worker"]
     gone = env.loc[env["job"] == slurm_run["cancelled"], "worker"].iloc[0]
     w = rec.workers.set_index("address")
-    assert w.loc[gone, "removed"] is not None and not str(w.loc[gone, "removed"]) == "NaT"
+    assert pd.notna(w.loc[gone, "removed"])
+    # its lost work as for any lost worker: the worker is lost, its executions the
+    # scheduler saw are kept (its own records died with it)
+    assert bool(w.loc[gone, "lost"]) and not w.drop(index=gone)["lost"].fillna(False).any()
+    ex = rec.executions
+    assert (ex["worker"] == gone).any()
+    # inspect/report and compare: the jobs, and their queue wait as part of the startup
+    from metaprov.analysis.summary import batch_jobs
+    from metaprov.analysis.timeline import timeline_from_records
+    from metaprov.report.page import _batch_jobs_text
+
+    b = batch_jobs(rec)
+    assert b["total"] == 2 and b["states"].get("CANCELLED") == 1
+    assert b["max_queue_wait_s"] is not None and b["max_queue_wait_s"] >= 0
+    assert timeline_from_records(rec).queue_wait == b["max_queue_wait_s"]
+    assert "waiting in the queue (part of the startup)" in _batch_jobs_text(b)
     # the client and scheduler ran outside Slurm (the "login node"): no run job is invented
     assert not rec.job.get("id")
 
@@ -210,6 +227,15 @@ def test_export_every_execution_acts_for_a_job_and_validates(
         )
     }
     assert states[slurm_run["cancelled"]] == "CANCELLED"
+    lost = {
+        str(i)
+        for (i,) in g.query(
+            f"""PREFIX mp: <{mp}> PREFIX prov: <http://www.w3.org/ns/prov#>
+            SELECT ?i WHERE {{ ?w a mp:Worker ; mp:lost true ;
+              prov:qualifiedDelegation/prov:hadActivity/mp:jobId ?i }}"""
+        )
+    }
+    assert lost == {slurm_run["cancelled"]}  # the worker of the cancelled job, lost
     for engine in ("columnar", "sparql", "shacl"):
         report = validate(out, engine=engine)
         assert report.conforms, (engine, report)
@@ -232,7 +258,7 @@ def test_jobs_question_and_crate_state_the_jobs(slurm_run: dict, tmp_path: Path)
     import json
 
     out = tmp_path / "crate"
-    metaprov.crate([slurm_run["run"]], out, formats=("ttl",), report=False)
+    metaprov.crate([slurm_run["run"]], out, formats=("turtle",), report=False)
     (jobs_csv,) = out.rglob("jobs.csv")
     rows = list(csv.DictReader(jobs_csv.open()))
     assert sorted((r["job"] for r in rows), key=int) == slurm_run["jobs"]
