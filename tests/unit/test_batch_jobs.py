@@ -175,3 +175,39 @@ def test_scripts_are_scrubbed_word_by_word() -> None:
     )
     assert "s3cr3t" not in text and "API_TOKEN=***" in text and n == 1
     assert "distributed.cli.dask_worker tcp://h:1" in text
+
+
+def test_workers_in_jobs_of_their_own_are_jobs_of_the_run_not_its_job(tmp_path: Path) -> None:
+    """dask-jobqueue from a login node: the scheduler in no job, each worker in its own."""
+    import io
+
+    from runfiles import tiny_files, write_run
+
+    import metaprov
+    from metaprov.capture.environment import collect, write_record
+    from metaprov.mapping import to_prov
+    from metaprov.write import write
+
+    run = write_run(tmp_path / "run", tiny_files())
+    sched = collect("scheduler", root=tmp_path, environ={}, gpus=False)
+    write_record(run, sched, "scheduler-1-00000000.json")
+    workers = metaprov.read_run(run, darshan=False).workers["address"].tolist()[:2]
+    for n, (address, jid) in enumerate(zip(workers, ["501", "502"], strict=True)):
+        env = {"SLURM_JOB_ID": jid, "SLURM_JOB_PARTITION": "debug", "SLURM_JOB_NODELIST": f"n{n}"}
+        rec = collect(
+            "worker", root=tmp_path, environ=env, gpus=False, process={"address": address}
+        )
+        write_record(run, rec, f"worker-{10 + n}-0000000{n}.json")
+    rec = metaprov.read_run(run, darshan=False)
+    assert not rec.job.get("id")  # the run's own job is not a worker's
+    assert rec.jobs["job"].tolist() == ["501", "502"]
+    assert rec.jobs["nodes"].tolist() == ["n0", "n1"] and (rec.jobs["partition"] == "debug").all()
+    assert (rec.jobs["source"] == "environment").all() and rec.jobs["submitted"].isna().all()
+    buf = io.BytesIO()
+    write(to_prov(rec), buf, "nt")
+    text = buf.getvalue().decode()
+    assert (
+        text.count("<http://www.w3.org/ns/prov#hadActivity> <https://w3id.org/metaprov/id/job/501>")
+        == 2
+    )
+    assert "<https://w3id.org/metaprov/ns#usedJob> <https://w3id.org/metaprov/id/job/502>" in text
