@@ -309,6 +309,15 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(
             f"job        {job.get('id')} on {job.get('server', '?')} user {job.get('user', '?')}"
         )
+    b = s.get("batch_jobs") or {}
+    if b.get("total"):
+        states = ", ".join(f"{n} {k}" for k, n in (b.get("states") or {}).items())
+        wait = b.get("max_queue_wait_s")
+        lines.append(
+            f"batch jobs {b['total']:,} ({', '.join(b['ids'][:5])}{', ...' if b['total'] > 5 else ''})"
+            + (f": {states}" if states else "")
+            + ("" if wait is None else f"; up to {wait:.3g} s in the queue")
+        )
     if s["scheduler"].get("address"):
         lines.append(f"scheduler  {s['scheduler']['address']}")
     live = bool(run.get("in_progress"))
