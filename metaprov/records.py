@@ -349,6 +349,7 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("address", STR, "Dask address of the scheduler or worker"),
         ("worker", STR, "worker address (workers only)"),
         ("client", STR, "Dask client id (the client that recorded)"),
+        ("job", STR, "batch job id the process ran in (its job variables; jobs.job)"),
         ("environment", STR, "content id of interpreter + venv/conda/container + package list"),
         ("python_executable", STR, "interpreter path (sys.executable; Darshan: the executable)"),
         ("python_version", STR, "Python version"),
@@ -380,6 +381,31 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("n_packages", "Int64", "packages listed for the process"),
         ("recorded", STR, "when the record was taken (ISO 8601, UTC)"),
         ("errors", STR, "parts of the record that could not be read"),
+    ],
+    # --- the batch jobs the processes ran in (metaprov.capture.batch; metaprov.ingest.batch) --
+    "jobs": [
+        ("job", STR, "batch job id as the batch system prints it (Slurm: 1234, 1234_7 in an array)"),
+        ("system", STR, "Slurm, PBS, LSF, Flux"),
+        ("name", STR, "job name"),
+        ("user", STR, "user the job ran as (user(uid) as Slurm prints it)"),
+        ("account", STR, "account charged"),
+        ("partition", STR, "partition (Slurm) or queue"),
+        ("state", STR, "last state known: PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT, ..."),
+        ("reason", STR, "the batch system's reason for the state"),
+        ("exit_code", STR, "exit code:signal"),
+        ("submitted", TIME, "when the job was submitted (UTC)"),
+        ("eligible", TIME, "when it became eligible to start (UTC)"),
+        ("started", TIME, "when it started (UTC; empty while pending)"),
+        ("ended", TIME, "when it ended (UTC; only in a final state, never the time limit)"),
+        ("time_limit_s", "Int64", "time limit in seconds"),
+        ("nodes", STR, "hosts allocated, space-separated"),
+        ("node_count", "Int64", "nodes allocated"),
+        ("cpus", "Int64", "CPUs allocated"),
+        ("script", STR, "the batch script (secret-looking lines replaced by a marker)"),
+        ("script_sha256", STR, "SHA-256 of the script as the batch system returned it"),
+        ("source", STR, "scontrol, sacct, or environment (the job's variables only)"),
+        ("observed", TIME, "when the batch system was asked (UTC)"),
+        ("processes", "Int64", "client, scheduler and worker processes recorded in the job"),
     ],
     "packages": [
         ("process", STR, "the process record (environments.process)"),
@@ -648,6 +674,8 @@ class RunRecords:
             call site), from the capture's extra files (see :mod:`metaprov.ingest.facts`).
         environments, packages: what each process ran in and its installed packages (see
             :mod:`metaprov.ingest.environment`).
+        jobs: every batch job a process of the run ran in, as the batch system stated it (see
+            :mod:`metaprov.ingest.batch`); ``job`` is the run's own one.
         job: facts about the batch job (id, server, user, nodes per role, ...).
         missing: expected inputs that were absent.
         accounting: row accounting for every input file.
@@ -676,6 +704,7 @@ class RunRecords:
     fused_ops: pd.DataFrame = field(default_factory=lambda: empty_table("fused_ops"))
     environments: pd.DataFrame = field(default_factory=lambda: empty_table("environments"))
     packages: pd.DataFrame = field(default_factory=lambda: empty_table("packages"))
+    jobs: pd.DataFrame = field(default_factory=lambda: empty_table("jobs"))
     job: dict[str, Any] = field(default_factory=dict)
     scheduler: dict[str, Any] = field(default_factory=dict)
     software: dict[str, Any] = field(default_factory=dict)

@@ -664,14 +664,14 @@ def _latency_rows(p: str, s: _Sides, b: pd.Series, o: pd.Series) -> list[dict[st
 
 
 def _interval_rows(base: Blame, other: Blame) -> list[dict[str, Any]]:
-    """Startup and tail: single intervals of each run, compared directly."""
+    """Startup and tail: single intervals of each run, compared directly; the startup's
+    evidence holds the batch jobs' queue wait when a run states it (dask-jobqueue)."""
+    evidence: dict[str, Any] = {"startup_s": [base.startup, other.startup]}
+    waits = [base.timeline.queue_wait, other.timeline.queue_wait]
+    if any(w is not None for w in waits):
+        evidence["queue_wait_s"] = waits
     return [
-        _row(
-            "startup",
-            other.startup - base.startup,
-            0.0,
-            evidence={"startup_s": [base.startup, other.startup]},
-        ),
+        _row("startup", other.startup - base.startup, 0.0, evidence=evidence),
         _row("tail", other.tail - base.tail, 0.0, evidence={"tail_s": [base.tail, other.tail]}),
     ]
 

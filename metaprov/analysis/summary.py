@@ -48,6 +48,7 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
             "missing_inputs": list(records.missing),
         },
         "job": _jsonable(records.job),
+        "batch_jobs": batch_jobs(records),
         "scheduler": _jsonable(records.scheduler),
         "software": _jsonable(records.software),
         "environments": _environments(records),
@@ -316,6 +317,15 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(
             f"job        {job.get('id')} on {job.get('server', '?')} user {job.get('user', '?')}"
         )
+    b = s.get("batch_jobs") or {}
+    if b.get("total"):
+        states = ", ".join(f"{n} {k}" for k, n in (b.get("states") or {}).items())
+        wait = b.get("max_queue_wait_s")
+        lines.append(
+            f"batch jobs {b['total']:,} ({', '.join(b['ids'][:5])}{', ...' if b['total'] > 5 else ''})"
+            + (f": {states}" if states else "")
+            + ("" if wait is None else f"; up to {wait:.3g} s in the queue")
+        )
     if s["scheduler"].get("address"):
         lines.append(f"scheduler  {s['scheduler']['address']}")
     live = bool(run.get("in_progress"))
@@ -457,4 +467,17 @@ def _environments(records: RunRecords) -> dict[str, Any]:
         "processes_unknown": int((~known).sum()),
         "packages": int(len(pk.drop_duplicates(["manager", "name", "version"]))),
         "differing": sorted(set(diff["package"].astype(str))) if len(diff) else [],
+    }
+
+
+def batch_jobs(records: RunRecords) -> dict[str, Any]:
+    """The batch jobs the run's processes ran in: how many, their last states, the longest
+    queue wait (start minus submission, seconds: part of the run's startup; None unknown)."""
+    jobs = records.jobs
+    wait = (jobs["started"] - jobs["submitted"]).dt.total_seconds().dropna()
+    return {
+        "total": int(len(jobs)),
+        "ids": [str(j) for j in jobs["job"]],
+        "states": _counts(jobs["state"].dropna()),
+        "max_queue_wait_s": float(wait.max()) if len(wait) else None,
     }

@@ -63,6 +63,7 @@ class Timeline:
         has_io: Darshan I/O was linked for this run.
         has_transitions: the run has worker transitions (readiness and waiting are measured).
         notes: what the timeline could not hold, and why.
+        queue_wait: the longest queue wait of the run's batch jobs (seconds; None unknown).
         software: the run's packages, one row per process and package: process, role,
             manager, name, version (None: the run recorded no environment).
     """
@@ -81,6 +82,7 @@ class Timeline:
     has_transitions: bool = True
     notes: list[str] = field(default_factory=list)
     software: pd.DataFrame | None = None
+    queue_wait: float | None = None
 
     @property
     def makespan(self) -> float:
@@ -200,7 +202,16 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         has_transitions=has_transitions,
         notes=notes,
         software=software_table(records) if len(records.packages) else None,
+        queue_wait=queue_wait(records),
     )
+
+
+def queue_wait(records: RunRecords) -> float | None:
+    """The longest time one of the run's batch jobs waited in the queue (start minus
+    submission, seconds): part of its startup (None when no job states both)."""
+    jobs = records.jobs
+    wait = (jobs["started"] - jobs["submitted"]).dt.total_seconds().dropna()
+    return float(wait.max()) if len(wait) else None
 
 
 def _io_of(records: RunRecords) -> tuple[pd.DataFrame, bool]:

@@ -52,6 +52,7 @@ from metaprov.capture._files import (
     configured_directory,
     existing_outputs,
 )
+from metaprov.capture.batch import record_jobs
 from metaprov.capture.merge import merge_parts, merge_run
 from metaprov.capture.scheduler import SchedulerCapture
 from metaprov.capture.worker import WorkerCapture
@@ -67,6 +68,7 @@ __all__ = [
     "dask_setup",
     "merge_parts",
     "merge_run",
+    "record_jobs",
     "MOFKA_FILES",
     "EXTRA_FILES",
     "PLUGIN_NAME",

@@ -186,7 +186,9 @@ OPTIONAL_WORKER_TABLES = frozenset({"worker_result"})
 RUN_JSON = "metaprov-run.json"
 CONFIG_JSON = "dask-config.json"
 #: Every name a capture writes at the top of its directory.
-OUTPUT_NAMES = (*MOFKA_FILES, *EXTRA_FILES, RUN_JSON, CONFIG_JSON)
+#: The batch system's answers about the run's jobs (metaprov.capture.batch).
+BATCH_JSON = "batch-jobs.json"
+OUTPUT_NAMES = (*MOFKA_FILES, *EXTRA_FILES, RUN_JSON, CONFIG_JSON, BATCH_JSON)
 
 
 #: ``fast(index_or_None, row) -> line | None``: a row formatted exactly as the csv module would.

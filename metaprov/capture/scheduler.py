@@ -278,6 +278,8 @@ class SchedulerCapture(SchedulerPlugin):
         )
         if self._env_job is not None:
             self._env_job.join()
+        if self.environment and not self.anonymous:
+            await self._record_jobs()
         try:
             self.scheduler.set_metadata(
                 keys=[METADATA_KEY], value={**self._metadata(), "stopped": t_end}
@@ -286,6 +288,18 @@ class SchedulerCapture(SchedulerPlugin):
             pass
         log.info("metaprov capture: run written to %s", self.run_dir)
         return self._summary
+
+    async def _record_jobs(self) -> None:
+        """The batch system's view of the jobs the processes ran in (``batch-jobs.json``)."""
+        from metaprov.capture.batch import record_jobs
+
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.run_in_executor(None, record_jobs, self.run_dir), self.close_timeout + 60
+            )
+        except Exception:
+            log.warning("metaprov capture: the batch jobs were not recorded", exc_info=True)
 
     async def _flush_workers(self) -> None:
         """Ask live workers whose part is still open to tear the capture plugin down."""

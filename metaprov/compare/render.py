@@ -150,7 +150,12 @@ def cause_phrase(row: Any) -> str:
         fb, fo = ev.get("failed_attempts", [0, 0])
         return f"{_s(s)} {more} in failed attempts and retries of `{p}` ({fo} failed vs {fb})"
     if c == "startup":
-        return f"{_s(s)} {more} before the first task started"
+        qb, qo = ev.get("queue_wait_s") or [None, None]
+        queue = ""
+        if qb is not None or qo is not None:
+            fmt = lambda w: "unknown" if w is None else f"{w:.3g} s"  # noqa: E731
+            queue = f" (batch jobs waiting in the queue: {fmt(qo)} vs {fmt(qb)})"
+        return f"{_s(s)} {more} before the first task started{queue}"
     if c == "tail":
         return f"{_s(s)} {more} after the last task ended"
     return f"{_s(s)} unexplained ({ev.get('why', '')})"

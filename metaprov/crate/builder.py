@@ -258,6 +258,7 @@ class CrateBuilder:
         action = self._add_run_action(run, wf, agent)
         controls = self._add_prefix_actions(run, steps, agent)
         self._add_environment(run, action, steps)
+        self._add_jobs(run, action)
         self._add_engine_run(run, action, controls, agent)
         self._add_prov(run, action)
         self._add_records(run, action)
@@ -764,6 +765,52 @@ class CrateBuilder:
         """The CreateActions of the run's steps (the prefixes that ran)."""
         found = (self.crate.get(f"{r.iri}#execution") for r in run.figures.prefixes.itertuples())
         return [a for a in found if a is not None]
+
+    def _add_jobs(self, run: RunPart, action: Any) -> None:
+        """The batch jobs the run's processes ran in (dask-jobqueue: one per worker) as a file
+        of the crate (``jobs.csv``: id, name, partition, state, times, queue wait, nodes,
+        processes), named in the run action's description."""
+        jobs = run.graph.records.jobs
+        if not len(jobs):
+            return
+        wait = (jobs["started"] - jobs["submitted"]).dt.total_seconds()
+        table = pd.DataFrame(
+            {
+                "job": jobs["job"],
+                "system": jobs["system"],
+                "name": jobs["name"],
+                "partition": jobs["partition"],
+                "state": jobs["state"],
+                "submitted": jobs["submitted"],
+                "started": jobs["started"],
+                "ended": jobs["ended"],
+                "queue_wait_s": wait,
+                "nodes": jobs["nodes"],
+                "processes": jobs["processes"],
+            }
+        )
+        rel = run.folder + "jobs.csv"
+        table.to_csv(
+            self.staging / rel, index=False, lineterminator="\n", date_format="%Y-%m-%dT%H:%M:%SZ"
+        )
+        size, digest = file_digest(self.staging / rel)
+        ids = ", ".join(str(j) for j in jobs["job"])
+        f = self._file(
+            rel,
+            {
+                "name": f"Batch jobs of Dask run {Path(run.path).name}",
+                "description": (
+                    f"The {len(jobs)} batch job(s) the run's processes ran in ({ids}): id, name, "
+                    "partition, last state, submission, start, end, queue wait, nodes."
+                ),
+                "encodingFormat": "text/csv",
+                "contentSize": str(size),
+                "sha256": digest,
+                "about": action,
+            },
+        )
+        run.dataset.append_to("hasPart", f, compact=True)
+        action["description"] = f"{action['description']} Batch jobs: {ids}."
 
     def _add_engine_run(
         self, run: RunPart, action: Any, controls: list[Any], agent: Any | None

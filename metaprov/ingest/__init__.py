@@ -13,6 +13,7 @@ from pathlib import Path
 
 from metaprov.errors import InputError
 from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
+from metaprov.ingest.batch import read_batch_jobs
 from metaprov.ingest.environment import read_environment
 from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.facts import read_task_facts
@@ -170,6 +171,7 @@ def read_run(
             bar.update(1)
         elif darshan:
             records.missing.append("*.darshan")
-        read_environment(run, records)
+        process_jobs = read_environment(run, records)
+        read_batch_jobs(run, records, process_jobs)
     records.run_id = run_id(records)
     return records

@@ -46,13 +46,19 @@ def environment_id(python: Any, packages: list[tuple[str, str, str]], place: lis
     return h.hexdigest()[:16]
 
 
-def read_environment(run: Path, records: RunRecords) -> None:
-    """Fill ``environments`` and ``packages`` (and job facts) from the run directory."""
+def read_environment(run: Path, records: RunRecords) -> dict[str, dict[str, Any]]:
+    """Fill ``environments`` and ``packages`` (and job facts) from the run directory.
+
+    Returns:
+        Per batch job id a process named, the job variables of its first record (for
+        :func:`metaprov.ingest.batch.read_batch_jobs`).
+    """
     env_rows: list[dict[str, Any]] = []
     pkg_rows: list[dict[str, Any]] = []
+    process_jobs: dict[str, dict[str, Any]] = {}
     d = run / ENV_DIR
     if d.is_dir():
-        _read_captured(d, records, env_rows, pkg_rows)
+        _read_captured(d, records, env_rows, pkg_rows, process_jobs)
     if not env_rows:
         _from_job_files(run, records, env_rows, pkg_rows)
     records.environments = conform("environments", pd.DataFrame(env_rows))
@@ -60,12 +66,18 @@ def read_environment(run: Path, records: RunRecords) -> None:
     if len(pkgs):
         pkgs = pkgs.sort_values(["process", "manager", "name", "version"], kind="stable")
     records.packages = conform("packages", pkgs)
+    return process_jobs
 
 
 def _read_captured(
-    d: Path, records: RunRecords, env_rows: list[dict], pkg_rows: list[dict]
+    d: Path,
+    records: RunRecords,
+    env_rows: list[dict],
+    pkg_rows: list[dict],
+    process_jobs: dict[str, dict[str, Any]],
 ) -> None:
     acct = records.accounting
+    worker_jobs: list[tuple[Any, str]] = []
     for p in sorted(d.iterdir()):
         name = f"{ENV_DIR}/{p.name}"
         if p.name.endswith(".tmp"):
@@ -91,9 +103,23 @@ def _read_captured(
             acct.warn(name, f"unexpected field types ({exc}); not used")
             continue
         acct.read(name, 1 + len(pkgs))
+        job = _d(data.get("job"))
+        if job.get("id") and job.get("system"):
+            row["job"] = str(job["id"])
+            process_jobs.setdefault(str(job["id"]), job)
         env_rows.append(row)
         pkg_rows.extend(pkgs)
-        _job_from(data.get("job"), records, name)
+        # the run's own job is its client's or scheduler's; a worker's job is one of its jobs
+        # (dask-jobqueue starts every worker in a batch job of its own)
+        if row["role"] == "worker":
+            worker_jobs.append((data.get("job"), name))
+        else:
+            _job_from(data.get("job"), records, name)
+    own = {str(r["job"]) for r in env_rows if r["role"] != "worker" and r.get("job")}
+    named = {str(_d(j).get("id")) for j, _ in worker_jobs if _d(j).get("id")}
+    if not own and len(named) == 1 and all(_d(j).get("id") for j, _ in worker_jobs):
+        for job, name in worker_jobs:  # only workers were recorded, all in one job: the run's
+            _job_from(job, records, name)
 
 
 def _d(value: Any) -> dict[str, Any]:

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from metaprov.mapping.block import Block, lit_int, lit_str, lit_time, lit_true
+from metaprov.mapping.block import Block, lit_int, lit_str, lit_time, lit_true, null_where
 from metaprov.mapping.environment import add_env_columns
-from metaprov.mapping.tables import host_of, user_iri, worker_losses
-from metaprov.mapping.terms import MP, PROV, RDF, XSD
+from metaprov.mapping.tables import host_of, user_iri, worker_job_iris, worker_losses
+from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat
 
 if TYPE_CHECKING:
     from metaprov.mapping import MapContext
@@ -163,6 +164,10 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         wb.add(MP.removedAt, lit_time(workers["removed"]), "typed", XSD.dateTime)
         _add_losses(wb, workers, worker_losses(rec))
         wb.add(PROV.actedOnBehalfOf, iris.scheduler)
+        jobs = worker_job_iris(ctx, workers["address"])
+        has_job = pc.is_valid(jobs)
+        mask = has_job.to_numpy(zero_copy_only=False)
+        wb.add(PROV.qualifiedDelegation, null_where(concat(w_iris, "/delegation"), ~mask))
         hosts = worker_hosts(ctx)
         wb.add(MP.node, iris.nodes(hosts))
         wb.add(MP.run, iris.run)
@@ -173,9 +178,25 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         pb.add(RDF.type, MP.WorkerProcess)
         pb.add(MP.pid, lit_int(workers["pid"]), "typed", XSD.integer)
         pb.add(PROV.actedOnBehalfOf, w_iris)
+        pb.add(PROV.qualifiedDelegation, null_where(concat(p_iris, "/delegation"), ~mask))
         pb.add(MP.node, iris.nodes(hosts))
         add_env_columns(ctx, pb, "agent")
         yield pb
+
+        # each worker and its process act for the batch job they ran in (dask-jobqueue: a job
+        # per worker): the delegation to the scheduler, resp. the worker, in that job
+        if mask.any():
+            for delegate, responsible in ((w_iris, None), (p_iris, w_iris)):
+                db = Block(pc.filter(concat(delegate, "/delegation"), has_job))
+                db.add(RDF.type, PROV.Delegation)
+                agent = (
+                    pa.array([iris.scheduler] * int(mask.sum()), LARGE)
+                    if responsible is None
+                    else pc.filter(responsible, has_job)
+                )
+                db.add(PROV.agent, agent)
+                db.add(PROV.hadActivity, pc.filter(jobs, has_job))
+                yield db
 
     threads = thread_table(ctx)
     if len(threads):

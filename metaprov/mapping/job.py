@@ -1,8 +1,10 @@
 """Job level: the run, the batch job, the user, the nodes and the files of the run directory.
 
-Input: ``records.job``, ``records.scheduler``, ``records.software``, ``records.missing``,
-``records.configs``, ``records.span`` and the hosts of the agents. Output: blocks of mp:Run,
-mp:Job, mp:User, mp:Node and mp:RunFile (mp:Configuration subclasses, mp:JobOutput, ...).
+Input: ``records.job``, ``records.jobs``, ``records.scheduler``, ``records.software``,
+``records.missing``, ``records.configs``, ``records.span`` and the hosts of the agents. Output:
+blocks of mp:Run, mp:Job (the run's own and every other batch job a process ran in, with its
+queue facts and script), mp:User, mp:Node and mp:RunFile (mp:Configuration subclasses,
+mp:JobOutput, ...).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import pandas as pd
 import pyarrow as pa
 
 from metaprov._version import __version__
-from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str
+from metaprov.mapping.block import Block, lit_double, lit_epoch, lit_int, lit_str, lit_time
 from metaprov.mapping.environment import add_env_columns, env_hosts, run_used
-from metaprov.mapping.tables import host_of, user_iri, worker_losses
+from metaprov.mapping.tables import batch_job_iri, host_of, job_iri, user_iri, worker_losses
 from metaprov.mapping.terms import FILE_KIND_CLASS, MP, PROV, RDF, XSD
 from metaprov.records import TIME, RunRecords
 from metaprov.timeutil import format_utc, utc_to_us
@@ -27,14 +29,6 @@ if TYPE_CHECKING:
 
 LARGE = pa.large_string()
 _JOB_SKIP = {"id", "server", "user", "nodes", "name", "worker_log", "start", "end"}
-
-
-def job_iri(ctx: MapContext) -> str:
-    job = ctx.records.job or {}
-    jid = job.get("id")
-    if jid and job.get("server"):
-        jid = f"{jid}.{job['server']}"
-    return ctx.iris.job(str(jid) if jid else None)
 
 
 def node_roles(ctx: MapContext) -> pd.DataFrame:
@@ -55,6 +49,8 @@ def node_roles(ctx: MapContext) -> pd.DataFrame:
         if sched:
             rows.append((sched, "scheduler"))
         rows.extend(env_hosts(ctx))  # hosts of the processes' environment records
+        for hosts in rec.jobs["nodes"].dropna():
+            rows.extend((str(h), "job") for h in str(hosts).split())
         df = pd.DataFrame(rows, columns=["host", "role"]).drop_duplicates()
         return df.sort_values(["host", "role"], kind="stable").reset_index(drop=True)
 
@@ -85,6 +81,7 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
         run.add(MP.endEpoch, lit_epoch(times.iloc[1:]), "typed", XSD.double)
         run.add(MP.duration, lit_double([(us[1] - us[0]) / 1e6]), "typed", XSD.double)
     run.add(MP.partOfJob, pa.array([j_iri], LARGE))
+    run.add(MP.usedJob, _one_list(used_jobs(ctx)))
     _add_run_losses(run, rec)
     from metaprov.mapping.agents import client_table
 
@@ -146,7 +143,12 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
         {str(h) for hosts in (job.get("nodes") or {}).values() for h in hosts or [] if h}
     )
     jb.add(MP.node, _one_list(iris.nodes(job_hosts).to_pylist() if job_hosts else []))
+    own_row = _own_job_row(ctx)
+    if len(own_row):
+        _queue_facts(ctx, jb, own_row)
     yield jb
+
+    yield from _batch_jobs(ctx)
 
     if u_iri:
         ub = Block(pa.array([u_iri], LARGE))
@@ -183,6 +185,90 @@ def add_job(ctx: MapContext) -> Iterator[Block]:
                 fb.add(PROV.wasGeneratedBy, iris.run)
             fb.add(MP.run, iris.run)
             yield fb
+
+
+def used_jobs(ctx: MapContext) -> list[str]:
+    """IRIs of every batch job a process of the run ran in (the run's own one first when it is
+    a batch job; then ``records.jobs`` in id order)."""
+    own = (ctx.records.job or {}).get("id")
+    out = [job_iri(ctx)] if own else []
+    for jid in ctx.records.jobs["job"].dropna():
+        iri = batch_job_iri(ctx, str(jid))
+        if iri not in out:
+            out.append(iri)
+    return out
+
+
+_JOB_FACTS = ("system", "user", "account", "reason", "exit_code", "time_limit_s", "cpus")
+_JOB_FACTS += ("node_count", "source")
+
+
+def _queue_facts(ctx: MapContext, block: Block, rows: pd.DataFrame) -> None:
+    """Name, partition, state, submission, queue wait and script of each job row."""
+    block.add(MP.jobName, lit_str(rows["name"]), "str")
+    block.add(MP.partition, lit_str(rows["partition"]), "str")
+    block.add(MP.jobState, lit_str(rows["state"]), "str")
+    block.add(MP.submittedAt, lit_time(rows["submitted"]), "typed", XSD.dateTime)
+    wait = (rows["started"] - rows["submitted"]).dt.total_seconds()
+    block.add(MP.queueWait, lit_double(wait), "typed", XSD.double)
+    block.add(MP.jobScript, _script_iris(ctx, rows))
+
+
+def _script_iris(ctx: MapContext, rows: pd.DataFrame) -> pa.Array:
+    """``<job>/script`` of each job row with a script (null without)."""
+    return pa.array(
+        [
+            f"{batch_job_iri(ctx, str(j))}/script" if isinstance(t, str) else None
+            for j, t in zip(rows["job"], rows["script"], strict=True)
+        ],
+        LARGE,
+    )
+
+
+def _own_job_row(ctx: MapContext) -> pd.DataFrame:
+    """The row of ``records.jobs`` that is the run's own job (empty when none)."""
+    jobs = ctx.records.jobs
+    own = (ctx.records.job or {}).get("id")
+    return jobs[jobs["job"].astype(str) == str(own)] if own else jobs.iloc[:0]
+
+
+def _batch_jobs(ctx: MapContext) -> Iterator[Block]:
+    """The batch jobs of ``records.jobs`` other than the run's own (dask-jobqueue's worker
+    jobs): id, properties, times, nodes and queue facts; then every job's script."""
+    jobs = ctx.records.jobs
+    if not len(jobs):
+        return
+    own = (ctx.records.job or {}).get("id")
+    rest = jobs[jobs["job"].astype(str) != str(own)] if own else jobs
+    if len(rest):
+        rb = Block(pa.array([ctx.iris.job(str(j)) for j in rest["job"]], LARGE))
+        rb.add(RDF.type, MP.Job)
+        rb.add(MP.jobId, lit_str(rest["job"]), "str")
+        props = [
+            sorted(f"{k}={v}" for k, v in row.items() if v is not None and not pd.isna(v)) or None
+            for row in rest[list(_JOB_FACTS)].astype(object).to_dict("records")
+        ]
+        rb.add(MP.jobProperty, pa.array(props, pa.large_list(LARGE)), "str")
+        rb.add(PROV.startedAtTime, lit_time(rest["started"]), "typed", XSD.dateTime)
+        rb.add(PROV.endedAtTime, lit_time(rest["ended"]), "typed", XSD.dateTime)
+        nodes = [
+            ctx.iris.nodes(str(h).split()).to_pylist() if isinstance(h, str) else None
+            for h in rest["nodes"]
+        ]
+        rb.add(MP.node, pa.array(nodes, pa.large_list(LARGE)))
+        _queue_facts(ctx, rb, rest)
+        yield rb
+
+    part = jobs[jobs["script"].notna()]
+    if len(part):
+        sb = Block(_script_iris(ctx, part))
+        sb.add(RDF.type, MP.JobScript)
+        kinds = [f"{str(s).lower()}-batch-script" for s in part["system"].fillna("batch")]
+        sb.add(MP.fileKind, pa.array(kinds, LARGE), "str")
+        sb.add(MP.content, lit_str(part["script"]), "str")
+        sb.add(MP.sha256, lit_str(part["script_sha256"]), "str")
+        sb.add(MP.run, ctx.iris.run)
+        yield sb
 
 
 _PLAN_CLASSES = {

@@ -403,6 +403,42 @@ def transfers_sorted(ctx: MapContext) -> pd.DataFrame:
     return ctx.cached("transfers_sorted", make)
 
 
+def job_iri(ctx: MapContext) -> str:
+    job = ctx.records.job or {}
+    jid = job.get("id")
+    if jid and job.get("server"):
+        jid = f"{jid}.{job['server']}"
+    return ctx.iris.job(str(jid) if jid else None)
+
+
+def batch_job_iri(ctx: MapContext, jid: str) -> str:
+    """The IRI of batch job ``jid``: the run's own job's when it is that job."""
+    own = (ctx.records.job or {}).get("id")
+    return job_iri(ctx) if own and str(own) == jid else ctx.iris.job(jid)
+
+
+def worker_job_iris(ctx: MapContext, addresses: pd.Series) -> pa.Array:
+    """The IRI of the batch job each worker (by address) ran in, from its process's environment
+    record (null when no record names a job; by pid when an anonymous record left the address
+    out)."""
+    env = ctx.records.environments
+    env = env[(env["role"] == "worker") & env["job"].notna()]
+    by_address = dict(
+        zip(env["address"].dropna(), env.loc[env["address"].notna(), "job"], strict=True)
+    )
+    w = ctx.records.workers.dropna(subset=["pid", "address"]).drop_duplicates("pid", keep=False)
+    pid_of = dict(zip(w["address"].astype(str), w["pid"].astype(int), strict=True))
+    e = env.dropna(subset=["pid"]).drop_duplicates("pid", keep=False)
+    by_pid = dict(zip(e["pid"].astype(int), e["job"].astype(str), strict=True))
+    out: list[str | None] = []
+    for a in addresses:
+        jid = by_address.get(a)
+        if jid is None and a in pid_of:
+            jid = by_pid.get(pid_of[a])
+        out.append(batch_job_iri(ctx, str(jid)) if jid is not None else None)
+    return pa.array(out, LARGE)
+
+
 def worker_losses(records: Any) -> pd.DataFrame:
     """Per worker address that was lost or has executions known from the scheduler only:
     ``lost``, ``reason`` (of its last lost removal), ``lost_tasks`` (tasks its lost removals

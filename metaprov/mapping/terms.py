@@ -121,6 +121,12 @@ ENV_TERMS: frozenset[str] = frozenset(
 )
 MP_TERMS = MP_TERMS | ENV_TERMS
 
+#: Batch jobs with their queue facts (dask-jobqueue: a job per worker): mapping.job.
+JOB_TERMS: frozenset[str] = frozenset(
+    "jobName partition jobState submittedAt queueWait usedJob jobScript".split()
+)
+MP_TERMS = MP_TERMS | JOB_TERMS
+
 PROV_TERMS: frozenset[str] = frozenset(
     """
     Activity Entity Agent SoftwareAgent Person Plan Location Association Usage Generation
@@ -128,6 +134,7 @@ PROV_TERMS: frozenset[str] = frozenset(
     used wasGeneratedBy wasAssociatedWith actedOnBehalfOf wasAttributedTo wasDerivedFrom
     wasInformedBy wasStartedBy wasEndedBy specializationOf atLocation wasRevisionOf generated
     qualifiedAssociation qualifiedUsage qualifiedGeneration agent entity activity hadPlan
+    Delegation qualifiedDelegation hadActivity
     startedAtTime endedAtTime atTime generatedAtTime invalidatedAtTime value
     """.split()
 )
@@ -186,6 +193,7 @@ PROV_BASE: dict[str, tuple[str, ...]] = {
     PROV_NS + "Usage": (),
     PROV_NS + "Generation": (),
     PROV_NS + "Association": (),
+    PROV_NS + "Delegation": (),
     PROV_NS + "InstantaneousEvent": (),
 }
 

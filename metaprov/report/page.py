@@ -298,6 +298,18 @@ def _add_summary(page: Page, view: RunView, sx: str, nav: bool) -> None:
         page.html(f'<p class="note">{esc(note)}</p>')
 
 
+def _batch_jobs_text(b: dict[str, Any]) -> str:
+    """``3 (2 COMPLETED, 1 CANCELLED); up to 1.2 s waiting in the queue (part of the startup)``."""
+    if not b.get("total"):
+        return "-"
+    states = ", ".join(f"{n} {k}" for k, n in (b.get("states") or {}).items())
+    text = f"{b['total']:,}" + (f" ({states})" if states else "")
+    wait = b.get("max_queue_wait_s")
+    if wait is not None:
+        text += f"; up to {wait:.3g} s waiting in the queue (part of the startup)"
+    return text
+
+
 def _summary_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
     """The rows of the summary table, from the run's summary."""
     run, tasks, tr = s["run"], s["tasks"], s["transfers"]
@@ -316,6 +328,7 @@ def _summary_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
             if job.get("id")
             else "-",
         ),
+        ("batch jobs", _batch_jobs_text(s.get("batch_jobs") or {})),
         ("scheduler", (s.get("scheduler") or {}).get("address", "-")),
         ("tasks", f"{tasks['total']:,}"),
         ("executed", f"{tasks['executed']:,}"),

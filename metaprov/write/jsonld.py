@@ -28,8 +28,9 @@ PROV_PROPERTIES: dict[str, str | None] = {
     **{
         name: "@id"
         for name in (
-            "actedOnBehalfOf activity agent atLocation entity generated hadPlan qualifiedAssociation "
-            "qualifiedGeneration qualifiedUsage specializationOf used wasAssociatedWith "
+            "actedOnBehalfOf activity agent atLocation entity generated hadActivity hadPlan "
+            "qualifiedAssociation qualifiedDelegation qualifiedGeneration qualifiedUsage "
+            "specializationOf used wasAssociatedWith "
             "wasAttributedTo wasDerivedFrom wasEndedBy wasGeneratedBy wasInformedBy wasRevisionOf "
             "wasStartedBy"
         ).split()

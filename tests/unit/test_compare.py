@@ -252,6 +252,26 @@ def test_startup_and_tail() -> None:
     assert ex.causes["cause"].tolist()[:2] == ["startup", "tail"]
 
 
+def test_queue_wait_is_evidence_of_startup() -> None:
+    from metaprov.compare.render import cause_phrase
+
+    a = chain(4, 0.1, label="a")
+    b = chain(4, 0.1, label="b")
+    b.start -= 2_000_000
+    b.queue_wait, a.queue_wait = 1.9, None  # b's worker jobs waited in the queue
+    ex = explain(blame(a), blame(b))
+    row = ex.causes.set_index("cause").loc["startup"]
+    assert row["evidence"]["queue_wait_s"] == [None, 1.9]
+    assert "batch jobs waiting in the queue: 1.9 s vs unknown" in cause_phrase(
+        ex.causes[ex.causes["cause"] == "startup"].iloc[0]
+    )
+    a.queue_wait = b.queue_wait = None  # no batch jobs: no such evidence
+    assert (
+        "queue_wait_s"
+        not in explain(blame(a), blame(b)).causes.set_index("cause").loc["startup"]["evidence"]
+    )
+
+
 def test_a_faster_run_ranks_the_causes_that_made_it_faster_first() -> None:
     ex = explain(blame(chain(8, 0.15, label="a")), blame(chain(8, 0.1, label="b")))
     assert ex.difference_s < 0 and ex.top["cause"] == "compute" and ex.top["seconds"] < 0
