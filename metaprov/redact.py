@@ -56,7 +56,8 @@ def scrub(record: Any, where: str = "") -> tuple[Any, list[str]]:
     """``record`` with every string that :func:`looks_secret` replaced by None.
 
     Walks dicts and lists (a JSON document). A digest (a value under ``sha256`` or ``commit``
-    that is 40 or 64 hex digits) is kept.
+    that is 40 or 64 hex digits) is kept; a path is judged component by component, and a UUID
+    (a Dask client's id) is not a key.
 
     Returns:
         The scrubbed copy, and the places withheld (``git.branch``, ``packages[3].location``).
@@ -80,7 +81,20 @@ def _scrub(obj: Any, where: str, key: str, withheld: list[str]) -> Any:
     if isinstance(obj, str) and obj:
         if key in DIGEST_KEYS and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", obj):
             return obj
-        if looks_secret(obj):
+        if _secret_text(obj):
             withheld.append(where or "value")
             return None
     return obj
+
+
+def _secret_text(text: str) -> bool:
+    """:func:`looks_secret` for a string that may be a path: a long run of letters and digits
+    counts only within one path component (``/usr/lib/python3.11/site-packages`` is a path,
+    not a key); a token or a URL's credentials count anywhere."""
+    if _SECRET_VALUE.search(text):
+        return True
+    text = _UUID.sub("-", text)  # a Dask client or key id, not a key
+    return any(looks_secret(part) for part in text.split("/"))
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
