@@ -143,6 +143,14 @@ timeout_option = click.option(
 )
 
 
+#: ``--force`` of every command that writes an output: the one overwrite rule (docs/reliability.md).
+FORCE_HELP = (
+    "Replace an existing output (else refused). Never lets an output be, hold or sit inside an "
+    "input or store of the command."
+)
+force_option = click.option("--force", is_flag=True, help=FORCE_HELP)
+
+
 #: ``-f table|csv|json`` of the commands that print an answer (query, runs).
 answer_format_option = click.option(
     "-f",
@@ -263,6 +271,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     metavar="ID",
     help="With --store/--endpoint or a campaign: only this run (id or name); repeatable.",
 )
+@force_option
 @click.pass_context
 def report_cmd(
     ctx: click.Context,
@@ -273,6 +282,7 @@ def report_cmd(
     store: Path | None,
     endpoint: str | None,
     run_ids: tuple[str, ...],
+    force: bool,
 ) -> None:
     """Write a self-contained HTML report of RUNS: one run, or several runs compared.
 
@@ -307,6 +317,7 @@ def report_cmd(
             runs=list(run_ids) or None,
             title=title,
             progress=progress_enabled(ctx),
+            overwrite=force,
         )
     elif not runs:
         raise UsageError(
@@ -320,6 +331,7 @@ def report_cmd(
             runs=list(run_ids),
             title=title,
             progress=progress_enabled(ctx),
+            overwrite=force,
         )
     elif run_ids:
         raise UsageError("--run selects runs of a store or campaign", hint="give RUNS instead")
@@ -330,6 +342,7 @@ def report_cmd(
             darshan=not no_darshan,
             title=title,
             progress=progress_enabled(ctx),
+            overwrite=force,
         )
     obj = ctx.find_object(Context)
     if not (obj and obj.quiet):
@@ -367,6 +380,7 @@ def report_cmd(
 @timeout_option
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option("--rows", default=12, show_default=True, help="Cause rows shown in the text answer.")
+@force_option
 @click.pass_context
 def compare_cmd(
     ctx: click.Context,
@@ -378,6 +392,7 @@ def compare_cmd(
     endpoint: str | None,
     no_darshan: bool,
     rows: int,
+    force: bool,
 ) -> None:
     """Why was one run slower? Compare RUNS of one workflow and explain the difference.
 
@@ -401,6 +416,14 @@ def compare_cmd(
 
     if store is not None and endpoint is not None:
         raise UsageError("give --store or --endpoint, not both")
+    # the page never replaces a compared run's file (nor sits in a run or the store): checked
+    # before the runs are read
+    inputs = [] if store is not None or endpoint is not None else [Path(r) for r in runs]
+    stores = [store] if store is not None else []
+    if output is not None:
+        from metaprov.write.output import check_output
+
+        check_output(output, inputs=inputs, stores=stores, overwrite=force)
     result = compare(
         list(runs),
         baseline=baseline,
@@ -412,7 +435,7 @@ def compare_cmd(
     if output is not None:
         from metaprov.compare.page import write_page
 
-        written = write_page(result, output)
+        written = write_page(result, output, inputs=inputs, stores=stores, overwrite=force)
         obj = ctx.find_object(Context)
         if not (obj and obj.quiet):
             click.echo(f"wrote {written}", err=True)
@@ -586,6 +609,7 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     is_flag=True,
     help="Let the query call other SPARQL services (SERVICE <URL>); refused otherwise.",
 )
+@force_option
 @click.option(
     "--list",
     "list_questions",
@@ -601,6 +625,7 @@ def query_cmd(
     fmt: str,
     output: Path | None,
     allow_service: bool,
+    force: bool,
     list_questions: bool,
 ) -> None:
     """Answer QUESTION: a packaged question's name, a .rq file, or SPARQL text.
@@ -632,10 +657,13 @@ def query_cmd(
                 f"--param {item!r} is not NAME=VALUE", hint="e.g. --param prefix=save_file"
             )
         values[name.strip()] = value
+    # the answer never replaces a file queried, the .rq file, or a file of the store
+    inputs = [*files, *([Path(question)] if Path(question).is_file() else [])]
+    stores = _query_stores(store, endpoint, files)
     if output is not None:
         from metaprov.write.output import check_output
 
-        check_output(output, inputs=files)  # before the query runs
+        check_output(output, inputs=inputs, stores=stores, overwrite=force)  # before the query
     result = query(
         question,
         values,
@@ -651,10 +679,27 @@ def query_cmd(
     if output is not None:
         from metaprov.write.output import open_output
 
-        with open_output(output, inputs=files, background=False) as out:
+        with open_output(
+            output, inputs=inputs, stores=stores, overwrite=force, background=False
+        ) as out:
             out.write((text if text.endswith("\n") else text + "\n").encode("utf-8"))
     else:
         click.echo(text.rstrip("\n"))
+
+
+def _query_stores(store: Path | None, endpoint: str | None, files: tuple[Path, ...]) -> list[Path]:
+    """The embedded store a query reads (given, or the default one), if any."""
+    if endpoint is not None or files:
+        return []
+    if store is not None:
+        return [store]
+    import os
+
+    from metaprov.store import DEFAULT_STORE, ENV_ENDPOINT, ENV_STORE
+
+    if os.environ.get(ENV_ENDPOINT):
+        return []
+    return [Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)]
 
 
 # --- capture (issue 5) ---
@@ -671,7 +716,13 @@ def query_cmd(
     required=True,
     help="Run directory to write (a second cluster of the script writes OUTPUT-2, ...).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace an earlier capture in OUTPUT.")
+@click.option(
+    "--force",
+    "--overwrite",
+    "overwrite",
+    is_flag=True,
+    help="Replace an earlier capture in OUTPUT (--overwrite: the same).",
+)
 @click.option(
     "--anonymous",
     is_flag=True,
@@ -773,7 +824,8 @@ def _format_help() -> str:
 @click.option(
     "--force",
     is_flag=True,
-    help="Let provn/provjson/provxml run above their size limit (slow, memory-hungry).",
+    help="Replace an existing OUTPUT file (else refused; never an input's); also lets "
+    "provn/provjson/provxml run above their size limit (slow, memory-hungry).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout (for scripts)."
@@ -885,6 +937,7 @@ def export_cmd(
         darshan=not no_darshan,
         force=force,
         progress=progress_enabled(ctx),
+        overwrite=force,
     )
     _summary_out(ctx, result, as_json)
 
@@ -988,6 +1041,7 @@ def validate_cmd(
 )
 @click.option("--no-darshan", is_flag=True, help="Do not read Darshan logs.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@force_option
 @click.pass_context
 def records_cmd(
     ctx: click.Context,
@@ -996,6 +1050,7 @@ def records_cmd(
     fmt: str,
     no_darshan: bool,
     as_json: bool,
+    force: bool,
 ) -> None:
     """Write the consolidated record tables of RUNS for pandas, polars, DuckDB.
 
@@ -1021,6 +1076,7 @@ def records_cmd(
         format=fmt,
         darshan=not no_darshan,
         progress=progress_enabled(ctx),
+        overwrite=force,
     )
     _summary_out(ctx, result, as_json)
 
@@ -1514,7 +1570,11 @@ def main(argv: list[str] | None = None) -> None:
     help="The container image the run ran in (registry/name:tag), when its capture could not "
     "see it (Docker).",
 )
-@click.option("--force", is_flag=True, help="Replace an existing output directory or zip.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing output directory or zip (never a run: an output is never an input).",
+)
 @click.pass_context
 def crate_cmd(
     ctx: click.Context,

@@ -38,45 +38,13 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from metaprov.redact import looks_secret, scrub
+
 #: Version of the per-process environment record (``layout`` field).
 ENV_LAYOUT = "metaprov-environment/1"
 #: Sub-directory of the run directory holding one environment file per process.
 ENV_DIR = "environment"
 ROLES = ("client", "scheduler", "worker")
-
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSW|PASSWD|PWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I
-)
-_SECRET_VALUE = re.compile(
-    r"(://[^/\s:@]+:[^/\s@]+@)"  # credentials in a URL
-    r"|(\b(?:gh[pousr]_|github_pat_|glpat-|xox[abpr]-|sk-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,})"
-    r"|(-----BEGIN [A-Z ]*PRIVATE KEY-----)"
-    r"|((?:password|passwd|token|secret|api[_-]?key)\s*[=:])",
-    re.I,
-)
-
-
-def looks_secret(value: Any, name: str = "") -> bool:
-    """True when a value (or the name it is stored under) looks like a secret.
-
-    Example:
-        >>> looks_secret("ghp_0123456789abcdefABCDEF"), looks_secret("gpu-debug")
-        (True, False)
-    """
-    if name and _SECRET_NAME.search(name):
-        return True
-    text = str(value)
-    if _SECRET_VALUE.search(text):
-        return True
-    # a long unbroken run of base64/hex characters with digits and letters mixed: a key
-    for word in re.findall(r"[A-Za-z0-9+/=_\-]{32,}", text):
-        if (
-            re.search(r"\d", word)
-            and re.search(r"[A-Za-z]", word)
-            and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", word)
-        ):  # git commits and sha256 digests are kept
-            return True
-    return False
 
 
 def _clean(value: Any) -> Any:
@@ -750,6 +718,13 @@ def collect(
         record = _anonymise(record, home, user)
         if _has_host(record["process"]):
             record["process"].pop("address", None)
+    # every string, wherever it came from (a git branch, a path, a package location), passes
+    # the secret filter; what was withheld is named (never shown) in ``errors``
+    record, withheld = scrub(record)
+    record["errors"] = [
+        *(record["errors"] or []),
+        *(f"{w}: withheld (looks like a secret)" for w in withheld),
+    ]
     return record
 
 

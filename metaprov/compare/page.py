@@ -9,6 +9,7 @@ campaign, one row per run against the baseline with outliers flagged, then each 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -306,12 +307,23 @@ def render(c: Comparison, title: str | None = None) -> str:
         return page.render()
 
 
-def write_page(c: Comparison, output: str | Path, title: str | None = None) -> Path:
-    """Write the page to ``output`` atomically; returns its path."""
+def write_page(
+    c: Comparison,
+    output: str | Path,
+    title: str | None = None,
+    *,
+    inputs: Sequence[str | Path] = (),
+    stores: Sequence[str | Path] = (),
+    overwrite: bool = False,
+) -> Path:
+    """Write the page to ``output`` atomically; returns its path.
+
+    ``inputs`` (the compared run directories) and ``stores`` are never written over or into;
+    an existing ``output`` is refused unless ``overwrite`` (the CLI's ``--force``)."""
     from metaprov.report import _output, _write_atomic
 
-    out = _output(output)
-    _write_atomic(out, render(c, title))
+    out = _output(output, inputs, stores, overwrite=overwrite)
+    _write_atomic(out, render(c, title), inputs, stores, overwrite=overwrite)
     return out
 
 

@@ -133,7 +133,9 @@ def crate(
 
     Raises:
         MissingDependency: the ``crate`` extra is not installed.
-        UsageError: bad options, or an output that exists / cannot be written.
+        UsageError: bad options, or an output that cannot be written.
+        OutputError: the output is, holds or sits inside a run (``force`` or not), or exists
+            (without ``force``).
         InputError: a run or the existing crate cannot be read, or is not a crate.
 
     Example:
@@ -179,7 +181,10 @@ def crate(
     else:
         out = Path(output)
     in_place = existing is not None and out.absolute() == existing.absolute()
-    check_output(out, force=force, in_place=in_place)
+    inputs = [*paths, *([script] if script is not None else [])]
+    if existing is not None and not in_place:
+        inputs.append(existing)
+    check_output(out, force=force, in_place=in_place, inputs=inputs)
 
     result = CrateResult(output=str(out))
     with Staging(out) as stage:

@@ -88,7 +88,7 @@ def write_exports(
         path = folder / PROV_FILES[f][0]
         digest = hashlib.sha256()
         try:
-            n = write(graph, path, f, digest=digest)
+            n = write(graph, path, f, digest=digest, overwrite=True)
         except LimitError:
             label = PROV_FILES[f][2]
             size = f"{triples:,} triples" if triples is not None else "more triples than that"
@@ -155,7 +155,7 @@ def write_together(
         path, fmt = targets[i]
         feed = _Feed(graph, feeds[i])
         try:
-            counts[i] = write(feed, path, fmt, digest=dig[i])  # type: ignore[arg-type]
+            counts[i] = write(feed, path, fmt, digest=dig[i], overwrite=True)  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001 - re-raised by the producer
             errors[i] = exc
             # keep draining, so the producer never blocks, unless the end was already seen (a

@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,25 @@ def is_zip_path(path: Path) -> bool:
     return path.suffix.lower() == ".zip"
 
 
-def check_output(output: Path, *, force: bool, in_place: bool) -> None:
+def check_output(
+    output: Path,
+    *,
+    force: bool,
+    in_place: bool,
+    inputs: Sequence[Path] = (),
+) -> None:
     """Refuse an output that would overwrite something, or that cannot be written.
 
+    The rules of every output (:mod:`metaprov.write.output`): it never is, holds or sits inside
+    one of ``inputs`` (the runs, the workflow script, a crate added to elsewhere), ``--force``
+    or not; an existing zip or non-empty directory is replaced only with ``force``.
+
     Raises:
-        UsageError: the directory exists and is not empty, the zip exists (without ``force``),
-            the path is of the wrong kind, or its parent is not a writable directory.
+        UsageError: the path is of the wrong kind, or its parent is not a writable directory.
+        OutputError: the output overlaps an input, or exists (without ``force``).
     """
+    from metaprov.write.output import is_store_dir, refuse_existing, refuse_overlap
+
     parent = output.parent if str(output.parent) else Path(".")
     if not parent.exists():
         raise UsageError(
@@ -46,14 +59,13 @@ def check_output(output: Path, *, force: bool, in_place: bool) -> None:
             f"cannot write {output}: {parent} is not a writable directory",
             hint="choose an output in a directory you can write to",
         )
-    from metaprov.write.output import is_store_dir
-
     if is_store_dir(parent):
         raise UsageError(
             f"refusing to write {output}: {parent} is a store directory (writing there destroys "
             "the store)",
             hint="write the crate outside the store directory",
         )
+    refuse_overlap(output, inputs=inputs)
     if in_place:
         return
     if output.exists() and not (output.is_dir() or output.is_file()):
@@ -65,20 +77,13 @@ def check_output(output: Path, *, force: bool, in_place: bool) -> None:
     if is_zip_path(output):
         if output.is_dir():
             raise UsageError(f"{output} is a directory", hint="give a new FILE.zip")
-        if output.exists() and not force:
-            raise UsageError(
-                f"{output} already exists", hint="choose a new name, or pass --force to replace it"
-            )
+        refuse_existing(output, overwrite=force)
         return
     if output.exists() and not output.is_dir():
         raise UsageError(
             f"{output} exists and is not a directory", hint="give a new directory or FILE.zip"
         )
-    if output.is_dir() and any(output.iterdir()) and not force:
-        raise UsageError(
-            f"{output} exists and is not empty",
-            hint="choose a new directory, pass --force to replace it, or --add-to to add to a crate",
-        )
+    refuse_existing(output, overwrite=force, also=", or --add-to to add to a crate")
 
 
 class Staging:

@@ -79,14 +79,15 @@ def export(
     darshan: bool = True,
     force: bool = False,
     progress: bool = False,
+    overwrite: bool = False,
 ) -> ExportResult:
     """Export a run as W3C PROV.
 
     Args:
         run: a run directory, or records from :func:`metaprov.read_run`.
         output: the file to write (``-``: standard output; ``.gz``: compressed), or a binary
-            stream; for ``-`` and streams ``format`` is required. An output that is one of the
-            run's own files is refused.
+            stream; for ``-`` and streams ``format`` is required. An output that is, holds or
+            sits inside the run directory (or one of its files) is refused.
         format: format name or alias; default from the file suffix.
         base: base IRI for the run's instances.
         detail: ``tasks`` or ``transitions`` (every state transition as an mp:Transition).
@@ -95,6 +96,7 @@ def export(
         darshan: read the run's Darshan logs (and link their I/O to tasks) when there are any.
         force: let the ``prov``-package formats run above their size limit.
         progress: progress bar while reading.
+        overwrite: replace an existing output file (the CLI's ``--force``); else it is refused.
 
     Returns:
         An :class:`ExportResult`.
@@ -117,7 +119,8 @@ def export(
     to_file = isinstance(output, (str, Path))
     fmt = resolve_format(output if to_file else None, format)
     if to_file:
-        check_output(output)  # a directory, a parent that is a file: before reading anything
+        # a directory, a parent that is a file, the run itself, an existing file: before reading
+        check_output(output, inputs=_run_paths(run), overwrite=overwrite)
     note = ""
     if isinstance(run, RunRecords):
         records = run
@@ -139,7 +142,8 @@ def export(
 
         link_io(records)
     graph = to_prov(records, base=base, detail=detail, io_detail=io_detail)
-    n = write(graph, output, fmt.name, force=force, inputs=input_files(records))
+    inputs = [*_run_paths(records), *input_files(records)]
+    n = write(graph, output, fmt.name, force=force, inputs=inputs, overwrite=overwrite)
     return ExportResult(
         output=("<stdout>" if str(output) == "-" else str(output)) if to_file else "<stream>",
         format=fmt.name,
@@ -151,6 +155,15 @@ def export(
         seconds=time.perf_counter() - start,
         in_progress=note,
     )
+
+
+def _run_paths(run: str | Path | RunRecords) -> list[Path]:
+    """The run directory an export reads (none for records without a path)."""
+    from metaprov.records import RunRecords
+
+    if isinstance(run, RunRecords):
+        return [Path(run.path)] if run.path else []
+    return [Path(run)]
 
 
 def input_files(records: RunRecords) -> list[Path]:

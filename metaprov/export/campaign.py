@@ -347,6 +347,7 @@ def export_shard(job: dict[str, Any]) -> dict[str, Any]:
             base=opts["base"],
             detail=opts["detail"],
             io_detail=opts["io_detail"],
+            overwrite=True,  # the shard of an earlier campaign whose run changed
         )
         return {
             "run_id": result.run_id,
@@ -460,7 +461,7 @@ def export_campaign(
     out = Path(output)
     if partitions < 1:  # before anything is created
         raise UsageError("--partitions must be at least 1")
-    _prepare_output(out)
+    _prepare_output(out, found)
     options = {
         "base": base,
         "detail": detail,
@@ -508,10 +509,17 @@ def _checked_base(format: str | None, base: str | None, detail: str, io_detail: 
     return base
 
 
-def _prepare_output(out: Path) -> None:
-    """Check that ``out`` can be the campaign's directory, and create it with its ``shards/``."""
+def _prepare_output(out: Path, runs: Sequence[Path] = ()) -> None:
+    """Check that ``out`` can be the campaign's directory, and create it with its ``shards/``.
+
+    The directory is *updated*, never replaced (a run again skips the shards whose inputs did
+    not change), so an existing one needs no ``--force``; but it never is, holds or sits inside
+    one of the runs (:func:`metaprov.write.output.refuse_overlap`)."""
+    from metaprov.write.output import refuse_overlap
+
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file", hint="a campaign is written into a directory")
+    refuse_overlap(out, inputs=runs)
     _check_not_a_file_name(out)
     _make_outdir(out)
 

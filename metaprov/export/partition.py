@@ -660,7 +660,7 @@ def write_run_level(
         "transfer_chunks": lambda ctx: _transfer_chunks(ctx, facts),
     }
     graph = PartGraph(rec, -1, 1, base=base, detail=detail, io_detail=io_detail, seed=seed)
-    n = write(graph, out, "nquads")
+    n = write(graph, out, "nquads", overwrite=True)
     return {
         "part": "run",
         "triples": n,
@@ -697,7 +697,7 @@ def write_partition(
         "split_keys": pa.array(split_keys or [], pa.large_string()),
     }
     graph = PartGraph(records, part, parts, base=base, detail=detail, seed=seed)
-    n = write(graph, out, "nquads")
+    n = write(graph, out, "nquads", overwrite=True)
     return {
         "part": part,
         "triples": n,

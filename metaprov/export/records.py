@@ -119,6 +119,7 @@ def write_records(
     darshan: bool = True,
     progress: bool = False,
     on_run: Callable[[dict[str, Any]], None] | None = None,
+    overwrite: bool = False,
 ) -> RecordsResult:
     """Write the consolidated record tables of runs into a new directory ``output``.
 
@@ -128,7 +129,8 @@ def write_records(
     to tasks first, so ``darshan_links`` says which task issued each segment.
 
     The directory is written beside its final place and renamed into it at the end: an error
-    leaves nothing behind, and an existing non-empty ``output`` is refused.
+    leaves nothing behind; an existing non-empty ``output`` is refused unless ``overwrite`` (then
+    replaced only once the new one is complete); ``output`` never is, holds or sits inside a run.
 
     Args:
         runs: run directories, or folders holding run directories.
@@ -137,12 +139,14 @@ def write_records(
         darshan: read and link Darshan logs.
         progress: show a progress bar over the runs.
         on_run: called with each run's entry once it is written.
+        overwrite: replace an existing non-empty ``output`` (the CLI's ``--force``).
 
     Returns:
         A :class:`RecordsResult`.
 
     Raises:
-        UsageError: unknown format, or ``output`` exists and is not an empty directory.
+        UsageError: unknown format, or ``output`` is a file.
+        OutputError: ``output`` overlaps a run, or is not empty (without ``overwrite``).
         InputError: a run cannot be read.
 
     Example:
@@ -160,15 +164,14 @@ def write_records(
             f"unknown records format {format!r}", hint=f"use one of: {', '.join(RECORD_FORMATS)}"
         )
     out = Path(output)
-    from metaprov.write.output import check_parent
+    from metaprov.write.output import check_parent, refuse_existing, refuse_overlap
 
     check_parent(out)  # the folder exists, is a directory and not a store (never created)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(
-            f"{out} already exists and is not an empty directory",
-            hint="give a new directory for the records (nothing is overwritten)",
-        )
     items = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    refuse_overlap(out, inputs=items)  # never a run, in one, or holding one: --force or not
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file", hint="give a directory for the records (new or empty)")
+    refuse_existing(out, overwrite=overwrite)
     dirs: list[Path] = []
     for item in items:
         dirs.extend(run_directories(item))
@@ -207,9 +210,7 @@ def write_records(
             encoding="utf-8",
         )
         result.files.append(name)
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
+        _put_in_place(tmp, out)
     except OSError as exc:  # a full or read-only file system while writing the tables
         shutil.rmtree(tmp, ignore_errors=True)
         raise _output_error(out, exc) from exc
@@ -218,6 +219,27 @@ def write_records(
         raise
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _put_in_place(tmp: Path, out: Path) -> None:
+    """Rename the finished ``tmp`` to ``out``; an earlier ``out`` (replaced with ``overwrite``)
+    is moved aside first and removed only once the new one is in place."""
+    old: Path | None = None
+    if out.exists():
+        try:
+            out.rmdir()  # empty
+        except OSError:
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old / out.name, out)
+            old.rmdir()
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _output_error(out: Path, exc: OSError) -> Exception:

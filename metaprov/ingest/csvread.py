@@ -36,6 +36,31 @@ _BLOCK = 1 << 22
 
 _T = TypeVar("_T")
 
+#: Longest field a row may hold (bytes): a row with a longer one is not used, and counted with
+#: its file, line and column (one value becomes one RDF literal; a triple store's loader reads a
+#: line of at most 16 MiB, and one value should not cost gigabytes). The key lists of
+#: ``graph.csv`` (:data:`LIST_COLUMNS`, split into keys) are exempt.
+MAX_FIELD_BYTES = 4 << 20
+#: Columns that hold a list of keys rather than one value.
+LIST_COLUMNS = frozenset({"keys", "dependencies"})
+
+
+def first_hole(path: str | os.PathLike[str], size: int | None = None) -> int:
+    """The offset of the first hole of a sparse file (``size`` when it has none, or when the
+    file system cannot tell): the bytes after it were never written, only its size was set."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return size if size is not None else 0
+    try:
+        end = os.fstat(fd).st_size if size is None else size
+        hole = os.lseek(fd, 0, getattr(os, "SEEK_HOLE", 4))
+        return min(hole, end)
+    except OSError:
+        return end
+    finally:
+        os.close(fd)
+
 
 @dataclass
 class CsvTable:
@@ -779,13 +804,90 @@ def read_csv(path: Path, **kwargs: Any) -> CsvTable | None:
 
     Raises:
         InputError: as :func:`_read_csv`, and when the file cannot be read at all (permissions,
-            an I/O error), naming the file.
+            an I/O error) or is sparse (:func:`first_hole`: never expanded), naming the file.
+
+    A row with a field over :data:`MAX_FIELD_BYTES` is not used (counted with its line).
     """
     try:
-        return _read_csv(path, **kwargs)
+        _refuse_sparse(path)
+        return _drop_huge(_read_csv(path, **kwargs), kwargs["acct"])
     except OSError as exc:
         raise InputError(
             f"cannot read the file: {exc.strerror or exc}",
             path=path,
             hint="check that the file is readable (ls -l; chmod u+r), or move it out of the run",
         ) from exc
+
+
+def _refuse_sparse(path: Path) -> None:
+    """A CSV with a hole (``truncate -s 3G``): its size is not data. Reading it would expand
+    gigabytes of zeros in memory; it is refused, naming where the data ends."""
+    size = path.stat().st_size
+    if size <= _BLOCK:
+        return
+    hole = first_hole(path, size)
+    if hole < size:
+        raise InputError(
+            f"a sparse file: only its first {hole:,} of {size:,} bytes were ever written (the "
+            "rest is a hole of zeros); not read",
+            path=path,
+            hint="a run's CSV files are written row after row and have no holes: restore the "
+            "file, or cut it where its data ends (truncate -s " + str(hole) + ")",
+        )
+
+
+def _drop_huge(ct: CsvTable | None, acct: Accounting) -> CsvTable | None:
+    """``ct`` without the rows holding a field over :data:`MAX_FIELD_BYTES` (each counted)."""
+    if ct is None or not len(ct):
+        return ct
+    over = np.zeros(len(ct), dtype=bool)
+    for name in ct.columns:
+        if name in LIST_COLUMNS:
+            continue
+        col = ct.table.column(name)
+        if _text_bytes(col) <= MAX_FIELD_BYTES:
+            continue  # all the column's text is shorter than the limit
+        big = _byte_lengths(col) > MAX_FIELD_BYTES
+        if big.any():
+            acct.drop(
+                ct.name,
+                f"a field longer than {MAX_FIELD_BYTES:,} bytes",
+                ct.lines[big & ~over],
+                column=name,
+                detail="row not used",
+            )
+            over |= big
+    if not over.any():
+        return ct
+    kept = ct.take(~over)
+    # a dictionary column keeps its values after a filter: the huge one must not live on there
+    # (readers take a column's dictionary as its set of values)
+    table = kept.table
+    for i, name in enumerate(table.column_names):
+        col = table.column(i)
+        if pa.types.is_dictionary(col.type):
+            fresh = col.cast(col.type.value_type).combine_chunks().dictionary_encode()
+            table = table.set_column(i, name, fresh.cast(col.type))
+    return CsvTable(kept.name, table, kept.lines)
+
+
+def _text_bytes(col: pa.ChunkedArray) -> int:
+    """Bytes of text a column holds (a dictionary column: its dictionaries')."""
+    return sum(
+        c.dictionary.nbytes if pa.types.is_dictionary(c.type) else c.nbytes for c in col.chunks
+    )
+
+
+def _byte_lengths(col: pa.ChunkedArray) -> np.ndarray:
+    """Each value's length in bytes (0 for null), one per row."""
+    import pyarrow.compute as pc
+
+    parts = []
+    for chunk in col.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            lengths = pc.binary_length(chunk.dictionary).fill_null(0)
+            values = pc.take(lengths, chunk.indices)
+        else:
+            values = pc.binary_length(chunk)
+        parts.append(values.fill_null(0).to_numpy(zero_copy_only=False))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

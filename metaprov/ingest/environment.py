@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from metaprov.records import RunRecords, conform
+from metaprov.redact import scrub
 
 ENV_DIR = "environment"
 _ENV_FILE = re.compile(r"^(client|scheduler|worker)-\d+-[0-9a-f]+\.json$")
@@ -61,6 +62,11 @@ def read_environment(run: Path, records: RunRecords) -> dict[str, dict[str, Any]
         _read_captured(d, records, env_rows, pkg_rows, process_jobs)
     if not env_rows:
         _from_job_files(run, records, env_rows, pkg_rows)
+        (env_rows, pkg_rows), withheld = scrub([env_rows, pkg_rows])
+        if withheld:
+            records.accounting.warn(
+                "job files", f"{len(withheld)} value(s) withheld: they look like secrets"
+            )
     records.environments = conform("environments", pd.DataFrame(env_rows))
     pkgs = pd.DataFrame(pkg_rows)
     if len(pkgs):
@@ -97,6 +103,15 @@ def _read_captured(
         if not isinstance(data, dict) or data.get("role") not in ("client", "scheduler", "worker"):
             acct.warn(name, "no 'role' of client, scheduler or worker; not used")
             continue
+        # a record written by an older capture (or by hand) passes the same secret filter as a
+        # new one: no string that looks like a secret reaches the records, the PROV or a crate
+        data, withheld = scrub(data)
+        if withheld:
+            acct.warn(name, f"{len(withheld)} value(s) withheld: they look like secrets")
+            data["errors"] = [
+                *(data.get("errors") if isinstance(data.get("errors"), list) else []),
+                *(f"{w}: withheld (looks like a secret)" for w in withheld),
+            ]
         try:
             row, pkgs = _row(p.stem, data)
         except (TypeError, ValueError, AttributeError) as exc:

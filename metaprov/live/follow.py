@@ -989,6 +989,139 @@ def _final(
     )
 
 
+def refuse_store_in_run(store: Path, run: Path) -> None:
+    """A followed run's store never is, holds or sits inside the run: its own writes would
+    change the run it watches (the quiet period would never end), and the run's files are not
+    the store's (:func:`metaprov.write.output.refuse_overlap`)."""
+    from metaprov.write.output import refuse_overlap
+
+    refuse_overlap(store, inputs=[run])
+
+
+#: Prefix of a follow's working folder in the temporary directory:
+#: ``metaprov-follow-<pid>-XXXXXXXX``, locked (``flock`` on its ``.lock``) while the follow lives.
+WORK_PREFIX = "metaprov-follow-"
+_WORK_LOCK = ".lock"
+
+
+def _work_dir(guard: contextlib.ExitStack) -> Path:
+    """A new working folder for the snapshots, locked for this follow's life; the leftovers of
+    earlier follows that were killed (``kill -9``: no ``finally`` ran) are removed first."""
+    import fcntl
+
+    remove_work_leftovers()
+    work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
+    fd = os.open(work / _WORK_LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    guard.callback(os.close, fd)
+    return work
+
+
+def remove_work_leftovers(where: str | Path | None = None) -> list[Path]:
+    """Remove the working folders of killed follows of this user; returns their paths.
+
+    Only ours: a directory (not a link) in the temporary directory named
+    ``metaprov-follow-<pid>-XXXXXXXX``, owned by this user, whose process is gone (no such pid)
+    and whose ``.lock`` nobody holds (a pid reused by another process holds no lock on it).
+    Anything else (another user's, a live follow's, an older name without a pid) is left alone.
+    """
+    import fcntl
+    import re
+    import stat as stat_
+
+    pattern = re.compile(re.escape(WORK_PREFIX) + r"(\d{1,10})-[A-Za-z0-9_]{8}")
+    base = Path(where) if where is not None else Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat_.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        if _pid_alive(int(m.group(1))):
+            continue
+        try:
+            fd = os.open(
+                os.path.join(entry.path, _WORK_LOCK), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+            )
+        except OSError:
+            continue  # no lock file: not provably a follow's folder
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+            log.warning("removed %s, left by an earlier follow that was killed", entry.path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0 or pid > 2**22:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+class _Watched:
+    """The followed run directory's identity, once it exists: it must not vanish or be swapped
+    for another folder (a symlink pointed elsewhere) while followed."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self.seen: tuple[str, int, int] | None = None
+
+    def check(self) -> bool:
+        """True when the run is there to read; False while it is not created yet.
+
+        Raises:
+            InputError: the run directory disappeared, or is now another folder.
+        """
+        try:
+            st = os.stat(self.run)
+            real = os.path.realpath(self.run)
+        except OSError:
+            st = None
+        if st is None or not os.path.isdir(self.run):
+            if self.seen is None:
+                return False
+            raise InputError(
+                "the run directory disappeared while it was followed (removed, renamed, or "
+                "a link to it removed); the store keeps the graph of the last refresh",
+                path=self.run,
+                hint="follow the run where it is now, or load it when it is complete",
+            )
+        now = (real, st.st_dev, st.st_ino)
+        if self.seen is None:
+            self.seen = now
+        elif now != self.seen:
+            raise InputError(
+                f"the run directory is now another folder ({real}, was {self.seen[0]}): "
+                "a link to it was changed, or it was replaced while followed; the store keeps "
+                "the graph of the last refresh",
+                path=self.run,
+                hint="follow the run you mean again",
+            )
+        return True
+
+
 def _open_target(
     store: str | Path | Any | None,
     endpoint: str | None,
@@ -1001,11 +1134,19 @@ def _open_target(
 ) -> EmbeddedTarget | EndpointTarget:
     """Where the refreshes go: an embedded store (owned for the follow's time: ``load``/``drop``
     refuse it meanwhile) or a SPARQL server. A store opened here is closed by ``guard``."""
-    from metaprov.store import EmbeddedStore, open_store
+    from metaprov.store import ENV_ENDPOINT, EmbeddedStore, open_store
 
     if store is not None and not isinstance(store, (str, os.PathLike)):
         st = store
+        if isinstance(st, EmbeddedStore) and st.path is not None:
+            refuse_store_in_run(st.path, run)
     else:
+        if store is not None:
+            refuse_store_in_run(Path(store), run)  # before it is created
+        elif endpoint is None and not os.environ.get(ENV_ENDPOINT):
+            from metaprov.store import DEFAULT_STORE, ENV_STORE
+
+            refuse_store_in_run(Path(os.environ.get(ENV_STORE) or DEFAULT_STORE), run)
         st = open_store(store, endpoint, gsp=gsp)
         if isinstance(st, EmbeddedStore) and st.path is not None:
             from metaprov.store.owner import owning
@@ -1064,7 +1205,9 @@ def follow(
         A :class:`FollowResult`; ``complete`` is False when stopped before the run completed.
 
     Raises:
-        InputError: ``run`` is not a directory.
+        InputError: ``run`` is not a directory; it disappeared or became another folder (a
+            symlink changed) while followed.
+        OutputError: the store is, holds or sits inside ``run``.
         StoreError: the store refused an update (the follow stops; start it again to resume).
 
     Example:
@@ -1104,11 +1247,16 @@ def follow(
     held = _Provisional(target, prov_graph, incremental=incremental)
     last_sig: tuple[Any, ...] | None = None
     last_change = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="metaprov-follow-"))
+    watched = _Watched(run_path)
+    try:
+        work = _work_dir(guard)
+    except BaseException:
+        guard.close()
+        raise
     try:
         while True:
             t0 = time.monotonic()
-            if not run_path.is_dir():
+            if not watched.check():
                 if stop.wait(interval):
                     return result
                 continue

@@ -361,6 +361,9 @@ def serve_follow(
     stop = stop or threading.Event()
     lock = ReadWriteLock()
     path = Path(store)
+    from metaprov.live.follow import refuse_store_in_run
+
+    refuse_store_in_run(path, Path(run))  # before the store is created
     with ExitStack() as stack:
         st = EmbeddedStore(path)
         stack.callback(st.close)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metaprov.ingest.csvread import first_hole
+
 #: The capture's parts directory and the worker tables it holds (kept equal to
 #: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
 PARTS_DIR = "metaprov-parts"
@@ -56,9 +58,11 @@ class Snapshot:
 
 
 def whole_rows_size(path: Path, size: int | None = None) -> int:
-    """Bytes of ``path`` up to and including its last ``\\n`` (0 when it holds none)."""
+    """Bytes of ``path`` up to and including its last ``\\n`` (0 when it holds none) before
+    its first hole, if sparse (a hole is never read: gigabytes of zeros)."""
     if size is None:
         size = path.stat().st_size
+    size = first_hole(path, size)
     with path.open("rb") as fh:
         end = size
         while end > 0:
@@ -175,6 +179,8 @@ def _copy_tree(
             continue
         sig.append((rel, st.st_size, st.st_mtime_ns))
         if p.suffix == ".csv":
+            # a sparse file's hole is never copied (a 3 GiB hole would fill TMPDIR): what was
+            # written before it is the data; the rest is cut, as a partial last row is
             whole = whole_rows_size(p, st.st_size)
             if whole < st.st_size:
                 snap.cut_bytes[rel] = st.st_size - whole

@@ -13,7 +13,6 @@ Needs the ``report`` extra (Bokeh): ``pip install 'metaprov[report]'``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -168,6 +167,7 @@ def write_report(
     darshan: bool = True,
     progress: bool = False,
     title: str | None = None,
+    overwrite: bool = False,
 ) -> ReportResult:
     """Write the HTML report of ``runs`` (one run: its report; several: a comparison) to ``output``.
 
@@ -179,6 +179,7 @@ def write_report(
         darshan: read and link the runs' Darshan logs.
         progress: show progress bars while reading.
         title: page title (default: the run's path, or the number of runs).
+        overwrite: replace an existing ``output`` (the CLI's ``--force``); else it is refused.
 
     Returns:
         A :class:`ReportResult` (path, size, seconds, the facts embedded in the page).
@@ -194,14 +195,16 @@ def write_report(
     t = time.perf_counter()
     if not runs:
         raise InputError("no run to report on", hint="give at least one run directory")
-    out = _output(output, runs)
+    out = _output(output, runs, overwrite=overwrite)
     if any(is_campaign(r) for r in runs):
         if not all(is_campaign(r) for r in runs):
             raise InputError(
                 "give either run directories or campaign exports, not both",
                 hint="a campaign export (metaprov export ... -o OUTDIR) gives its own comparison page",
             )
-        return write_store_report(out, campaigns=runs, title=title, progress=progress)
+        return write_store_report(
+            out, campaigns=runs, title=title, progress=progress, overwrite=overwrite
+        )
     from tqdm.auto import tqdm
 
     warm = _warm_up()
@@ -215,44 +218,53 @@ def write_report(
         bar.update(1)
     return ReportResult(
         path=out,
-        bytes=_write_atomic(out, text, runs),
+        bytes=_write_atomic(out, text, runs, overwrite=overwrite),
         runs=[str(r) for r in runs],
         seconds=time.perf_counter() - t,
         facts=facts,
     )
 
 
-def _output(output: str | Path, inputs: Sequence[str | Path] = ()) -> Path:
+def _output(
+    output: str | Path,
+    inputs: Sequence[str | Path] = (),
+    stores: Sequence[Any] = (),
+    *,
+    overwrite: bool = False,
+) -> Path:
     """Check the output before reading anything, as every command that writes does
-    (:func:`metaprov.write.output.check_output`): not a directory, not one of the files under
-    ``inputs``, its folder exists and is not a store."""
+    (:func:`metaprov.write.output.check_output`): not a directory, not (inside) one of the
+    ``inputs`` or ``stores``, not an existing file unless ``overwrite``, its folder exists and
+    is not a store."""
     from metaprov.write.output import check_output
 
     out = Path(output)
-    check_output(out, inputs=_files_under(inputs))
+    check_output(out, inputs=inputs, stores=_store_paths(stores), overwrite=overwrite)
     return out
 
 
-def _files_under(paths: Sequence[str | Path]) -> list[Path]:
-    """The files under the given runs or campaigns (what a report must never replace)."""
-    files: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if not p.is_dir():
-            files.append(p)
-            continue
-        for root, _dirs, names in os.walk(p):
-            files.extend(Path(root, n) for n in names)
-    return files
+def _store_paths(stores: Sequence[Any]) -> list[Path]:
+    """The directories of embedded stores (an open store, an endpoint: none)."""
+    return [Path(s) for s in stores if isinstance(s, (str, Path))]
 
 
-def _write_atomic(out: Path, text: str, inputs: Sequence[str | Path] = ()) -> int:
+def _write_atomic(
+    out: Path,
+    text: str,
+    inputs: Sequence[str | Path] = (),
+    stores: Sequence[Any] = (),
+    *,
+    overwrite: bool = False,
+) -> int:
     """Write ``text`` to ``out`` through :func:`metaprov.write.output.open_output` (atomic for
     a file, written through for a pipe or device); returns bytes."""
     from metaprov.write.output import open_output
 
     data = text.encode("utf-8")
-    with open_output(out, inputs=_files_under(inputs), background=False) as fh:
+    stores = _store_paths(stores)
+    with open_output(
+        out, inputs=inputs, stores=stores, overwrite=overwrite, background=False
+    ) as fh:
         fh.write(data)
     return len(data)
 
@@ -291,6 +303,7 @@ def write_store_report(
     runs: Sequence[str] | None = None,
     title: str | None = None,
     progress: bool = False,
+    overwrite: bool = False,
 ) -> ReportResult:
     """Write the comparison page of the runs a store holds, or of campaign exports.
 
@@ -307,6 +320,7 @@ def write_store_report(
         runs: only these runs (ids or run names).
         title: page title (default: the number of runs and the store).
         progress: show a progress bar.
+        overwrite: replace an existing ``output`` (the CLI's ``--force``); else it is refused.
 
     Raises:
         MissingDependency: Bokeh (the ``report`` extra) is not installed.
@@ -321,7 +335,7 @@ def write_store_report(
     from metaprov.store import EmbeddedStore, Store, load, open_store
 
     t = time.perf_counter()
-    out = _output(output, campaigns)
+    out = _output(output, campaigns, [store], overwrite=overwrite)
     warm = _warm_up()
     if campaigns:
         st: Any = EmbeddedStore(None)
@@ -343,7 +357,7 @@ def write_store_report(
     text, facts = render_store(view, title)
     return ReportResult(
         path=out,
-        bytes=_write_atomic(out, text, campaigns),
+        bytes=_write_atomic(out, text, campaigns, [store], overwrite=overwrite),
         runs=list(view.runs["run_id"]),
         seconds=time.perf_counter() - t,
         facts=facts,

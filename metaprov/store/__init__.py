@@ -153,6 +153,10 @@ def load(
         where = (
             Path(store) if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
         )
+        # the store never is, holds or sits inside a run or file it loads (docs/reliability.md)
+        from metaprov.write.output import refuse_overlap
+
+        refuse_overlap(where, inputs=[i for i in items if not isinstance(i, ProvGraph)])
         check_not_owned(where, action="load into it")
     st = store if isinstance(store, Store) else open_store(store, endpoint, gsp=gsp)
     reports: list[LoadReport] = []

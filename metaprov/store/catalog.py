@@ -49,6 +49,10 @@ def run_fingerprint(run: str | Path, *, base: str, detail: str, darshan: bool) -
     return h.hexdigest()
 
 
+#: Largest catalog read (about 1 KB per graph: a million graphs).
+MAX_CATALOG_BYTES = 1 << 30
+
+
 class Catalog:
     """Per named graph, what it was loaded from and the facts derived at load time.
 
@@ -68,10 +72,10 @@ class Catalog:
         """Every entry by graph IRI (an unreadable or foreign file reads as empty)."""
         if self.path is None:
             return self._memory
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            return {}
+        from metaprov.store.owner import read_json
+
+        # a regular file of bounded size and depth (a forged one reads as empty, never hangs)
+        data = read_json(self.path, MAX_CATALOG_BYTES)
         graphs = data.get("graphs") if isinstance(data, dict) else None
         return graphs if isinstance(graphs, dict) else {}
 

@@ -201,6 +201,7 @@ def write(
     force: bool = False,
     inputs: Iterable[str | os.PathLike[str]] = (),
     digest: Any = None,
+    overwrite: bool = False,
 ) -> int:
     """Write a PROV graph to a file or binary stream.
 
@@ -211,10 +212,11 @@ def write(
             a name ending in ``.gz`` is gzip-compressed (see :func:`metaprov.write.output.open_output`).
         format: a format name or alias (see :data:`FORMATS`); default: from the file suffix.
         force: let the ``prov``-package formats (PROV-N/JSON/XML) run above :data:`PROV_LIMIT`.
-        inputs: files the output must not replace (the run's own files).
+        inputs: files or run directories the output must not be, hold or sit inside.
         digest: a ``hashlib`` object updated with every byte written to a file destination
             (in the writer thread, so a checksum costs no second read of the file; the bytes
             before compression for a ``.gz`` name).
+        overwrite: replace an existing file (else it is refused: the CLI's ``--force``).
 
     Returns:
         The number of triples written.
@@ -231,7 +233,7 @@ def write(
         return int(_writer(resolve_format(None, format))(graph, destination, force=force))
     fmt = resolve_format(destination, format)
     func = _writer(fmt)
-    with open_output(destination, inputs=inputs, digest=digest) as out:
+    with open_output(destination, inputs=inputs, digest=digest, overwrite=overwrite) as out:
         return int(func(graph, out, force=force))
 
 

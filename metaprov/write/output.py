@@ -13,8 +13,14 @@ it, so they all keep the same promises (``docs/reliability.md``):
 * A regular file is written atomically: into a temporary ``.NAME.metaprov-XXXXXXXX.part`` in
   the same directory, renamed over ``NAME`` only when complete. A failure (a full disk, a write
   error, an interrupt) removes the temporary file and leaves an earlier ``NAME`` unchanged.
-* An output that is one of the command's own input files (same file, by device and inode) is
-  refused before anything is written.
+* **An output never is, holds, or sits inside an input or a store of the same command**,
+  ``--force`` or not (:func:`refuse_overlap`): compared after resolving symbolic links, and by
+  device and inode (a hard link of an input file, a bind mount of a run directory). Refused
+  before anything is read or written.
+* **An existing output is replaced only when asked** (``overwrite=True``, the commands'
+  ``--force``): a regular file, or a directory that is not empty, is otherwise refused naming it
+  and the flag (:func:`refuse_existing`). A stream (``-``, a pipe, a device) is written through,
+  never "replaced", so it needs no flag.
 * A name ending in ``.gz`` is gzip-compressed (deterministic: no name, no time in the header).
 * The folder the output goes in must exist: it is never created (a typo in ``-o`` would
   otherwise scatter folders); the error names the missing folder and the fix (``mkdir -p``).
@@ -55,6 +61,8 @@ GZIP_LEVEL = 6
 __all__ = [
     "open_output",
     "check_output",
+    "refuse_overlap",
+    "refuse_existing",
     "check_parent",
     "is_store_dir",
     "is_stdout",
@@ -133,20 +141,149 @@ class _Plan:
         self.real = Path(os.path.realpath(path))
         check_parent(self.real, label=path)
 
-    def refuse_inputs(self, inputs: Iterable[str | os.PathLike[str]]) -> None:
-        if self.st is None:
+    def refuse(
+        self,
+        inputs: Iterable[str | os.PathLike[str]],
+        stores: Iterable[str | os.PathLike[str]],
+        overwrite: bool,
+    ) -> None:
+        """The two rules of every output (overlap, then overwrite); streams are written through."""
+        if self.stdout:
             return
-        me = (self.st.st_dev, self.st.st_ino)
-        for p in inputs:
-            try:
-                s = os.stat(p)
-            except OSError:
-                continue
-            if (s.st_dev, s.st_ino) == me:
+        refuse_overlap(self.name, inputs=inputs, stores=stores)
+        if not self.stream:
+            refuse_existing(self.name, overwrite=overwrite)
+
+
+def _ident(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _chain(real: Path) -> list[tuple[int, int]]:
+    """The (device, inode) of ``real``'s existing ancestors (``real`` itself excluded)."""
+    return [i for i in (_ident(p) for p in real.parents) if i is not None]
+
+
+def _inside(a: Path, b: Path) -> bool:
+    return a != b and a.is_relative_to(b)
+
+
+def refuse_overlap(
+    target: str | os.PathLike[str],
+    *,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    stores: Iterable[str | os.PathLike[str]] = (),
+) -> None:
+    """Refuse an output that is, holds, or sits inside an input or a store of the same command.
+
+    ``--force`` never lifts this: replacing a run directory by its crate, or a compared run's
+    ``worker.csv`` by the comparison, destroys what the command read. Paths are compared after
+    resolving symbolic links (every component) and by device and inode (a bind mount, a hard
+    link of an input file: an existing output with several links is looked for under the input
+    folders). A store that does not exist yet is compared by its path.
+
+    Raises:
+        OutputError: naming the output, the input or store, and how they overlap.
+    """
+    name = os.fspath(target)
+    if is_stdout(name):
+        return
+    out = Path(os.path.realpath(name))
+    out_id = _ident(out)
+    out_chain = _chain(out)
+    given = [("input", p) for p in inputs] + [("store", p) for p in stores]
+    known = [(role, p, Path(os.path.realpath(p))) for role, p in given]
+    idents = [_ident(real) for _role, _p, real in known]
+    for (role, p, real), pid in zip(known, idents, strict=True):  # the same file first
+        if out == real or (out_id is not None and out_id == pid):
+            if role == "input":
                 raise OutputError(
                     f"refusing to write the output over {p}: it is one of the inputs",
-                    hint="give another output path with -o",
+                    hint="give another output path with -o (--force does not change this)",
                 )
+            _overlap(name, "is", role, p)
+    linked: list[Path] = []
+    for (role, p, real), pid in zip(known, idents, strict=True):
+        if _inside(out, real) or (pid is not None and pid in out_chain):
+            _overlap(name, "sits inside", role, p)
+        if _inside(real, out) or (out_id is not None and out_id in _chain(real)):
+            _overlap(name, "holds", role, p)
+        if role == "input" and pid is not None and os.path.isdir(real):
+            linked.append(real)
+    _refuse_hard_link(name, out, linked)
+
+
+def _overlap(name: str, how: str, role: str, p: str | os.PathLike[str]) -> None:
+    raise OutputError(
+        f"refusing to write {name}: it {how} the {role} {os.fspath(p)}"
+        + (" (the command's own store)" if role == "store" else ""),
+        hint="write the output outside the command's inputs and stores "
+        "(--force does not change this)",
+    )
+
+
+def _refuse_hard_link(name: str, out: Path, folders: list[Path]) -> None:
+    """An existing output file with several names: is one of them a file of an input folder?"""
+    try:
+        st = os.stat(out)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
+        return
+    me = (st.st_dev, st.st_ino)
+    for folder in folders:
+        for root, _dirs, files in os.walk(folder):
+            for f in files:
+                if _ident(os.path.join(root, f)) == me:
+                    raise OutputError(
+                        f"refusing to write the output over {os.path.join(root, f)}: it is one "
+                        f"of the inputs (a hard link of {name})",
+                        hint="give another output path with -o (--force does not change this)",
+                    )
+
+
+def refuse_existing(
+    target: str | os.PathLike[str],
+    *,
+    overwrite: bool,
+    flag: str = "--force",
+    also: str = "",
+) -> None:
+    """Refuse to replace an existing output unless ``overwrite`` (the commands' ``--force``).
+
+    An existing regular file, or a directory that is not empty, counts; a missing path, an empty
+    directory and a stream (a pipe, a device: written through) do not.
+
+    Raises:
+        OutputError: naming the output and the flag (``also``: one more way out, for the hint).
+    """
+    if overwrite:
+        return
+    name = os.fspath(target)
+    try:
+        st = os.stat(name)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        what = "already exists"
+    elif stat.S_ISDIR(st.st_mode):
+        try:
+            with os.scandir(name) as it:
+                if next(it, None) is None:
+                    return
+        except OSError:
+            pass
+        what = "already exists and is not empty"
+    else:
+        return
+    raise OutputError(
+        f"{name} {what}",
+        hint=f"pass {flag} to replace it, or choose another output path{also}",
+    )
 
 
 def is_store_dir(path: str | os.PathLike[str]) -> bool:
@@ -201,14 +338,19 @@ def _through_proc(path: Path) -> bool:
 
 
 def check_output(
-    target: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()
+    target: str | os.PathLike[str],
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    *,
+    stores: Iterable[str | os.PathLike[str]] = (),
+    overwrite: bool = False,
 ) -> None:
     """Raise the :class:`OutputError` :func:`open_output` would raise before writing anything.
 
     Lets a command fail at once (a directory given as output, a parent that is a file, an input
-    named as the output) instead of after reading its inputs.
+    or store overlapping the output, an existing file without ``overwrite``) instead of after
+    reading its inputs.
     """
-    _Plan(target).refuse_inputs(inputs)
+    _Plan(target).refuse(inputs, stores, overwrite)
 
 
 class _Guard:
@@ -265,6 +407,8 @@ def open_output(
     target: str | os.PathLike[str],
     *,
     inputs: Iterable[str | os.PathLike[str]] = (),
+    stores: Iterable[str | os.PathLike[str]] = (),
+    overwrite: bool = False,
     background: bool = True,
     digest: Any = None,
 ) -> Iterator[IO[bytes]]:
@@ -273,7 +417,10 @@ def open_output(
 
     Args:
         target: a path, or ``-`` for standard output.
-        inputs: the command's input files; the output must not be one of them.
+        inputs: the command's inputs (files or run directories): the output must not be, hold
+            or sit inside one of them (:func:`refuse_overlap`).
+        stores: the command's stores, under the same rule.
+        overwrite: replace an existing file (the commands' ``--force``); else it is refused.
         background: hand the bytes to a writer thread (formatting overlaps with the disk).
         digest: a ``hashlib`` object updated with every byte written (before compression).
 
@@ -285,7 +432,7 @@ def open_output(
         ...     out.write(b"a,b\\n")
     """
     plan = _Plan(target)
-    plan.refuse_inputs(inputs)
+    plan.refuse(inputs, stores, overwrite)
     out = _Output(plan, background, digest)
     try:
         yield out.sink

@@ -89,8 +89,8 @@ def _unwritable(tmp: Path) -> list[str]:
     ("make", "code", "message"),
     [
         (lambda t: ["/no/such/run", "-o", str(t / "c")], 3, "no such run directory"),
-        (_not_empty, 2, "exists and is not empty"),
-        (_zip_exists, 2, "already exists"),
+        (_not_empty, 9, "exists and is not empty"),
+        (_zip_exists, 9, "already exists"),
         (_not_a_crate, 3, "not an RO-Crate"),
         (_broken_metadata, 3, "not a readable RO-Crate"),
         (_unwritable, 2, "is not a writable directory"),

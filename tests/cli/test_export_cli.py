@@ -144,6 +144,7 @@ def test_quiet_is_accepted_before_or_after_the_command(tmp_path: Path, where: st
     args = ["export", str(EXAMPLE), "-o", str(out), "--no-darshan"]
     loud = CliRunner().invoke(cli, args)
     assert loud.exit_code == 0 and "triples" in loud.stderr + loud.stdout
+    args.append("--force")  # the second export replaces the first
     quiet = ["-q", *args] if where == "before" else [*args, "--quiet"]
     result = CliRunner().invoke(cli, quiet)
     assert result.exit_code == 0, result.output

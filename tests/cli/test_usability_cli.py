@@ -194,7 +194,14 @@ def test_records_parquet_equal_the_records(tmp_path: Path) -> None:
     facts = json.loads((out / "run.json").read_text())
     assert facts["run_id"] == "3a11b3998b3a66d8"
     res = invoke("records", str(EXAMPLE), "-o", str(out))
-    assert res.exit_code == 2 and "already exists" in res.output
+    assert res.exit_code == 9 and "already exists and is not empty" in res.output
+    assert "--force" in res.output
+    before = (out / "run.json").stat().st_ino
+    res = invoke("records", str(EXAMPLE), "-o", str(out), "--force", "-f", "csv")
+    assert res.exit_code == 0, res.output
+    assert (out / "tasks.csv").is_file() and not (out / "tasks.parquet").exists()
+    assert (out / "run.json").stat().st_ino != before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["rec"]  # nothing left beside
 
 
 def test_records_of_a_campaign_is_one_dataset_partitioned_by_run(tmp_path: Path) -> None:

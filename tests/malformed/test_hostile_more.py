@@ -171,8 +171,8 @@ def test_metaprov_json_ld_and_rdf_xml_exports_still_load(run: Path, tmp_path: Pa
 def test_report_never_writes_over_an_input(run: Path) -> None:
     victim = run / "worker_transition.csv"
     before = victim.read_bytes()
-    res = CliRunner().invoke(cli, ["report", str(run), "-o", str(victim)])
-    _ok_error(res, OutputError.exit_code, "one of the inputs")
+    res = CliRunner().invoke(cli, ["report", str(run), "-o", str(victim), "--force"])
+    _ok_error(res, OutputError.exit_code, "sits inside the input")
     assert victim.read_bytes() == before
 
 

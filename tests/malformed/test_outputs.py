@@ -133,7 +133,7 @@ def test_symlink_is_followed_and_kept(run: Path, tmp_path: Path, reference: byte
     target.write_text("old\n")
     link = tmp_path / "link.nt"
     link.symlink_to(target)
-    res = _cli("export", str(run), "-o", str(link), "-q")
+    res = _cli("export", str(run), "-o", str(link), "-q", "--force")
     assert res.exit_code == 0, res.output
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_bytes() == reference
@@ -159,15 +159,21 @@ def test_an_input_file_is_never_the_output(run: Path, tmp_path: Path, how: str) 
         os.link(victim, out)
     res = CliRunner().invoke(cli, ["export", str(run), "-f", "nt", "-o", str(out)])
     assert res.exit_code == OutputError.exit_code, res.output
-    assert "Error: refusing to write the output over" in res.output
+    # the run's own file (by its path, a symlink or a hard link): refused as being in the run,
+    # or as one of its files
+    assert "Error: refusing to write " in res.output
+    assert "sits inside the input" in res.output or "one of the inputs" in res.output
     assert victim.read_bytes() == before
 
 
-def test_output_in_the_run_directory_that_is_not_an_input_is_fine(run: Path) -> None:
+def test_an_output_inside_the_run_directory_is_refused_even_with_force(run: Path) -> None:
+    """Issue 36: an output never sits inside an input (the run would change under it)."""
     out = run / "prov.ttl"
-    for _ in range(2):  # a second export replaces the first: it is not an input
-        res = CliRunner().invoke(cli, ["export", str(run), "-o", str(out), "-q"])
-        assert res.exit_code == 0, res.output
+    for extra in ([], ["--force"]):
+        res = CliRunner().invoke(cli, ["export", str(run), "-o", str(out), "-q", *extra])
+        assert res.exit_code == OutputError.exit_code, res.output
+        assert "sits inside the input" in res.output and "--force does not" in res.output
+        assert not out.exists()
 
 
 def test_query_output_that_is_its_input_file_is_refused(exported: Path) -> None:
@@ -205,7 +211,7 @@ def _fsize_limited(cmd: list[str], limit: int) -> subprocess.CompletedProcess:
 def test_output_larger_than_allowed_leaves_the_old_file(run: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.nt"
     out.write_bytes(b"the previous export\n")
-    res = _fsize_limited([*EXE, "-q", "export", str(run), "-o", str(out)], 2000)
+    res = _fsize_limited([*EXE, "-q", "export", str(run), "-o", str(out), "--force"], 2000)
     assert res.returncode == OutputError.exit_code, res.stderr
     assert b"Error: writing " in res.stderr and b"Traceback" not in res.stderr
     assert b"nothing was written under its name" in res.stderr
@@ -333,7 +339,7 @@ def test_a_live_writers_part_is_never_removed(run: Path, tmp_path: Path) -> None
 def test_a_failed_write_removes_its_part_and_keeps_the_old_file(tmp_path: Path) -> None:
     out = tmp_path / "answer.csv"
     out.write_text("old\n")
-    with pytest.raises(RuntimeError), open_output(out) as sink:
+    with pytest.raises(RuntimeError), open_output(out, overwrite=True) as sink:
         sink.write(b"new but incomplete")
         raise RuntimeError("the producer failed")
     assert out.read_text() == "old\n"

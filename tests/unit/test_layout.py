@@ -26,6 +26,7 @@ RANKS = {
     "errors": 0,
     "timeutil": 0,
     "records": 0,
+    "redact": 0,
     "ingest": 1,
     "link": 2,
     "mapping": 3,

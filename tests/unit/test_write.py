@@ -186,7 +186,7 @@ def test_failed_write_leaves_no_file(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     target = tmp_path / "run.nt"
     target.write_text("previous complete export\n")
     with pytest.raises(RuntimeError):
-        write(to_prov(tiny_records()), target)
+        write(to_prov(tiny_records()), target, overwrite=True)
     assert target.read_text() == "previous complete export\n"
     assert [p.name for p in tmp_path.iterdir()] == ["run.nt"]
 

@@ -1,0 +1,134 @@
+"""Issue 36 item 4: huge values, bounded. A 20 MB field made load and follow fail with a
+MemoryError traceback from the store's bulk loader (16 MiB line buffer) while export worked; a
+3 GiB sparse worker_transfer.csv filled TMPDIR during follow and killed inspect. Now the row is
+counted and dropped with its file, line and column, the same way by every command (in ingest),
+and a sparse file is never expanded. See docs/reliability.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from runfiles import tiny_files, write_run
+
+import metaprov
+from metaprov.cli import cli
+from metaprov.errors import InputError
+from metaprov.ingest.csvread import MAX_FIELD_BYTES
+
+EXE = [sys.executable, "-m", "metaprov"]
+HUGE = 20 << 20
+
+
+@pytest.fixture(scope="module")
+def huge_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny run with one more scheduler row whose key is 20 MB (file line 8)."""
+    files = tiny_files()
+    first = files["scheduler_transition.csv"].splitlines()[1].split(",")
+    row = ["6", "k" * HUGE, *first[2:]]
+    files["scheduler_transition.csv"] += ",".join(row) + "\n"
+    return write_run(tmp_path_factory.mktemp("huge") / "R1", files)
+
+
+def _dropped(report: dict) -> list[dict]:
+    return [
+        d
+        for d in report["accounting"]["files"]["scheduler_transition.csv"].get("dropped", [])
+        if "longer than" in json.dumps(d)
+    ]
+
+
+def test_a_20_mb_field_is_counted_and_dropped_by_every_command(
+    huge_run: Path, tmp_path: Path
+) -> None:
+    assert HUGE > MAX_FIELD_BYTES
+    records = metaprov.read_run(huge_run, darshan=False)
+    text = json.dumps(records.accounting.to_dict(), default=str)
+    assert "a field longer than" in text and '"key"' in text and "8" in text
+    assert len(records.tasks) == 2  # the two real tasks, nothing invented
+    out = tmp_path / "run.nt"
+    res = CliRunner().invoke(cli, ["export", str(huge_run), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size < 1 << 20
+    # load: the same decision (it used to die in the bulk loader with a MemoryError)
+    res = subprocess.run(
+        [*EXE, "load", str(huge_run), "--store", str(tmp_path / "st")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "MemoryError" not in res.stderr
+    res = subprocess.run(
+        [*EXE, "inspect", str(huge_run)], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0 and "longer than" in res.stdout + res.stderr, res.stdout
+
+
+def test_follow_of_a_run_with_a_20_mb_field(huge_run: Path, tmp_path: Path) -> None:
+    res = subprocess.run(
+        [
+            *EXE,
+            "follow",
+            str(huge_run),
+            "--store",
+            str(tmp_path / "st"),
+            "--interval",
+            "0.3",
+            "--quiet-period",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "run complete" in res.stdout
+
+
+def test_a_sparse_csv_is_never_expanded(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "R1", tiny_files())
+    sparse = run / "worker_transfer.csv"
+    os.truncate(sparse, 3 << 30)  # 3 GiB, all but the first rows a hole
+    st = sparse.stat()
+    if st.st_blocks * 512 >= st.st_size:
+        pytest.skip("this file system does not keep holes")
+    # inspect (and export, load): read up to the hole, the rest counted as left out
+    res = subprocess.run([*EXE, "inspect", str(run)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "incomplete rows left out (worker_transfer.csv)" in res.stdout, res.stdout
+    # the reader itself never expands it either: a clear error naming where the data ends
+    from metaprov.ingest.csvread import read_csv
+    from metaprov.records import Accounting
+
+    with pytest.raises(InputError, match="a sparse file: only its first 4,096 of"):
+        read_csv(sparse, required=["start"], optional=[], acct=Accounting())
+    # follow copies what was written before the hole, never the hole (it used to fill TMPDIR)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = subprocess.run(
+        [
+            *EXE,
+            "follow",
+            str(run),
+            "--store",
+            str(tmp_path / "st"),
+            "--interval",
+            "0.3",
+            "--quiet-period",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "No space" not in res.stderr, res.stderr
+    assert sparse.stat().st_size == 3 << 30  # the run's file is as it was
