@@ -4,7 +4,7 @@ Input: ``records.activity`` (Dask's fine performance metrics) and ``records.memo
 worker's memory as the scheduler saw it); see :mod:`metaprov.ingest.activity`. Both are empty
 for runs that did not record them (Mofka runs, older captures), which then map exactly as before.
 
-Output (docs/model.md, decision 38):
+Output (docs/model.md, decision 33):
 
 - mp:ActivityShare per (worker, context, task prefix, span, activity, unit), IRI
   ``<worker>/activity/<context>/<prefix>/<span id>/<activity>/<unit>`` (an empty segment where
