@@ -200,3 +200,20 @@ def test_the_question_says_which_runs_did_not_record_them(run_dir: Path, tmp_pat
     notes = answer.attrs["notes"]
     assert len(notes) == 1 and "no fine performance metrics" in notes[0]
     assert "not recorded, not 0" in notes[0]
+
+
+def test_inspect_says_where_the_time_went_or_that_it_was_not_recorded(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    from metaprov.analysis.summary import format_summary, summarize
+
+    s = summarize(read_run(run_dir))
+    assert s["time_went"]["seconds_by_context"] == {"execute": 1.3, "gather-dep": 0.02}
+    assert s["time_went"]["executions_measured"] == 2
+    assert s["time_went"]["paused_workers"] == [W1]
+    text = format_summary(s)
+    assert "time went  execute 1.300 s, gather-dep 0.020 s" in text
+    assert "max spilled 10 bytes; paused: " + W1 in text
+    plain = summarize(read_run(write_run(tmp_path / "plain", tiny_files())))
+    assert plain["time_went"] == {"recorded": False, "memory_recorded": False}
+    assert "time went  not recorded" in format_summary(plain)
