@@ -11,7 +11,10 @@ Output: one line per run and a summary on stdout (``--json``: machine-readable),
   wall times, a shared noisy machine does not drown;
 - the same for the capture *with the task facts* (function per task group, result type or
   exception per attempt, call site of the graph: the facts recorded by default), beside the
-  capture without them in the same repetition.
+  capture without them in the same repetition;
+- the same for *where the time went* (Dask's fine performance metrics per execution and per
+  interval, worker memory samples, spans: on by default), beside the capture without them
+  (``nometrics``: ``metrics=False, memory_interval=0``) in the same repetition.
 
 Overheads are medians of per-repetition ratios (captured / plain of the same repetition); each
 repetition runs plain, captured, captured with facts, and both captures with timed hooks (the
@@ -21,6 +24,8 @@ tasks (default 10^4): n/2 tiny root tasks, n/2 tasks each depending on two roots
 worker fetch from the other), then a tree reduction (fan-in 10) to one key::
 
     python benchmarks/bench_capture.py --n 10000 --repeat 5
+    python benchmarks/bench_capture.py --n 10000 --repeat 3 \\
+        --variants plain,captured,nometrics,timed,timed-nometrics     # the metrics' cost only
 """
 
 from __future__ import annotations
@@ -123,6 +128,9 @@ class TimedSchedulerCapture(_Timed, SchedulerCapture):
     def flush(self) -> None:
         self._timed(super().flush)
 
+    def sample(self) -> None:
+        self._timed(super().sample)
+
 
 class TimedWorkerCapture(_Timed, WorkerCapture):
     """WorkerCapture that adds up the thread CPU time spent in its hooks and flushes."""
@@ -136,6 +144,11 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
     def teardown(self, worker: Any) -> None:
         self._timed(super().teardown, worker)
         worker._metaprov_bench_spent = self.net_spent()
+
+    def _execution_rows(self, *args: Any) -> None:
+        # one execution's metrics, written when Dask finalises them (the per-metric sum in the
+        # wrapped digest_metric, a dictionary update, is too cheap to time: not counted)
+        self._timed(super()._execution_rows, *args)
 
 
 def _worker_spent(dask_worker: Any) -> float:
@@ -173,12 +186,14 @@ def run_once(
     timed: bool = False,
     facts: bool = False,
     environment: bool = True,
+    metrics: bool = True,
 ) -> dict[str, float]:
     """Compute one fresh graph; with ``capture_dir``, under the capture (as ``record()`` does).
 
     ``timed`` uses the plugins that time their own hooks (their clock calls cost CPU too, so the
     wall and CPU comparison uses the untimed plugins). ``facts`` records the task facts too
-    (and the client sends its call site, as under ``record()``).
+    (and the client sends its call site, as under ``record()``). ``metrics``: Dask's fine
+    performance metrics, memory samples and spans (the capture's default).
     """
     dsk, out = build_graph(n)
     half = max(2, n // 2)
@@ -192,11 +207,18 @@ def run_once(
     t0 = time.perf_counter()
     if capture_dir is not None:
         client.register_plugin(
-            sched_cls(capture_dir, functions=facts, call_sites=facts, environment=environment),
+            sched_cls(
+                capture_dir,
+                functions=facts,
+                call_sites=facts,
+                environment=environment,
+                memory_interval=0.5 if metrics else 0,
+            ),
             name=PLUGIN_NAME,
         )
         client.register_plugin(
-            worker_cls(capture_dir, results=facts, environment=environment), name=PLUGIN_NAME
+            worker_cls(capture_dir, results=facts, environment=environment, metrics=metrics),
+            name=PLUGIN_NAME,
         )
     t_in = time.perf_counter()
     with dask.config.set({NFRAMES: 1 if facts else 0}):
@@ -216,18 +238,40 @@ def run_once(
     return res
 
 
+#: Every variant of a repetition: plain, the capture (with metrics, without facts), without its
+#: environment records, with the task facts, without the metrics, and the hook-timed captures.
+VARIANTS = (
+    "plain",
+    "captured",
+    "noenv",
+    "facts",
+    "nometrics",
+    "timed",
+    "timed-facts",
+    "timed-nometrics",
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="tasks in the graph (about)")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions of each variant")
     parser.add_argument("--json", action="store_true", help="print a JSON summary at the end")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated subset of {','.join(VARIANTS)} (plain and captured always run)",
+    )
     args = parser.parse_args()
+    chosen = [v for v in VARIANTS if v in {"plain", "captured", *args.variants.split(",")}]
     base = Path(tempfile.mkdtemp(prefix="metaprov-bench-capture-"))
     pairs: list[tuple[dict[str, float], dict[str, float]]] = []
     timed: list[tuple[dict[str, float], dict[str, float]]] = []
     fact_pairs: list[tuple[dict[str, float], dict[str, float]]] = []
     fact_timed: list[tuple[dict[str, float], dict[str, float]]] = []
     env_pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+    metric_pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+    metric_timed: list[tuple[dict[str, float], dict[str, float]]] = []
     load: list[float] = []
     try:
         with (
@@ -243,7 +287,7 @@ def main() -> None:
             run_once(client, min(args.n, 1000), None)  # warm-up: imports, connections
             for r in range(args.repeat):
                 load.append(os.getloadavg()[0])
-                variants = ["plain", "captured", "noenv", "facts", "timed", "timed-facts"]
+                variants = list(chosen)
                 if r % 2:
                     variants.reverse()
                 got: dict[str, dict[str, float]] = {}
@@ -256,6 +300,7 @@ def main() -> None:
                         timed=v.startswith("timed"),
                         facts="facts" in v,
                         environment=v != "noenv",
+                        metrics="nometrics" not in v,
                     )
                     got[v] = res
                     print(
@@ -266,14 +311,22 @@ def main() -> None:
                         flush=True,
                     )
                 pairs.append((got["plain"], got["captured"]))
-                timed.append((got["plain"], got["timed"]))
-                fact_pairs.append((got["captured"], got["facts"]))
-                env_pairs.append((got["noenv"], got["captured"]))
-                fact_timed.append((got["timed"], got["timed-facts"]))
+                for runs, a, b in (
+                    (timed, "plain", "timed"),
+                    (fact_pairs, "captured", "facts"),
+                    (env_pairs, "noenv", "captured"),
+                    (fact_timed, "timed", "timed-facts"),
+                    (metric_pairs, "nometrics", "captured"),
+                    (metric_timed, "timed-nometrics", "timed"),
+                ):
+                    if a in got and b in got:
+                        runs.append((got[a], got[b]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
     def med(f: Any, runs: list[tuple[dict[str, float], dict[str, float]]] = pairs) -> float:
+        if not runs:  # a variant not run (--variants)
+            return float("nan")
         return float(statistics.median(f(p, c) for p, c in runs))
 
     summary = {
@@ -320,6 +373,22 @@ def main() -> None:
         "facts_extra_us_per_task": med(
             lambda p, c: 1e6 * (c["hooks_cpu"] - p["hooks_cpu"]) / c["tasks"], fact_timed
         ),
+        # where the time went: the capture with the metrics against the capture without
+        "metrics_extra_rows": med(lambda p, c: c["rows"] - p["rows"], metric_pairs),
+        "metrics_off_compute_s": med(lambda p, c: p["compute"], metric_pairs),
+        "metrics_overhead_compute_pct": med(
+            lambda p, c: 100 * (c["compute"] / p["compute"] - 1), metric_pairs
+        ),
+        "metrics_off_cpu_s": med(lambda p, c: p["cpu"], metric_pairs),
+        "metrics_overhead_cpu_pct": med(lambda p, c: 100 * (c["cpu"] / p["cpu"] - 1), metric_pairs),
+        "metrics_hooks_cpu_s": med(lambda p, c: c["hooks_cpu"], metric_timed),
+        "metrics_off_hooks_cpu_s": med(lambda p, c: p["hooks_cpu"], metric_timed),
+        "metrics_extra_hooks_cpu_s": med(
+            lambda p, c: c["hooks_cpu"] - p["hooks_cpu"], metric_timed
+        ),
+        "metrics_extra_us_per_task": med(
+            lambda p, c: 1e6 * (c["hooks_cpu"] - p["hooks_cpu"]) / c["tasks"], metric_timed
+        ),
     }
     print(
         f"median of {args.repeat} (load average {summary['load_average']:.1f} on {os.cpu_count()} CPUs): "
@@ -337,7 +406,13 @@ def main() -> None:
         f"{summary['facts_cpu_s']:.2f} s ({summary['facts_overhead_cpu_pct']:+.1f} %); hooks "
         f"{summary['facts_hooks_cpu_s']:.3f} s CPU, {summary['facts_extra_hooks_cpu_s']:+.3f} s for the facts "
         f"({summary['facts_extra_us_per_task']:+.1f} us per task; scheduler "
-        f"{summary['facts_extra_scheduler_hooks_cpu_s']:+.3f} s)"
+        f"{summary['facts_extra_scheduler_hooks_cpu_s']:+.3f} s)\n"
+        f"  metrics +{summary['metrics_extra_rows']:.0f} rows; wall {summary['captured_compute_s']:.2f} s "
+        f"({summary['metrics_overhead_compute_pct']:+.1f} % vs captured without them), CPU "
+        f"({summary['metrics_overhead_cpu_pct']:+.1f} %); hooks {summary['metrics_hooks_cpu_s']:.3f} s "
+        f"CPU vs {summary['metrics_off_hooks_cpu_s']:.3f} s without, "
+        f"{summary['metrics_extra_hooks_cpu_s']:+.3f} s for the metrics "
+        f"({summary['metrics_extra_us_per_task']:+.1f} us per task)"
     )
     if args.json:
         print(json.dumps(summary, indent=2))

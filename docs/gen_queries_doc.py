@@ -310,6 +310,7 @@ _NEEDS = {
     "compute": "compute windows",
     "darshan": "Darshan logs",
     "environment": "software environment records",
+    "activity": "Dask's fine performance metrics (recorded by metaprov.capture)",
 }
 
 

@@ -93,6 +93,7 @@ def summarize(records: RunRecords, *, io_evidence: bool = True) -> dict[str, Any
             "logged_by": _counts(per_transfer["logged_by"]) if len(tr) else {},
         },
         "configs": records.configs["name"].astype(str).tolist(),
+        "time_went": _time_went(records),
         "unknown": unknown,
         "accounting": records.accounting.to_dict(),
     }
@@ -221,6 +222,65 @@ def silent_senders(records: RunRecords) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _time_went(records: RunRecords) -> dict[str, Any]:
+    """Where the workers' time went (Dask's fine performance metrics) and their memory:
+    ``recorded`` False when the run has none (never zeros), else seconds per context and per
+    (context, activity), bytes per context, and the memory samples' figures."""
+    act, mem = records.activity, records.memory
+    out: dict[str, Any] = {"recorded": bool(len(act)), "memory_recorded": bool(len(mem))}
+    if len(act):
+        sec = act[act["unit"] == "seconds"]
+        by_ctx = sec.groupby("context")["value"].sum().sort_values(ascending=False)
+        by_act = sec.groupby(["context", "activity"])["value"].sum().sort_values(ascending=False)
+        nbytes = act[act["unit"] == "bytes"].groupby("context")["value"].sum()
+        out.update(
+            seconds_by_context={k: round(float(v), 6) for k, v in by_ctx.items()},
+            seconds_by_activity={f"{c}/{a}": round(float(v), 6) for (c, a), v in by_act.items()},
+            bytes_by_context={k: int(v) for k, v in nbytes.items()},
+            executions_measured=int(
+                act.dropna(subset=["key"]).drop_duplicates(["key", "worker", "attempt"]).shape[0]
+            ),
+        )
+    if len(mem):
+        out.update(
+            memory_samples=int(len(mem)),
+            max_process_bytes=int(mem["process"].max()),
+            max_spilled_bytes=int(mem["spilled"].max()),
+            paused_workers=sorted(
+                mem.loc[mem["paused"].fillna(False).astype(bool), "worker"]
+                .astype(str)
+                .unique()
+                .tolist()
+            ),
+        )
+    return out
+
+
+def _format_time_went(t: dict[str, Any]) -> list[str]:
+    if not t.get("recorded") and not t.get("memory_recorded"):
+        return [
+            "time went  not recorded (no fine performance metrics or memory samples: "
+            "metaprov.capture records them; not 0)"
+        ]
+    lines = []
+    if t.get("recorded"):
+        ctx = ", ".join(f"{c} {v:.3f} s" for c, v in t["seconds_by_context"].items())
+        top = ", ".join(f"{k} {v:.3f} s" for k, v in list(t["seconds_by_activity"].items())[:4])
+        lines.append(f"time went  {ctx}; most: {top}")
+    else:
+        lines.append("time went  not recorded (no fine performance metrics; not 0)")
+    if t.get("memory_recorded"):
+        paused = t["paused_workers"]
+        lines.append(
+            f"  memory   {t['memory_samples']} samples, max process {t['max_process_bytes']:,} "
+            f"bytes, max spilled {t['max_spilled_bytes']:,} bytes; paused: "
+            f"{', '.join(paused) if paused else 'none'}"
+        )
+    else:
+        lines.append("  memory   not recorded")
+    return lines
 
 
 def unknowns(records: RunRecords) -> list[dict[str, str]]:
@@ -369,6 +429,8 @@ def format_summary(s: dict[str, Any]) -> str:
             line += " ..." if len(env["differing"]) > 8 else ""
         lines.append(line)
     lines += format_losses(s.get("losses") or {})
+    if "time_went" in s:
+        lines += _format_time_went(s["time_went"])
     if run["missing_inputs"]:
         lines.append(f"missing    {', '.join(run['missing_inputs'])}")
     for u in s.get("unknown", []):
