@@ -65,6 +65,16 @@ class Timeline:
         notes: what the timeline could not hold, and why.
         software: the run's packages, one row per process and package: process, role,
             manager, name, version (None: the run recorded no environment).
+        dispatched: key -> when the scheduler first handed the task to a worker (its first
+            ``-> processing`` transition; int64 µs): from its readiness to then, ready work
+            waited for the scheduler (empty: not known).
+        lost: key -> when the scheduler took the task back from a worker that was lost
+            (int64 µs; empty: no loss seen).
+        activity: Dask's fine performance metrics: worker, prefix (NA outside task
+            execution), context, activity, unit, value (None: not recorded).
+        memory: worker memory samples: worker, time (int64 µs), managed, unmanaged, spilled
+            (bytes), paused (None: not recorded).
+        scheduler_transitions: transitions the scheduler made (0: not known).
     """
 
     label: str
@@ -81,6 +91,11 @@ class Timeline:
     has_transitions: bool = True
     notes: list[str] = field(default_factory=list)
     software: pd.DataFrame | None = None
+    dispatched: pd.Series = field(default_factory=lambda: pd.Series(dtype="int64"))
+    lost: pd.Series = field(default_factory=lambda: pd.Series(dtype="int64"))
+    activity: pd.DataFrame | None = None
+    memory: pd.DataFrame | None = None
+    scheduler_transitions: int = 0
 
     @property
     def makespan(self) -> float:
@@ -185,6 +200,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
     executions = executions.sort_values(["key", "attempt", "start"], kind="stable").reset_index(
         drop=True
     )
+    dispatched, lost, n_sched = _dispatch_and_losses(records)
     return Timeline(
         label=name,
         run_id=str(records.run_id),
@@ -200,7 +216,86 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         has_transitions=has_transitions,
         notes=notes,
         software=software_table(records) if len(records.packages) else None,
+        dispatched=dispatched,
+        lost=lost,
+        activity=_activity_of(records),
+        memory=_memory_of(records),
+        scheduler_transitions=n_sched,
     )
+
+
+#: Scheduler stimuli of a worker's removal (Dask: Scheduler.remove_worker).
+_LOSS_STIMULI = ("handle-worker-cleanup", "remove-worker")
+
+
+def dispatch_and_losses(tr: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
+    """From the transitions (key, observer, from_state, to_state, time in µs, stimulus_id):
+    when the scheduler first handed each key to a worker (``-> processing``), the keys it took
+    back from a lost worker (``memory|processing ->`` under a removal stimulus), and how many
+    transitions the scheduler made."""
+    empty = pd.Series(dtype="int64")
+    if not len(tr):
+        return empty, empty, 0
+    obs = tr["observer"].astype(object).to_numpy()
+    sched = obs == "scheduler"
+    frm = tr["from_state"].astype(object).to_numpy()
+    to = tr["to_state"].astype(object).to_numpy()
+    t = tr["time"].to_numpy(dtype="int64")
+    keys = tr["key"].astype(object).to_numpy()
+    ok = sched & (to == "processing") & (t != NAT_US)
+    dispatched = (
+        pd.Series(t[ok], index=keys[ok]).groupby(level=0, sort=True).min().astype("int64")
+    )
+    stim = tr["stimulus_id"].astype(object).where(tr["stimulus_id"].notna(), "").astype(str)
+    gone = (
+        sched
+        & np.isin(frm, ("memory", "processing"))
+        & stim.str.startswith(_LOSS_STIMULI).to_numpy()
+        & (t != NAT_US)
+    )
+    lost = pd.Series(t[gone], index=keys[gone]).groupby(level=0, sort=True).min().astype("int64")
+    return dispatched, lost, int(sched.sum())
+
+
+def _dispatch_and_losses(records: RunRecords) -> tuple[pd.Series, pd.Series, int]:
+    tr = records.transitions.dropna(subset=["key"])
+    cols = ["key", "observer", "from_state", "to_state", "stimulus_id"]
+    frame = pd.DataFrame({c: tr[c].astype(object).to_numpy() for c in cols})
+    frame["key"] = frame["key"].astype(str)
+    frame["time"] = utc_to_us(tr["time"])
+    return dispatch_and_losses(frame)
+
+
+def _activity_of(records: RunRecords) -> pd.DataFrame | None:
+    """Dask's fine performance metrics (``records.activity`` when the capture recorded them)."""
+    act = getattr(records, "activity", None)
+    if act is None or not len(act):
+        return None
+    out = pd.DataFrame(
+        {
+            c: (act[c].astype(object).to_numpy() if c in act else None)
+            for c in ("worker", "prefix", "context", "activity", "unit")
+        }
+    )
+    out["value"] = pd.to_numeric(act["value"], errors="coerce").fillna(0.0).to_numpy()
+    return out
+
+
+def _memory_of(records: RunRecords) -> pd.DataFrame | None:
+    """Worker memory samples (``records.memory`` when the capture recorded them)."""
+    mem = getattr(records, "memory", None)
+    if mem is None or not len(mem):
+        return None
+    out = pd.DataFrame({"worker": mem["worker"].astype(object).to_numpy()})
+    out["time"] = utc_to_us(mem["time"])
+    for c in ("managed", "unmanaged", "spilled"):
+        out[c] = pd.to_numeric(mem[c], errors="coerce").fillna(0).to_numpy() if c in mem else 0
+    out["paused"] = (
+        mem["paused"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+        if "paused" in mem
+        else False
+    )
+    return out
 
 
 def _io_of(records: RunRecords) -> tuple[pd.DataFrame, bool]:
@@ -249,7 +344,9 @@ class Blame:
             window blamed on the attempt while it ran), ``wait`` (blamed on it while it was ready
             and not running), ``xfer`` (while its inputs moved to its worker), ``io_s`` (linked
             Darshan seconds), ``incoming`` (bytes moved to it), ``capacity`` (thread slots when
-            it started).
+            it started), ``sched`` (blamed on it while it was ready and the scheduler had not
+            yet handed it to its worker), ``lost`` (the scheduler took its key back from a lost
+            worker), ``redone`` (a successful attempt whose result was computed again later).
         capacity_known: the thread counts of every worker were known.
         untimed: execution attempts without a start or end (not shared out).
         concurrency: mean tasks running at once over the window.
@@ -257,6 +354,9 @@ class Blame:
         latency: mean seconds of the makespan a dispatch cost (waiting and transfer shares over
             the executions that had any): how sluggish the scheduler and workers were, the unit
             of the noise of single intervals (startup, tail, gap).
+        startup_sched: of the startup, the seconds ready tasks waited for the scheduler while a
+            worker was up (``startup`` excludes them).
+        lost_slot_s: thread-slot seconds of the window lost with workers removed mid-run.
     """
 
     timeline: Timeline
@@ -272,18 +372,23 @@ class Blame:
     slots: float
     notes: list[str] = field(default_factory=list)
     latency: float = 0.0
+    startup_sched: float = 0.0
+    lost_slot_s: float = 0.0
 
     @property
     def parts_total(self) -> float:
-        """startup + tail + gap + every share, wait and transfer (= makespan up to rounding)."""
+        """startup + tail + gap + every share, wait, transfer and dispatch (= makespan up to
+        rounding)."""
         ex = self.executions
         return float(
             self.startup
+            + self.startup_sched
             + self.tail
             + self.gap
             + ex["share"].sum()
             + ex["wait"].sum()
             + ex["xfer"].sum()
+            + ex["sched"].sum()
         )
 
 
@@ -320,6 +425,8 @@ def blame(tl: Timeline) -> Blame:
     share = sw.integral(sw.run, s, e, np.ones(len(ex), bool))
     wait = sw.integral(sw.wait, pend.wa, pend.wb, pend.wok)
     xfer = sw.integral(sw.xfer, pend.xa, pend.xb, pend.xok)
+    sched = sw.integral(sw.sched, pend.da, pend.db, pend.dok)
+    startup_sched = _startup_sched(tl, ready, run_s, ws)
     out = ex.assign(
         duration=(e - s) / 1e6,
         share=share,
@@ -329,13 +436,18 @@ def blame(tl: Timeline) -> Blame:
         incoming=ready.incoming,
         capacity=sw.capacity_at(s),
         retry_wait=~ready.first,
+        sched=sched,
+        lost=_lost(tl, ex, s),
+        redone=_redone(ex, codes, s),
     )
-    pending = wait + xfer
+    pending = wait + xfer + sched
     total_dt = float(sw.dt.sum())
     return Blame(
         timeline=tl,
         makespan=(run_e - run_s) / 1e6,
-        startup=(ws - run_s) / 1e6,
+        startup=(ws - run_s) / 1e6 - startup_sched,
+        startup_sched=startup_sched,
+        lost_slot_s=_lost_slots(cap, ws, we),
         tail=(run_e - we) / 1e6,
         window=(we - ws) / 1e6,
         gap=sw.gap,
@@ -361,6 +473,10 @@ def _empty_blame(tl: Timeline, ex: pd.DataFrame, untimed: int, notes: list[str])
         io_s=np.zeros(0),
         incoming=np.zeros(0, dtype="int64"),
         capacity=np.zeros(0),
+        retry_wait=np.zeros(0, bool),
+        sched=np.zeros(0),
+        lost=np.zeros(0, bool),
+        redone=np.zeros(0, bool),
     )
     return Blame(tl, span, span, 0.0, 0.0, 0.0, empty, False, untimed, 0.0, 0.0, notes)
 
@@ -402,14 +518,16 @@ def _key_codes(tl: Timeline, ex: pd.DataFrame) -> _Codes:
 class _Ready:
     """Per execution attempt: ``ready`` (the last end of its dependencies; a root's graph
     submission; NAT_US when unknown), ``arrival`` (the last of its inputs moved to its worker),
-    ``incoming`` (bytes moved to it), ``first`` (the key's first attempt) and ``prev_end`` (a
-    retry's previous attempt's end)."""
+    ``incoming`` (bytes moved to it), ``first`` (the key's first attempt), ``prev_end`` (a
+    retry's previous attempt's end) and ``dispatch`` (a first attempt: when it reached its
+    worker; NAT_US when unknown)."""
 
     ready: np.ndarray
     arrival: np.ndarray
     incoming: np.ndarray
     first: np.ndarray
     prev_end: np.ndarray
+    dispatch: np.ndarray
 
 
 def _readiness(
@@ -449,7 +567,12 @@ def _readiness(
         pe = e[order]
         prev = np.r_[NAT_US, pe[:-1]]
         prev_end[order[same]] = prev[same]
-    return _Ready(ready, arrival, incoming, first, prev_end)
+    dispatch = np.full(n, NAT_US, dtype="int64")
+    if tl.has_transitions and len(tl.dispatched):
+        d = tl.dispatched.reindex(ex["key"].to_numpy(dtype=object)).to_numpy(dtype="float64")
+        has = first & ~np.isnan(d)
+        dispatch[has] = d[has].astype("int64")
+    return _Ready(ready, arrival, incoming, first, prev_end, dispatch)
 
 
 def _arrivals(
@@ -487,7 +610,8 @@ def _arrivals(
 @dataclass
 class _Pending:
     """The intervals an attempt was pending, clipped to the window ``[ws, we]``:
-    ``[xa, xb)`` its inputs were moving (where ``xok``), ``[wa, wb)`` it waited (``wok``)."""
+    ``[da, db)`` it waited for the scheduler to hand it to its worker (where ``dok``),
+    ``[xa, xb)`` its inputs were moving (``xok``), ``[wa, wb)`` it waited (``wok``)."""
 
     xok: np.ndarray
     xa: np.ndarray
@@ -495,6 +619,9 @@ class _Pending:
     wok: np.ndarray
     wa: np.ndarray
     wb: np.ndarray
+    dok: np.ndarray
+    da: np.ndarray
+    db: np.ndarray
 
 
 def _pending(r: _Ready, s: np.ndarray, ws: int, we: int) -> _Pending:
@@ -505,13 +632,16 @@ def _pending(r: _Ready, s: np.ndarray, ws: int, we: int) -> _Pending:
         ok &= b2 > a2
         return ok, a2, b2
 
-    ready, arrival = r.ready, r.arrival
-    xok, xa, xb = clip(ready, np.minimum(np.where(arrival == NAT_US, ready, arrival), s))
+    ready, arrival, disp = r.ready, r.arrival, r.dispatch
+    known = (disp != NAT_US) & (ready != NAT_US)
+    dok, da, db = clip(np.where(known, ready, NAT_US), np.where(known, np.minimum(disp, s), NAT_US))
+    got = np.where(known, np.maximum(ready, disp), ready)  # on its worker from then
+    xok, xa, xb = clip(got, np.minimum(np.where(arrival == NAT_US, got, arrival), s))
     wa = np.where(
-        r.first, np.where(arrival != NAT_US, np.maximum(ready, arrival), ready), r.prev_end
+        r.first, np.where(arrival != NAT_US, np.maximum(got, arrival), got), r.prev_end
     )
     wok, wa, wb = clip(wa, s)
-    return _Pending(xok, xa, xb, wok, wa, wb)
+    return _Pending(xok, xa, xb, wok, wa, wb, dok, da, db)
 
 
 @dataclass
@@ -581,8 +711,8 @@ def _capacity(
 class _Sweep:
     """The window cut at every interval end: ``times``, segment lengths ``dt`` (seconds), slots
     ``P`` and running tasks ``b`` per segment, the running integrals of the rates at which a
-    running, waiting and receiving attempt is blamed (``run``, ``wait``, ``xfer``), and the
-    ``gap`` (seconds when nothing ran, waited or received)."""
+    running, waiting, receiving and undispatched attempt is blamed (``run``, ``wait``, ``xfer``,
+    ``sched``), and the ``gap`` (seconds when nothing ran, waited or received)."""
 
     times: np.ndarray
     dt: np.ndarray
@@ -591,6 +721,7 @@ class _Sweep:
     run: np.ndarray
     wait: np.ndarray
     xfer: np.ndarray
+    sched: np.ndarray
     gap: float
 
     def integral(self, R: np.ndarray, a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -611,7 +742,7 @@ class _Sweep:
 
 
 def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int, we: int) -> _Sweep:
-    wok, xok = pd_.wok, pd_.xok
+    wok, xok, dok = pd_.wok, pd_.xok, pd_.dok
     times = np.unique(
         np.concatenate(
             [
@@ -622,6 +753,8 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
                 pd_.xb[xok],
                 pd_.wa[wok],
                 pd_.wb[wok],
+                pd_.da[dok],
+                pd_.db[dok],
                 cap.added,
                 cap.removed,
             ]
@@ -632,23 +765,32 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
     run_ = _count(times, s, e, None)
     wait_ = _count(times, pd_.wa[wok], pd_.wb[wok], None)
     xfer_ = _count(times, pd_.xa[xok], pd_.xb[xok], None)
+    sched_ = _count(times, pd_.da[dok], pd_.db[dok], None)
     slots = _count(times, cap.added, cap.removed, cap.threads)
     P = np.maximum(slots, run_).astype("float64")
     b = run_.astype("float64")
-    nw, nx = wait_.astype("float64"), xfer_.astype("float64")
+    nw, nx, nd = wait_.astype("float64"), xfer_.astype("float64"), sched_.astype("float64")
     P[P == 0] = 1.0
     idle = P - b
+    # idle slots: on ready tasks, then on tasks the scheduler has not handed out, then on
+    # tasks whose inputs are moving; what is left (starvation) on the running tasks
     w_slots = np.minimum(idle, nw)
-    x_slots = np.minimum(idle - w_slots, nx)
-    starve = idle - w_slots - x_slots
+    d_slots = np.minimum(idle - w_slots, nd)
+    x_slots = np.minimum(idle - w_slots - d_slots, nx)
+    starve = idle - w_slots - d_slots - x_slots
     running = b > 0
-    pending = nw + nx
+    pending = nw + nx + nd
     to_pending = (~running) & (pending > 0)
+
+    def rate(n: np.ndarray, slots_: np.ndarray, spread: np.ndarray) -> np.ndarray:
+        return np.where(n > 0, (slots_ / np.where(n > 0, n, 1.0) + spread) / P, 0.0)
+
     with np.errstate(divide="ignore", invalid="ignore"):
         r_run = np.where(running, (1.0 + np.where(running, starve / b, 0.0)) / P, 0.0)
         spread = np.where(to_pending, starve / np.where(pending > 0, pending, 1.0), 0.0)
-        r_wait = np.where(nw > 0, (w_slots / np.where(nw > 0, nw, 1.0) + spread) / P, 0.0)
-        r_xfer = np.where(nx > 0, (x_slots / np.where(nx > 0, nx, 1.0) + spread) / P, 0.0)
+        r_wait = rate(nw, w_slots, spread)
+        r_xfer = rate(nx, x_slots, spread)
+        r_sched = rate(nd, d_slots, spread)
     gap_rate = np.where((~running) & (pending == 0), 1.0, 0.0)
     return _Sweep(
         times=times,
@@ -658,8 +800,61 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
         run=np.r_[0.0, np.cumsum(r_run * dt)],
         wait=np.r_[0.0, np.cumsum(r_wait * dt)],
         xfer=np.r_[0.0, np.cumsum(r_xfer * dt)],
+        sched=np.r_[0.0, np.cumsum(r_sched * dt)],
         gap=float((gap_rate * dt).sum()),
     )
+
+
+def _startup_sched(tl: Timeline, r: _Ready, run_s: int, ws: int) -> float:
+    """Of the startup ``[run_s, ws)``: the seconds from when a task was ready and a worker was up
+    to when the first task reached its worker (the scheduler held ready work back)."""
+    if not len(r.dispatch):
+        return 0.0
+    disp = r.dispatch[r.dispatch != NAT_US]
+    ready = r.ready[(r.ready != NAT_US) & r.first]
+    if not len(disp) or not len(ready):
+        return 0.0
+    added = tl.workers["added"].to_numpy(dtype="float64", na_value=np.nan)
+    added = added[~np.isnan(added) & (added != NAT_US)]
+    if not len(added):
+        return 0.0
+    a = max(int(ready.min()), int(added.min()), run_s)
+    b = min(int(disp.min()), ws)
+    return max(0.0, (b - a) / 1e6)
+
+
+def _lost(tl: Timeline, ex: pd.DataFrame, s: np.ndarray) -> np.ndarray:
+    """Attempts of a key the scheduler took back from a lost worker, started after the loss."""
+    if not len(tl.lost):
+        return np.zeros(len(ex), bool)
+    t = tl.lost.reindex(ex["key"].to_numpy(dtype=object)).to_numpy(dtype="float64")
+    return ~np.isnan(t) & (s >= np.nan_to_num(t, nan=0.0))
+
+
+def _redone(ex: pd.DataFrame, c: _Codes, s: np.ndarray) -> np.ndarray:
+    """Successful attempts of a key that succeeded again later (its result was lost)."""
+    ok = ex["ok"].to_numpy(dtype=bool)
+    if ok.sum() <= len(np.unique(c.ck[ok])):
+        return np.zeros(len(ex), bool)
+    last = np.full(c.U, -1, dtype="int64")
+    rows = np.flatnonzero(ok)
+    order = rows[np.lexsort((s[rows], c.ck[rows]))]
+    last[c.ck[order]] = order  # the latest start wins
+    out = ok.copy()
+    out[last[last >= 0]] = False
+    return out
+
+
+def _lost_slots(cap: _Capacity, ws: int, we: int) -> float:
+    """Thread-slot seconds lost with workers removed inside the window, less the slots of the
+    workers that joined after the first loss (a nanny's restart)."""
+    gone = (cap.removed > ws) & (cap.removed < we)
+    if not gone.any():
+        return 0.0
+    lost = float((cap.threads[gone] * (we - cap.removed[gone])).sum())
+    came = cap.added > int(cap.removed[gone].min())
+    back = float((cap.threads[came] * (we - cap.added[came])).sum())
+    return max(0.0, lost - back) / 1e6
 
 
 def _io_seconds(tl: Timeline, c: _Codes, attempt: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from metaprov.analysis.timeline import Timeline
+from metaprov.analysis.timeline import Timeline, dispatch_and_losses
 from metaprov.queries.critical_path import resolve_run
 from metaprov.timeutil import NAT_US
 
@@ -118,6 +118,22 @@ _WRITES = (
 )
 
 
+_SCHEDULER_TRANSITIONS = (
+    _P
+    + """SELECT ?key ?from ?to ?time ?stimulus WHERE { GRAPH %(g)s {
+  ?t a mp:Transition ; mp:observer "scheduler" ; mp:task/mp:key ?key ;
+     mp:fromState ?from ; mp:toState ?to ; prov:atTime ?time .
+  OPTIONAL { ?t mp:stimulusId ?stimulus }
+  FILTER (?to = "processing" || ?from IN ("memory", "processing"))
+} }"""
+)
+_COUNT_SCHEDULER = (
+    _P
+    + """SELECT (COUNT(?t) AS ?n) WHERE { GRAPH %(g)s {
+  ?t a mp:Transition ; mp:observer "scheduler" } }"""
+)
+
+
 def _us(col: pd.Series) -> np.ndarray:
     """xsd:dateTime lexical forms -> int64 µs (empty -> NAT_US)."""
     t = pd.to_datetime(col.where(col != "", None), utc=True, format="ISO8601")
@@ -154,6 +170,13 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
     name, start, end = _span(ask(_SPAN), run_id)
     executions, has_transitions = _executions(ask(_EXECUTIONS))
     io = _io(ask(_READS), ask(_WRITES))
+    dispatched, lost, n_sched = _dispatch(ask(_SCHEDULER_TRANSITIONS), ask(_COUNT_SCHEDULER))
+    notes = _notes(executions, has_transitions)
+    if has_transitions and not n_sched:
+        notes.append(
+            "the store holds no scheduler transitions (load the run with --detail transitions): "
+            "when the scheduler handed each task out is not known, so its delays count as waiting"
+        )
     return Timeline(
         label=name,
         run_id=run_id,
@@ -167,9 +190,33 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
         io=io,
         has_io=len(io) > 0,
         has_transitions=has_transitions,
-        notes=_notes(executions, has_transitions),
+        notes=notes,
         software=_software(ask(_SOFTWARE)),
+        dispatched=dispatched,
+        lost=lost,
+        scheduler_transitions=n_sched,
     )
+
+
+def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
+    """When the scheduler handed each task out, the tasks it took back from a lost worker, and
+    how many transitions it made (from the mp:Transition events of a run loaded with
+    ``--detail transitions``; empty otherwise)."""
+    n = int(_int(count["n"])[0]) if len(count) and "n" in count else 0
+    if not len(tr):
+        return pd.Series(dtype="int64"), pd.Series(dtype="int64"), n
+    frame = pd.DataFrame(
+        {
+            "key": tr["key"].astype(object).to_numpy(),
+            "observer": "scheduler",
+            "from_state": tr["from"].astype(object).to_numpy(),
+            "to_state": tr["to"].astype(object).to_numpy(),
+            "stimulus_id": _get(tr, "stimulus", len(tr)).astype(object).to_numpy(),
+            "time": _us(tr["time"]),
+        }
+    )
+    dispatched, lost, _ = dispatch_and_losses(frame)
+    return dispatched, lost, n
 
 
 def _span(span: pd.DataFrame, run_id: str) -> tuple[str, int, int]:
