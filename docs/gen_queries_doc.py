@@ -309,6 +309,7 @@ _NEEDS = {
     "threads": "thread ids",
     "compute": "compute windows",
     "darshan": "Darshan logs",
+    "activity": "Dask's fine performance metrics (recorded by metaprov.capture)",
 }
 
 

@@ -294,6 +294,43 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("kind", STR, "kind of callable (see functions)"),
         ("inputs", STR, "positions of the operations whose results it uses, space-separated"),
     ],
+    # --- where the workers' time went (metaprov.capture; metaprov.ingest.activity) ------------
+    "activity": [
+        ("worker", STR, "address of the worker that measured it"),
+        ("key", STR, "the execution's Dask key (per-execution rows); NA: summed over an interval"),
+        ("attempt", "Int64", "the execution attempt (executions.attempt) of a per-execution row"),
+        ("prefix", STR, "task prefix of an execute row (as Dask names it); NA in other contexts"),
+        ("span_id", STR, "Dask span id (dask.distributed.span) of execute rows"),
+        ("span", STR, "that span's name: its tags joined by '/' (e.g. 'default')"),
+        (
+            "context",
+            STR,
+            "what the worker was doing, as Dask names it: execute, gather-dep, get-data, "
+            "memory-monitor, ...",
+        ),
+        (
+            "activity",
+            STR,
+            "Dask's activity: thread-cpu, thread-noncpu, executor, other, serialize, deserialize, "
+            "compress, decompress, network, disk-read, disk-write, memory-read, ...",
+        ),
+        ("unit", STR, "seconds, bytes or count"),
+        ("start", TIME, "start of what was measured (the execution, or the interval)"),
+        ("end", TIME, "its end"),
+        ("value", "float64", "the amount, in unit"),
+    ],
+    "memory": [
+        ("worker", STR, "worker address"),
+        ("time", TIME, "when the scheduler saw these figures (UTC)"),
+        ("process", "Int64", "bytes of the worker process (RSS) at its last heartbeat"),
+        ("managed", "Int64", "bytes of task results held in memory (Dask's managed memory)"),
+        ("unmanaged", "Int64", "process - managed: interpreter, libraries, leaks, recent peaks"),
+        ("unmanaged_old", "Int64", "the part of unmanaged that lasted (Dask's unmanaged_old)"),
+        ("spilled", "Int64", "bytes of task results spilled to disk"),
+        ("memory_limit", "Int64", "the worker's memory limit (NA: none)"),
+        ("status", STR, "the worker's status: running, paused, closing, ..."),
+        ("paused", "boolean", "status is paused (memory above the pause threshold)"),
+    ],
     # --- what produced the run (metaprov.capture.environment; metaprov.ingest.environment) ----
     "environments": [
         ("process", STR, "the record: <role>-<pid>-<token> (capture), darshan:<log>, spack:<env>"),
@@ -602,6 +639,9 @@ class RunRecords:
             call site), from the capture's extra files (see :mod:`metaprov.ingest.facts`).
         environments, packages: what each process ran in and its installed packages (see
             :mod:`metaprov.ingest.environment`).
+        activity, memory: where the workers' time went (Dask's fine performance metrics) and
+            their memory over time (see :mod:`metaprov.ingest.activity`); empty when the run
+            did not record them (Mofka runs, older captures).
         job: facts about the batch job (id, server, user, nodes per role, ...).
         missing: expected inputs that were absent.
         accounting: row accounting for every input file.
@@ -628,6 +668,8 @@ class RunRecords:
     fused_ops: pd.DataFrame = field(default_factory=lambda: empty_table("fused_ops"))
     environments: pd.DataFrame = field(default_factory=lambda: empty_table("environments"))
     packages: pd.DataFrame = field(default_factory=lambda: empty_table("packages"))
+    activity: pd.DataFrame = field(default_factory=lambda: empty_table("activity"))
+    memory: pd.DataFrame = field(default_factory=lambda: empty_table("memory"))
     job: dict[str, Any] = field(default_factory=dict)
     scheduler: dict[str, Any] = field(default_factory=dict)
     software: dict[str, Any] = field(default_factory=dict)

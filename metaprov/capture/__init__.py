@@ -115,6 +115,8 @@ def record(
     argument_limit: int = 256,
     tracebacks: bool = False,
     fused_ops: bool = False,
+    metrics: bool = True,
+    memory_interval: float = 0.5,
     environment: bool = True,
     anonymous: bool = False,
 ) -> Iterator[Capture]:
@@ -140,6 +142,10 @@ def record(
             summarised by type and size.
         tracebacks: also record the traceback of every erred attempt (opt-in).
         fused_ops: also record the inner operations of fused tasks (opt-in).
+        metrics: record where the workers' time went: Dask's fine performance metrics per
+            execution and per interval (``worker_metric.csv``).
+        memory_interval: seconds between two looks at the workers' memory (``worker_memory.csv``)
+            and spans (``span.csv``); 0: neither.
         environment: record what each process ran in (interpreter, installed distributions,
             venv/conda, container, batch job, host; for this client also its script and git
             state) under ``<directory>/environment/`` (see ``docs/capture.md``, *Environment*).
@@ -173,6 +179,7 @@ def record(
             arguments=arguments,
             argument_limit=argument_limit,
             fused_ops=fused_ops,
+            memory_interval=memory_interval,
             environment=environment,
             anonymous=anonymous,
         ),
@@ -194,6 +201,7 @@ def record(
                     flush_interval=flush_interval,
                     results=facts,
                     tracebacks=tracebacks,
+                    metrics=metrics,
                     environment=environment,
                     anonymous=anonymous,
                 ),

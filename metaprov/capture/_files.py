@@ -142,6 +142,41 @@ TASK_ARGUMENT = ("key", "position", "type", "size", "value", "status", "time")
 #: Opt-in: inner operations of fused tasks, per task group.
 TASK_FUSED_OP = ("group", "position", "name", "module", "qualname", "kind", "inputs", "time")
 
+# Where the workers' time went (extra files, see docs/capture.md).
+#: Dask's fine performance metrics as each worker digests them: one row per execution, context
+#: and activity (``key`` set) for the ``execute`` context; summed per flush interval
+#: (``key`` empty, ``start``..``stop``) for every other context (``gather-dep``, ``get-data``,
+#: ``memory-monitor``, ...). ``span`` is Dask's span id, ``unit`` seconds, bytes or count.
+WORKER_METRIC = (
+    "worker",
+    "key",
+    "span",
+    "context",
+    "prefix",
+    "activity",
+    "unit",
+    "value",
+    "start",
+    "stop",
+    "time",
+)
+#: Each worker's memory as the scheduler sees it (heartbeats, task results), one row per worker
+#: whenever a figure or the status changed since its previous row.
+WORKER_MEMORY = (
+    "worker",
+    "process",
+    "managed",
+    "unmanaged",
+    "unmanaged_old",
+    "spilled",
+    "memory_limit",
+    "status",
+    "time",
+)
+#: The spans (``dask.distributed.span``) the scheduler knows: id, name (JSON list of tags),
+#: parent span id.
+SPAN = ("span", "name", "parent", "time")
+
 #: Mofka-schema files and their columns.
 MOFKA_FILES: dict[str, tuple[str, ...]] = {
     "scheduler_transition.csv": SCHEDULER_TRANSITION,
@@ -160,6 +195,9 @@ EXTRA_FILES: dict[str, tuple[str, ...]] = {
     "graph_submission.csv": GRAPH_SUBMISSION,
     "task_argument.csv": TASK_ARGUMENT,
     "task_fused_op.csv": TASK_FUSED_OP,
+    "worker_metric.csv": WORKER_METRIC,
+    "worker_memory.csv": WORKER_MEMORY,
+    "span.csv": SPAN,
 }
 #: Tables each worker process writes as parts (``<table>.<part-id>.csv``), merged at the end.
 WORKER_TABLES: dict[str, tuple[str, ...]] = {
@@ -167,9 +205,10 @@ WORKER_TABLES: dict[str, tuple[str, ...]] = {
     "worker_transfer": WORKER_TRANSFER,
     "worker_execution": WORKER_EXECUTION,
     "worker_result": WORKER_RESULT,
+    "worker_metric": WORKER_METRIC,
 }
 #: Worker tables a worker writes only when asked to (no note when no part exists).
-OPTIONAL_WORKER_TABLES = frozenset({"worker_result"})
+OPTIONAL_WORKER_TABLES = frozenset({"worker_result", "worker_metric"})
 RUN_JSON = "metaprov-run.json"
 CONFIG_JSON = "dask-config.json"
 #: Every name a capture writes at the top of its directory.

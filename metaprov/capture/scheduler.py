@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import getpass
+import json
 import logging
 import os
 import platform
@@ -41,10 +42,12 @@ from metaprov.capture._files import (
     PARTS_DIR,
     RUN_JSON,
     SCHEDULER_TRANSITION,
+    SPAN,
     TASK_ARGUMENT,
     TASK_FUNCTION,
     TASK_FUSED_OP,
     WORKER,
+    WORKER_MEMORY,
     CsvSink,
     configured_directory,
     dask_config_snapshot,
@@ -98,6 +101,9 @@ class SchedulerCapture(SchedulerPlugin):
             summarised by type and size.
         fused_ops: record the inner operations of fused tasks, once per task group
             (``task_fused_op.csv``).
+        memory_interval: seconds between two looks at the workers' memory and status
+            (``worker_memory.csv``: a row per worker whenever a figure changed); 0: none.
+            The spans (``span.csv``) are written with it.
 
     Example:
         >>> client.register_plugin(SchedulerCapture("runs/my-run"), name="metaprov-capture")  # doctest: +SKIP
@@ -119,6 +125,7 @@ class SchedulerCapture(SchedulerPlugin):
         arguments: bool = False,
         argument_limit: int = 256,
         fused_ops: bool = False,
+        memory_interval: float = 0.5,
         environment: bool = True,
         anonymous: bool | None = None,
     ) -> None:
@@ -137,6 +144,7 @@ class SchedulerCapture(SchedulerPlugin):
         self.arguments = arguments
         self.argument_limit = max(1, int(argument_limit))
         self.fused_ops = fused_ops
+        self.memory_interval = memory_interval
         self._started = False
         self._summary: dict[str, Any] | None = None
 
@@ -187,6 +195,13 @@ class SchedulerCapture(SchedulerPlugin):
                 self._sinks[name] = CsvSink(
                     run_dir / f"{name}.csv", columns, index=True, flush_rows=fr
                 )
+        if self.memory_interval and self.memory_interval > 0:
+            self._sinks["worker_memory"] = CsvSink(
+                run_dir / "worker_memory.csv", WORKER_MEMORY, index=True, flush_rows=fr
+            )
+            self._sinks["span"] = CsvSink(run_dir / "span.csv", SPAN, index=True, flush_rows=fr)
+        self._memory_seen: dict[str, tuple[Any, ...]] = {}
+        self._spans_seen: set[str] = set()
         self._fused_groups: set[str] = set()
         self._code_handler = self._tap_submitted_code(scheduler) if self.call_sites else None
         self._transition_rows = self._sinks["scheduler_transition"].append
@@ -224,6 +239,12 @@ class SchedulerCapture(SchedulerPlugin):
 
             self._timer = PeriodicCallback(self.flush, self.flush_interval * 1000)
             self._timer.start()
+        self._memory_timer = None
+        if "worker_memory" in self._sinks:
+            from tornado.ioloop import PeriodicCallback
+
+            self._memory_timer = PeriodicCallback(self.sample, self.memory_interval * 1000)
+            self._memory_timer.start()
         log.info("metaprov capture: recording into %s", run_dir)
 
     async def close(self) -> None:
@@ -256,6 +277,9 @@ class SchedulerCapture(SchedulerPlugin):
             raise UsageError("the capture was never started", hint="register the plugin first")
         if self._timer is not None:
             self._timer.stop()
+        if self._memory_timer is not None:
+            self._memory_timer.stop()
+            self.sample()
         self._untap_submitted_code()
         t_end = now()
         for sink in self._sinks.values():
@@ -302,6 +326,51 @@ class SchedulerCapture(SchedulerPlugin):
             log.warning(
                 "metaprov capture: workers %s did not flush in time", targets, exc_info=True
             )
+
+    def sample(self) -> None:
+        """Write each worker's memory and status when they changed, and the new spans."""
+        if not self._started or self._summary is not None:
+            return
+        try:
+            self._sample_memory()
+            self._sample_spans()
+        except Exception:  # a sample must never stop the scheduler
+            log.debug("metaprov capture: memory sample not recorded", exc_info=True)
+
+    def _sample_memory(self) -> None:
+        append = self._sinks["worker_memory"].append
+        seen = self._memory_seen
+        t = now()
+        for address, ws in self.scheduler.workers.items():
+            m = ws.memory
+            status = getattr(ws.status, "name", None)
+            row = (
+                m.process,
+                m.managed,
+                m.unmanaged,
+                m.unmanaged_old,
+                m.spilled,
+                ws.memory_limit,
+                status,
+            )
+            if seen.get(address) != row:
+                seen[address] = row
+                append((address, *row, t))
+
+    def _sample_spans(self) -> None:
+        ext = getattr(self.scheduler, "extensions", {}).get("spans")
+        spans = getattr(ext, "spans", None)
+        if not spans or len(spans) == len(self._spans_seen):
+            return
+        append = self._sinks["span"].append
+        t = now()
+        for sid, span in list(spans.items()):
+            if sid in self._spans_seen:
+                continue
+            self._spans_seen.add(sid)
+            parent = getattr(span, "parent", None)
+            name = json.dumps([str(tag) for tag in span.name], ensure_ascii=False)
+            append((str(sid), name, None if parent is None else str(parent.id), t))
 
     # -- hooks -------------------------------------------------------------------------------
 

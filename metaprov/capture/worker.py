@@ -11,6 +11,10 @@ Output, under ``<run>/metaprov-parts/`` (one set per worker, named by process id
   logs, written exactly once when Dask appends it (no polling, no re-sent duplicates);
 - ``worker_execution.<part>.csv`` — one row per execution attempt: thread id, compute window,
   outcome (closes the gap of failed-then-retried attempts, whose thread the scheduler never sees);
+- ``worker_metric.<part>.csv`` — Dask's fine performance metrics as the worker digests them:
+  per execution for the ``execute`` context (thread CPU and non-CPU time, executor, other,
+  memory reads, spill, ...), summed per flush interval for the other contexts (``gather-dep``,
+  ``get-data``, ``memory-monitor``);
 - ``worker_info.<part>.json`` — address, name, pid, host name, threads, memory limit, versions,
   hash of the effective Dask config; rewritten with ``closed`` at teardown.
 
@@ -36,6 +40,7 @@ from metaprov.capture._files import (
     METADATA_KEY,
     PARTS_DIR,
     WORKER_EXECUTION,
+    WORKER_METRIC,
     WORKER_RESULT,
     WORKER_TRANSFER,
     WORKER_TRANSITION,
@@ -95,6 +100,8 @@ class WorkerCapture(WorkerPlugin):
         results: record each attempt's result type and size, or its exception type and message
             (``worker_result.csv``; a dictionary lookup per task).
         tracebacks: also record the traceback of erred attempts.
+        metrics: record Dask's fine performance metrics (``worker_metric.csv``): per
+            execution in the ``execute`` context, per flush interval in the others.
 
     Example:
         >>> client.register_plugin(WorkerCapture("runs/my-run"), name="metaprov-capture")  # doctest: +SKIP
@@ -111,6 +118,7 @@ class WorkerCapture(WorkerPlugin):
         flush_interval: float = 2.0,
         results: bool = True,
         tracebacks: bool = False,
+        metrics: bool = True,
         environment: bool | None = None,
         anonymous: bool | None = None,
     ) -> None:
@@ -122,6 +130,10 @@ class WorkerCapture(WorkerPlugin):
         self.flush_interval = flush_interval
         self.results = results
         self.tracebacks = tracebacks
+        self.metrics = metrics
+        self._execution: tuple[Any, float, dict[tuple[Any, ...], float]] | None = None
+        self._interval: dict[tuple[Any, ...], float] = {}
+        self._interval_start = 0.0
         self._type_names: dict[type, str] = {}
         self._sinks: dict[str, CsvSink] = {}
         self._pending: dict[Any, tuple[list[Any], float]] = {}
@@ -181,11 +193,17 @@ class WorkerCapture(WorkerPlugin):
             self._sinks["worker_result"] = CsvSink(
                 self._part("worker_result"), WORKER_RESULT, index=False, flush_rows=self.flush_rows
             )
+        if self.metrics:
+            self._sinks["worker_metric"] = CsvSink(
+                self._part("worker_metric"), WORKER_METRIC, index=False, flush_rows=self.flush_rows
+            )
         self._result_rows = self._sinks["worker_result"].append if self.results else None
         self._transition_rows = self._sinks["worker_transition"].append
         self._closed = False
         self._setup_time = now()
         self._tap_transfer_logs(worker)
+        if self.metrics:
+            self._tap_metrics(worker)
         self._write_info(closed=None)
         environment = (
             self.environment if self.environment is not None else meta.get("environment", True)
@@ -226,6 +244,9 @@ class WorkerCapture(WorkerPlugin):
         for row, _ in self._pending.values():
             self._transition_rows(tuple(row))
         self._pending.clear()
+        if self.metrics:
+            self._untap_metrics(worker)
+            self._interval_rows(t)
         for sink in self._sinks.values():
             sink.close()
         self._untap_transfer_logs(worker)
@@ -234,7 +255,9 @@ class WorkerCapture(WorkerPlugin):
         self._write_info(closed=t)
 
     def flush(self) -> None:
-        """Write the buffered rows of every part file."""
+        """Write the buffered rows of every part file (and the metrics of the interval)."""
+        if self.metrics and not self._closed:
+            self._interval_rows(now())
         for sink in self._sinks.values():
             sink.flush()
 
@@ -396,6 +419,78 @@ class WorkerCapture(WorkerPlugin):
 
         return record
 
+    # -- fine performance metrics -------------------------------------------------------------
+
+    def _tap_metrics(self, worker: Any) -> None:
+        """Wrap the worker's ``digest_metric`` (every metric Dask digests passes through it)
+        and ``_finalize_metrics`` (Dask's per-stimulus ledger: which execution the ``execute``
+        metrics belong to), as instance attributes restored at teardown."""
+        if "digest_metric" in vars(worker) or not hasattr(worker, "_finalize_metrics"):
+            return  # another capture already wraps them, or a Dask without fine metrics
+        digest = worker.digest_metric
+        finalize = worker._finalize_metrics
+        self._interval = {}
+        self._interval_start = now()
+
+        def digest_metric(name: Any, value: float) -> None:
+            digest(name, value)
+            if name.__class__ is not tuple or self._closed:
+                return
+            execution = self._execution
+            into = (
+                execution[2] if execution is not None and name[0] == "execute" else self._interval
+            )
+            into[name] = into.get(name, 0) + value
+
+        def finalize_metrics(stim: Any, ledger: Any, *args: Any, **kwargs: Any) -> None:
+            key = getattr(stim, "key", None)
+            if key is None or self._closed:
+                finalize(stim, ledger, *args, **kwargs)
+                return
+            # The ledger meters on its own clock (perf_counter): its start on the epoch clock.
+            t = now()
+            try:
+                start = t - (ledger.func() - ledger.start)
+            except Exception:
+                start = None
+            self._execution = (key, start, {})
+            try:
+                finalize(stim, ledger, *args, **kwargs)
+            finally:
+                execution, self._execution = self._execution, None
+                try:
+                    self._execution_rows(*execution)
+                except Exception:  # the capture must never break the worker
+                    log.debug("metaprov capture: metrics not recorded", exc_info=True)
+
+        worker.digest_metric = digest_metric
+        worker._finalize_metrics = finalize_metrics
+
+    def _untap_metrics(self, worker: Any) -> None:
+        for attr in ("digest_metric", "_finalize_metrics"):
+            vars(worker).pop(attr, None)
+
+    def _execution_rows(self, key: Any, start: Any, metrics: dict[tuple[Any, ...], float]) -> None:
+        """One row per (context, activity, unit) of one execution (summed when Dask digests
+        the same activity twice, e.g. two memory reads)."""
+        if not metrics:
+            return
+        t = now()
+        skey = str(key)
+        append = self._sinks["worker_metric"].append
+        for name, value in metrics.items():
+            context, span, prefix, activity, unit = metric_fields(name)
+            append((self.address, skey, span, context, prefix, activity, unit, value, start, t, t))
+
+    def _interval_rows(self, t: float) -> None:
+        """The metrics digested outside executions since the previous flush, one row each."""
+        interval, self._interval = self._interval, {}
+        start, self._interval_start = self._interval_start, t
+        append = self._sinks["worker_metric"].append
+        for name, value in interval.items():
+            context, span, prefix, activity, unit = metric_fields(name)
+            append((self.address, None, span, context, prefix, activity, unit, value, start, t, t))
+
     # -- info --------------------------------------------------------------------------------
 
     def _part(self, table: str) -> Path:
@@ -423,3 +518,33 @@ class WorkerCapture(WorkerPlugin):
             "rows": {name: sink.rows for name, sink in self._sinks.items()},
         }
         write_json_atomic(self.parts / f"worker_info.{self.part_id}.json", info)
+
+
+#: Metric contexts whose second element is a span id (``distributed.spans``).
+_SPAN_CONTEXTS = frozenset({"execute", "p2p"})
+
+
+def metric_fields(name: tuple[Any, ...]) -> tuple[str, str | None, str | None, str, str]:
+    """``(context, span, prefix, activity, unit)`` of one of Dask's metric names.
+
+    Dask names a fine performance metric ``(context, [span id,] [prefix,] *label, unit)``:
+    ``("execute", span, prefix, "thread-cpu", "seconds")``, ``("gather-dep", "network",
+    "seconds")``, ``("memory-monitor", "disk-write", "bytes")``. A label of several parts is
+    kept with its parts joined by ``/``.
+
+    >>> metric_fields(("execute", "s1", "inc", "thread-cpu", "seconds"))
+    ('execute', 's1', 'inc', 'thread-cpu', 'seconds')
+    >>> metric_fields(("gather-dep", "network", "seconds"))
+    ('gather-dep', None, None, 'network', 'seconds')
+    """
+    context = str(name[0])
+    unit = str(name[-1]) if len(name) > 1 else ""
+    rest = name[1:-1]
+    span = prefix = None
+    if context in _SPAN_CONTEXTS and rest:
+        span = None if rest[0] is None else str(rest[0])
+        rest = rest[1:]
+    if context == "execute" and rest:
+        prefix = str(rest[0])
+        rest = rest[1:]
+    return context, span, prefix, "/".join(map(str, rest)), unit

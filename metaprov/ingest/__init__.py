@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from metaprov.errors import InputError
+from metaprov.ingest.activity import read_activity
 from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
 from metaprov.ingest.environment import read_environment
 from metaprov.ingest.executions import apply_worker_executions
@@ -159,6 +160,7 @@ def read_run(
         read_dask_csvs(run, records, progress=bar, keys=keys)
         apply_worker_executions(run, records, keys.selection() if keys is not None else None)
         read_task_facts(run, records)
+        read_activity(run, records)
         read_job(run, records)
         bar.update(1)
         if logs:

@@ -24,7 +24,13 @@ from typing import Any
 #: The capture's parts directory and the worker tables it holds (kept equal to
 #: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
 PARTS_DIR = "metaprov-parts"
-WORKER_TABLES = ("worker_transition", "worker_transfer", "worker_execution", "worker_result")
+WORKER_TABLES = (
+    "worker_transition",
+    "worker_transfer",
+    "worker_execution",
+    "worker_result",
+    "worker_metric",
+)
 #: The capture's run file (``status``: ``recording`` while it runs, ``complete`` at the end).
 RUN_JSON = "metaprov-run.json"
 

@@ -10,6 +10,7 @@ module per part of the model (see ``docs/model.md``)::
     tasks        tasks, executions (+ qualified associations, dependency usage), data chunks
     transfers    transfers and the replicas they generate
     transitions  state transitions (only with ``detail="transitions"``)
+    activity     where the workers' time went (activity shares), their memory over time
 
 Another module adds its part with :func:`register_step`, or by being listed in
 :data:`OPTIONAL_STEPS` (module, function, position): the Darshan file-I/O part lives in
@@ -44,6 +45,7 @@ OPTIONAL_STEPS: list[tuple[str, str, str, str]] = [
     ("io", "metaprov.mapping.fileio", "add_io", "transfers"),
     ("facts", "metaprov.mapping.facts", "add_facts", "transfers"),
     ("environment", "metaprov.mapping.environment", "add_environment", "facts"),
+    ("activity", "metaprov.mapping.activity", "add_activity", "environment"),
 ]
 DEFAULT_CHUNK_ROWS = 25_000
 

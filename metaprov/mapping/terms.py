@@ -120,6 +120,18 @@ ENV_TERMS: frozenset[str] = frozenset(
 )
 MP_TERMS = MP_TERMS | ENV_TERMS
 
+#: Where the workers' time went (Dask's fine performance metrics) and their memory over time:
+#: metaprov.mapping.activity.
+ACTIVITY_TERMS: frozenset[str] = frozenset(
+    """
+    ActivityShare MemorySample
+    measuredOn sharePrefix
+    metricContext activityName metricUnit metricValue measurementCount prefixName spanName spanId
+    processBytes managedBytes unmanagedBytes unmanagedOldBytes spilledBytes workerStatus paused
+    """.split()
+)
+MP_TERMS = MP_TERMS | ACTIVITY_TERMS
+
 PROV_TERMS: frozenset[str] = frozenset(
     """
     Activity Entity Agent SoftwareAgent Person Plan Location Association Usage Generation

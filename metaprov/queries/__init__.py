@@ -209,7 +209,7 @@ def _starts(value: str) -> list[str]:
 
 _FACTS = """PREFIX mp: <https://w3id.org/metaprov/ns#>
 PREFIX prov: <http://www.w3.org/ns/prov#>
-SELECT ?run_id ?name ?threads ?compute (GROUP_CONCAT(?missing; separator=" ") AS ?missing_inputs)
+SELECT ?run_id ?name ?threads ?compute ?activity (GROUP_CONCAT(?missing; separator=" ") AS ?missing_inputs)
 WHERE {
   GRAPH ?g {
     ?run a mp:Run ; mp:runId ?run_id .
@@ -220,9 +220,10 @@ WHERE {
     # until one is found (the two patterns joined were a hash join of every execution: 1.5 s
     # at 10^6 tasks, on every question that says what runs lack)
     BIND (EXISTS { ?execution a mp:TaskExecution . FILTER EXISTS { ?execution prov:startedAtTime ?start } } AS ?compute)
+    BIND (EXISTS { ?share a mp:ActivityShare } AS ?activity)
   }
 }
-GROUP BY ?run_id ?name ?threads ?compute
+GROUP BY ?run_id ?name ?threads ?compute ?activity
 ORDER BY ?run_id
 """
 
@@ -233,7 +234,8 @@ def gaps(store: Store, needs: tuple[str, ...] | list[str], *, run: str | None = 
     """What runs in the store lack of what a question needs (``# needs:``), one sentence per run
     and gap, saying why and what it means for the answer: no thread ids (the transition files
     that carry them are missing: I/O stays with the processes), no compute windows (compute
-    time unknown, not 0), no Darshan logs. ``run`` (an id or run name) narrows it to one run.
+    time unknown, not 0), no Darshan logs, no fine performance metrics (where the workers'
+    time went: not recorded, not 0). ``run`` (an id or run name) narrows it to one run.
     """
     facts = store.query(_FACTS)
     assert isinstance(facts, pd.DataFrame)
@@ -258,6 +260,12 @@ def gaps(store: Store, needs: tuple[str, ...] | list[str], *, run: str | None = 
             notes.append(
                 f"run {row.run_id} has no compute windows ({why}): its compute time is unknown, "
                 "not 0, and its task executions are left out of (or count 0 in) this answer"
+            )
+        if "activity" in needs and not row.activity:
+            notes.append(
+                f"run {row.run_id} has no fine performance metrics (metaprov.capture records "
+                "them; Mofka runs and older captures have none): where its workers' time went "
+                "is not recorded, not 0, and the run has no rows in this answer"
             )
         if "darshan" in needs and "*.darshan" in missing:
             notes.append(f"run {row.run_id} has no Darshan logs: no file I/O to show for it")

@@ -17,7 +17,7 @@ _HEADER = re.compile(r"^#\s*(title|description|param|example|needs)\s*:\s*(.*?)\
 
 #: What a question's answer depends on that some runs lack (``# needs:`` header): for each run
 #: without it, the answer says so instead of silently leaving the run out (or counting 0).
-NEEDS = ("threads", "compute", "darshan")
+NEEDS = ("threads", "compute", "darshan", "activity")
 _PARAM = re.compile(
     r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\((?P<type>[A-Za-z]+)(?P<opts>(?:\s*,\s*[^)]*)?)\)\s*(?P<desc>.*)$"
 )

@@ -435,6 +435,137 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "SELECT DISTINCT ?f WHERE { ?f a mp:ClientScript ; mp:scriptKind ?a, ?b . FILTER(?a != ?b) }",
         "a client script has exactly one mp:scriptKind",
     ),
+    # where the workers' time went, and their memory (metaprov.mapping.activity)
+    (
+        "ActivityShareShape",
+        "SELECT ?f WHERE { ?f a mp:ActivityShare . MINUS { ?f mp:measuredOn ?v } }",
+        "an activity share is measured on exactly one worker",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:measuredOn ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share is measured on exactly one worker",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT ?f WHERE { ?f a mp:ActivityShare . MINUS { ?f mp:metricContext ?v } }",
+        "an activity share has exactly one mp:metricContext",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:metricContext ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has exactly one mp:metricContext",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT ?f WHERE { ?f a mp:ActivityShare . MINUS { ?f mp:activityName ?v } }",
+        "an activity share has exactly one mp:activityName",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:activityName ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has exactly one mp:activityName",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT ?f WHERE { ?f a mp:ActivityShare . MINUS { ?f mp:metricUnit ?v } }",
+        "an activity share has exactly one mp:metricUnit",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:metricUnit ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has exactly one mp:metricUnit",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT ?f WHERE { ?f a mp:ActivityShare . MINUS { ?f mp:metricValue ?v } }",
+        "an activity share has exactly one mp:metricValue (xsd:double)",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:metricValue ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has exactly one mp:metricValue (xsd:double)",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT ?f WHERE { ?f a mp:ActivityShare . MINUS { ?f mp:measurementCount ?v } }",
+        "an activity share has exactly one mp:measurementCount",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:measurementCount ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has exactly one mp:measurementCount",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:sharePrefix ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share is of at most one task prefix",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:firstTime ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has at most one mp:firstTime",
+    ),
+    (
+        "ActivityShareShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:ActivityShare ; mp:lastTime ?a, ?b . FILTER(?a != ?b) }",
+        "an activity share has at most one mp:lastTime",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT ?f WHERE { ?f a mp:MemorySample . MINUS { ?f mp:measuredOn ?v } }",
+        "a memory sample is measured on exactly one worker",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:MemorySample ; mp:measuredOn ?a, ?b . FILTER(?a != ?b) }",
+        "a memory sample is measured on exactly one worker",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT ?f WHERE { ?f a mp:MemorySample . MINUS { ?f prov:generatedAtTime ?v } }",
+        "a memory sample has exactly one prov:generatedAtTime",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:MemorySample ; prov:generatedAtTime ?a, ?b . FILTER(?a != ?b) }",
+        "a memory sample has exactly one prov:generatedAtTime",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT ?f WHERE { ?f a mp:MemorySample . MINUS { ?f mp:processBytes ?v } }",
+        "a memory sample has exactly one mp:processBytes",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:MemorySample ; mp:processBytes ?a, ?b . FILTER(?a != ?b) }",
+        "a memory sample has exactly one mp:processBytes",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT ?f WHERE { ?f a mp:MemorySample . MINUS { ?f mp:managedBytes ?v } }",
+        "a memory sample has exactly one mp:managedBytes",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:MemorySample ; mp:managedBytes ?a, ?b . FILTER(?a != ?b) }",
+        "a memory sample has exactly one mp:managedBytes",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT ?f WHERE { ?f a mp:MemorySample . MINUS { ?f mp:spilledBytes ?v } }",
+        "a memory sample has exactly one mp:spilledBytes",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:MemorySample ; mp:spilledBytes ?a, ?b . FILTER(?a != ?b) }",
+        "a memory sample has exactly one mp:spilledBytes",
+    ),
+    (
+        "MemorySampleShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:MemorySample ; mp:paused ?a, ?b . FILTER(?a != ?b) }",
+        "a memory sample has at most one mp:paused",
+    ),
 ]
 
 #: PROV sanity checks, always run (SPARQL), whatever the engine; the cross-node

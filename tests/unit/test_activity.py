@@ -1,0 +1,202 @@
+"""Where the workers' time went and their memory: ingest, accounting, PROV, shapes, question.
+
+Small run directories written here (the 2-task run of ``runfiles``) with the capture's
+``worker_metric.csv``, ``span.csv`` and ``worker_memory.csv``, good rows and bad ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from runfiles import W1, W2, A, B, tiny_files, write_run
+
+from metaprov import read_run
+from metaprov.mapping import to_prov
+from metaprov.validate import validate
+from metaprov.write import write
+
+METRIC = ",worker,key,span,context,prefix,activity,unit,value,start,stop,time\n"
+MEMORY = ",worker,process,managed,unmanaged,unmanaged_old,spilled,memory_limit,status,time\n"
+SPAN = ",span,name,parent,time\n"
+
+
+def _metric_rows() -> str:
+    rows = [
+        f"{W1},{A},s1,execute,inc,thread-cpu,seconds,0.75,1700000000.49,1700000001.55",
+        f"{W1},{A},s1,execute,inc,thread-noncpu,seconds,0.25,1700000000.49,1700000001.55",
+        f'{W2},"{B}",s1,execute,sum,thread-cpu,seconds,0.3,1700000001.99,1700000002.45',
+        f"{W2},,,gather-dep,,network,seconds,0.02,1700000001.0,1700000003.0",
+        f"{W1},,,get-data,,memory-read,bytes,28,1700000001.0,1700000003.0",
+        f"{W1},,,get-data,,serialize,seconds,abc,1700000001.0,1700000003.0",  # value
+        f",{A},s1,execute,inc,other,seconds,0.01,1700000000.49,1700000001.55",  # worker
+        f"{W1},{A},s1,execute,inc,thread-cpu,seconds,0.75,1700000000.49,1700000001.55",  # again
+        f"{W2},,,gather-dep,,other,seconds,0.5,1700000001.0,x",  # stop
+        f"{W2},,,gather-dep,,,seconds,0.5,1700000001.0,1700000003.0",  # activity
+    ]
+    return METRIC + "".join(f"{i},{r},1700000003.0\n" for i, r in enumerate(rows))
+
+
+def _files() -> dict[str, str]:
+    files = tiny_files()
+    files["worker_metric.csv"] = _metric_rows()
+    files["span.csv"] = SPAN + '0,s1,"[""default""]",,1700000000.0\n1,s2,not json,,1700000000.0\n'
+    files["worker_memory.csv"] = MEMORY + "".join(
+        [
+            f"0,{W1},100,28,72,70,0,1000,running,1700000001.0\n",
+            f"1,{W1},120,28,92,70,10,1000,paused,1700000002.0\n",
+            f"2,{W2},90,0,90,90,0,,running,1700000001.0\n",
+            f"3,{W2},lots,0,90,90,0,,running,1700000002.0\n",  # process
+            f"4,{W2},90,0,90,90,0,,running,soon\n",  # time
+        ]
+    )
+    return files
+
+
+@pytest.fixture()
+def run_dir(tmp_path: Path) -> Path:
+    return write_run(tmp_path / "run", _files())
+
+
+def test_metrics_read_into_typed_rows_and_matched_to_their_attempt(run_dir: Path) -> None:
+    rec = read_run(run_dir)
+    act = rec.activity
+    assert len(act) == 5
+    per = act[act["key"].notna()].sort_values(["prefix", "activity"])
+    assert per["key"].tolist() == [A, A, B]
+    assert per["prefix"].tolist() == ["inc", "inc", "sum"]
+    assert per["worker"].tolist() == [W1, W1, W2]
+    assert per["attempt"].tolist() == [0, 0, 0]
+    assert per["span"].tolist() == ["default"] * 3
+    interval = act[act["key"].isna()]
+    assert interval["attempt"].isna().all() and interval["prefix"].isna().all()
+    assert interval["span"].isna().all()
+    cpu = act[(act["key"] == A) & (act["activity"] == "thread-cpu")]
+    assert cpu["value"].tolist() == [0.75]
+    assert str(cpu["start"].iloc[0]) == "2023-11-14 22:13:20.490000+00:00"
+    assert str(act["value"].dtype) == "float64" and str(act["start"].dtype) == "datetime64[us, UTC]"
+
+
+def test_every_bad_row_is_counted_with_its_reason(run_dir: Path) -> None:
+    acct = read_run(run_dir).accounting.files
+    assert acct["worker_metric.csv"].rows_read == 10
+    assert acct["worker_metric.csv"].not_used == {
+        "the value is not a finite number": 1,
+        "no worker": 1,
+        "the same measurement again (first kept)": 1,
+        "no end time (stop is not a time)": 1,
+        "no context, activity or unit": 1,
+    }
+    assert acct["span.csv"].not_used == {"no span id, or a name that is not a JSON list of tags": 1}
+    assert acct["worker_memory.csv"].not_used == {
+        "time is not a time": 1,
+        "process, managed or spilled bytes are not whole numbers": 1,
+    }
+
+
+def test_memory_samples(run_dir: Path) -> None:
+    mem = read_run(run_dir).memory
+    assert mem["worker"].tolist() == [W1, W2, W1]
+    assert mem["paused"].tolist() == [False, False, True]
+    assert mem["memory_limit"].isna().tolist() == [False, True, False]
+    assert mem["spilled"].tolist() == [0, 0, 10]
+
+
+def test_a_run_without_them_has_empty_tables(tmp_path: Path) -> None:
+    rec = read_run(write_run(tmp_path / "plain", tiny_files()))
+    assert rec.activity.empty and rec.memory.empty
+    assert list(rec.activity.columns)[:3] == ["worker", "key", "attempt"]
+    assert "worker_metric.csv" not in rec.accounting.files
+
+
+def test_prov_shares_and_samples_conform_and_are_deterministic(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    out1, out2 = tmp_path / "a.nt", tmp_path / "b.nt"
+    write(to_prov(read_run(run_dir)), out1)
+    write(to_prov(read_run(run_dir)), out2)
+    assert out1.read_bytes() == out2.read_bytes()
+    text = out1.read_text(encoding="utf-8")
+    assert text.count("#ActivityShare>") == 5
+    assert text.count("#MemorySample>") == 3
+    assert "/activity/execute/inc/s1/thread-cpu/seconds>" in text
+    assert "/activity/gather-dep///network/seconds>" in text
+    assert '#metricValue> "0.75"^^' in text
+    assert '/memory/1> <https://w3id.org/metaprov/ns#paused> "true"^^' in text
+    # the share of prefix inc links to its task prefix; shares outside execute name none
+    assert "#sharePrefix> <" in text
+    for engine in ("columnar", "shacl"):
+        report = validate(out1, engine=engine)
+        assert report.conforms, report.text()
+
+
+@pytest.mark.parametrize(
+    ("drop", "message"),
+    [
+        (r"#measuredOn>", "measured on exactly one worker"),
+        (r"#metricValue>", "exactly one mp:metricValue"),
+        (r"/memory/0> <http://www.w3.org/ns/prov#generatedAtTime>", "prov:generatedAtTime"),
+    ],
+)
+def test_shapes_catch_a_broken_share_or_sample(
+    run_dir: Path, tmp_path: Path, drop: str, message: str
+) -> None:
+    import re
+
+    out = tmp_path / "run.nt"
+    write(to_prov(read_run(run_dir)), out)
+    lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [ln for ln in lines if not re.search(drop, ln)]
+    assert len(kept) < len(lines)
+    broken = tmp_path / "broken.nt"
+    broken.write_text("".join(kept), encoding="utf-8")
+    report = validate(broken, engine="columnar")
+    assert not report.conforms
+    assert message in report.text()
+
+
+def test_record_tables_include_activity_and_memory(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
+
+    from metaprov.export.records import write_records
+
+    write_records(run_dir, tmp_path / "tables")
+    act = pq.read_table(tmp_path / "tables" / "activity.parquet")
+    mem = pq.read_table(tmp_path / "tables" / "memory.parquet")
+    assert act.num_rows == 5 and mem.num_rows == 3
+    assert str(act.schema.field("start").type) == "timestamp[us, tz=UTC]"
+    assert str(mem.schema.field("paused").type) == "bool"
+
+
+def test_the_question_says_which_runs_did_not_record_them(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pyoxigraph")
+    from metaprov.queries import run_question
+    from metaprov.store import load, open_store
+
+    with open_store(tmp_path / "store") as store:
+        load([run_dir], store)
+        answer = run_question(store, "worker-time")
+    assert isinstance(answer, pd.DataFrame)
+    got = {
+        (r.prefix if isinstance(r.prefix, str) else "", r.context, r.activity): float(r.seconds)
+        for r in answer.itertuples()
+    }
+    assert got == {
+        ("inc", "execute", "thread-cpu"): 0.75,
+        ("inc", "execute", "thread-noncpu"): 0.25,
+        ("sum", "execute", "thread-cpu"): 0.3,
+        ("", "gather-dep", "network"): 0.02,
+    }
+    assert answer["share"].astype(float).sum() == pytest.approx(1.0)
+    assert not answer.attrs["notes"]
+    # the same run without the capture's metrics (as a Mofka run): no rows, and a note saying so
+    plain = write_run(tmp_path / "plain", tiny_files())
+    with open_store(tmp_path / "plain-store") as store:
+        load([plain], store)
+        answer = run_question(store, "worker-time")
+    assert isinstance(answer, pd.DataFrame) and answer.empty
+    notes = answer.attrs["notes"]
+    assert len(notes) == 1 and "no fine performance metrics" in notes[0]
+    assert "not recorded, not 0" in notes[0]
