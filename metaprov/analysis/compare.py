@@ -665,9 +665,11 @@ def _run_rows(base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]) -> 
         + other.startup_sched
         - base.startup_sched
     )
-    n = max(int((_tasks(base).sched > 0).sum()), int((_tasks(other).sched > 0).sum()))
-    per = max(eb["dispatch_s"], eo["dispatch_s"]) / max(n, 1)
-    noise = s.sd_sched + float(np.sqrt(n) * per / NOISE_SIGMAS * 2)
+    # the jitter of a sum of n dispatch delays: sqrt(n) x the delay of the faster run (the
+    # slower one's is what is measured: a slow scheduler must not widen its own noise)
+    nb, no = int((_tasks(base).sched > 0).sum()), int((_tasks(other).sched > 0).sum())
+    per = min(eb["dispatch_s"] / max(nb, 1), eo["dispatch_s"] / max(no, 1))
+    noise = s.sd_sched + float(np.sqrt(max(nb, no)) * per / NOISE_SIGMAS * 2)
     if sched != 0.0 or eb["dispatch_s"] or eo["dispatch_s"]:
         ev = {
             "dispatch_s": both("dispatch_s"),

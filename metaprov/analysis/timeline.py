@@ -9,9 +9,10 @@ makespan cut into parts that add up to it exactly (see ``docs/compare.md``):
 last task's end, and every instant of the window is shared out as follows. The cluster has
 ``P(t)`` thread slots (threads of the workers alive; never fewer than the tasks running, so a
 run whose thread counts are unknown still adds up). ``b(t)`` slots run a task; the idle slots
-``I = P - b`` are blamed first on tasks that were ready but not running (*waiting*, as many as
-there are such tasks), then on tasks whose inputs were still moving between workers
-(*transfers*), and the remaining idle slots (*starvation*: nothing was ready to use them) on the
+``I = P - b`` are blamed first on tasks whose inputs were still moving between workers
+(*transfers*, as many as there are such tasks), then on ready tasks the scheduler had not yet
+handed to a worker (*dispatch*), then on tasks that were ready but not running (*waiting*), and
+the remaining idle slots (*starvation*: nothing was ready to use them) on the
 tasks that were running, which held everything else up; when nothing runs they go to the waiting
 and receiving tasks, and when nothing runs or waits either, to the *gap*. Each slot is worth
 ``1/P`` seconds of wall time, so at every instant the parts add up to the instant and over the
@@ -772,11 +773,12 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
     nw, nx, nd = wait_.astype("float64"), xfer_.astype("float64"), sched_.astype("float64")
     P[P == 0] = 1.0
     idle = P - b
-    # idle slots: on ready tasks, then on tasks the scheduler has not handed out, then on
-    # tasks whose inputs are moving; what is left (starvation) on the running tasks
-    w_slots = np.minimum(idle, nw)
-    d_slots = np.minimum(idle - w_slots, nd)
-    x_slots = np.minimum(idle - w_slots - d_slots, nx)
+    # idle slots: on tasks whose inputs are moving, then on ready tasks the scheduler has not
+    # handed out, then on ready tasks waiting on their worker (the evidence first: waiting is
+    # what no record explains); what is left (starvation) on the running tasks
+    x_slots = np.minimum(idle, nx)
+    d_slots = np.minimum(idle - x_slots, nd)
+    w_slots = np.minimum(idle - x_slots - d_slots, nw)
     starve = idle - w_slots - d_slots - x_slots
     running = b > 0
     pending = nw + nx + nd

@@ -150,7 +150,7 @@ def cause_phrase(row: Any) -> str:
         bb, bo = ev.get("bytes_moved", [0, 0])
         return (
             f"{_s(s)} {more} waiting for data to be serialised, compressed and read back "
-            f"between workers ({so:.3g} s vs {sb:.3g} s (de)serialising {_bytes(bo)} vs "
+            f"between workers ({so:.3g} s vs {sb:.3g} s spent (de)serialising; {_bytes(bo)} vs "
             f"{_bytes(bb)} moved)"
         )
     if c == "spill":

@@ -127,6 +127,22 @@ _SCHEDULER_TRANSITIONS = (
   FILTER (?to = "processing" || ?from IN ("memory", "processing"))
 } }"""
 )
+_ACTIVITY = (
+    _P
+    + """SELECT ?worker ?prefix ?context ?activity ?unit ?value WHERE { GRAPH %(g)s {
+  ?a a mp:ActivityShare ; mp:measuredOn/mp:address ?worker ; mp:metricContext ?context ;
+     mp:activityName ?activity ; mp:metricUnit ?unit ; mp:metricValue ?value .
+  OPTIONAL { ?a mp:prefixName ?prefix }
+} }"""
+)
+_MEMORY = (
+    _P
+    + """SELECT ?worker ?time ?managed ?unmanaged ?spilled ?paused WHERE { GRAPH %(g)s {
+  ?m a mp:MemorySample ; mp:measuredOn/mp:address ?worker ; prov:generatedAtTime ?time .
+  OPTIONAL { ?m mp:managedBytes ?managed } OPTIONAL { ?m mp:unmanagedBytes ?unmanaged }
+  OPTIONAL { ?m mp:spilledBytes ?spilled } OPTIONAL { ?m mp:paused ?paused }
+} }"""
+)
 _COUNT_SCHEDULER = (
     _P
     + """SELECT (COUNT(?t) AS ?n) WHERE { GRAPH %(g)s {
@@ -194,8 +210,42 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
         software=_software(ask(_SOFTWARE)),
         dispatched=dispatched,
         lost=lost,
+        activity=_activity(ask(_ACTIVITY)),
+        memory=_memory(ask(_MEMORY)),
         scheduler_transitions=n_sched,
     )
+
+
+def _activity(a: pd.DataFrame) -> pd.DataFrame | None:
+    """The activity shares (sums per worker, context, prefix, activity, unit), if any."""
+    if not len(a):
+        return None
+    n = len(a)
+    out = pd.DataFrame(
+        {
+            "worker": a["worker"].astype(object).to_numpy(),
+            "prefix": _get(a, "prefix", n).astype(object).where(lambda x: x != "", None).to_numpy(),
+            "context": a["context"].astype(object).to_numpy(),
+            "activity": a["activity"].astype(object).to_numpy(),
+            "unit": a["unit"].astype(object).to_numpy(),
+            "value": pd.to_numeric(a["value"], errors="coerce").fillna(0.0).to_numpy(),
+        }
+    )
+    # one order whatever the store's (sums then add in the same order as from the records)
+    return out.sort_values(["worker", "context", "activity", "unit"], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def _memory(m: pd.DataFrame) -> pd.DataFrame | None:
+    if not len(m):
+        return None
+    n = len(m)
+    out = pd.DataFrame({"worker": m["worker"].astype(object).to_numpy(), "time": _us(m["time"])})
+    for c in ("managed", "unmanaged", "spilled"):
+        out[c] = _int(_get(m, c, n))
+    out["paused"] = (_get(m, "paused", n).astype(str) == "true").to_numpy()
+    return out.sort_values(["worker", "time"], kind="stable").reset_index(drop=True)
 
 
 def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
