@@ -145,7 +145,14 @@ def summarize(data: bytes) -> int:
 
 
 def step(
-    prev: Any, j: int, d: float, extra: float, slow_worker: str, mb: float, pickle_s: float, marker: str
+    prev: Any,
+    j: int,
+    d: float,
+    extra: float,
+    slow_worker: str,
+    mb: float,
+    pickle_s: float,
+    marker: str,
 ) -> Any:
     from distributed import get_worker
 
@@ -188,14 +195,19 @@ def workload(
         n *= 2
     marker = str(workdir / f"flaky-{time.time_ns()}") if variant == "retries" else ""
     loads = [
-        client.submit(load, i, str(data), load_s, variant == "slow_reads", key=f"load-{i}", pure=False)
+        client.submit(
+            load, i, str(data), load_s, variant == "slow_reads", key=f"load-{i}", pure=False
+        )
         for i in range(n)
     ]
     crunches = [
         client.submit(crunch, x, crunch_s, crunch_mb, key=f"crunch-{i}", pure=False)
         for i, x in enumerate(loads)
     ]
-    sums = [client.submit(summarize, c, key=f"summarize-{i}", pure=False) for i, c in enumerate(crunches)]
+    sums = [
+        client.submit(summarize, c, key=f"summarize-{i}", pure=False)
+        for i, c in enumerate(crunches)
+    ]
     prev: Any = sums
     extra = {"straggler": STRAGGLER_S, "slow_prefix": SLOW_PREFIX_S}.get(variant, 0.0)
     for j in range(m):
@@ -297,8 +309,20 @@ def record_repetition(out: Path, size: dict[str, Any], variants: list[str]) -> d
 
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, Path] = {}
-    plain = [v for v in variants if v in ("transfers", "serialisation", "more_tasks",
-                                          "straggler", "retries", "slow_prefix", "slow_reads")]
+    plain = [
+        v
+        for v in variants
+        if v
+        in (
+            "transfers",
+            "serialisation",
+            "more_tasks",
+            "straggler",
+            "retries",
+            "slow_prefix",
+            "slow_reads",
+        )
+    ]
     half = len(plain) // 2
     with _cluster() as cl, Client(cl) as client:
         _record(client, "warm-up", out, size)
@@ -381,7 +405,9 @@ def _base_makespan(out: Path) -> float:
 # -- the analysis ------------------------------------------------------------------------------
 
 
-def reference_seconds(variant: str, base: Path, other: Path, difference: float, size: dict[str, Any]) -> float:
+def reference_seconds(
+    variant: str, base: Path, other: Path, difference: float, size: dict[str, Any]
+) -> float:
     """The injected seconds, known in advance or measured from Dask's own records."""
     import metaprov
 
@@ -468,7 +494,11 @@ def table(rows: list[dict[str, Any]]) -> str:
         first = sum(r["top"] == want for r in rs)
         total += len(rs)
         hit += first
-        errs = [abs(r["seconds"] - r["reference_s"]) / abs(r["reference_s"]) for r in rs if r["reference_s"]]
+        errs = [
+            abs(r["seconds"] - r["reference_s"]) / abs(r["reference_s"])
+            for r in rs
+            if r["reference_s"]
+        ]
         lines.append(
             f"| {v.replace('_', ' ')} | `{want}` | {len(rs)} | {first}/{len(rs)} | "
             f"{statistics.median(r['seconds'] for r in rs):.2f} s | "
@@ -504,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in args.variants.split(",") if v]
     if not args.analyse_only:
         print(f"load average before: {os.getloadavg()}", flush=True)
-        for r in range(args.reps):
+        for _ in range(args.reps):
             t0 = time.time()
             existing = sorted(args.outdir.glob(f"{args.tag}-r*"))
             out = args.outdir / f"{args.tag}-r{len(existing) + 1}"

@@ -8,8 +8,10 @@ tasks, waits and gaps). Output: a :class:`Explanation` of typed tables:
   exists in one run only;
 - ``causes``: the difference in makespan cut into named causes whose seconds add up to it
   exactly: ``compute``, ``io``, ``worker`` and ``retries`` per prefix, ``waiting`` and
-  ``transfers`` per prefix, ``parallelism``, ``startup``, ``tail`` and ``unexplained``; each with
-  its noise (what the same comparison of two runs without a change would give) and evidence;
+  ``transfers`` per prefix, the run-wide causes of sick runs (``scheduler``, ``serialisation``,
+  ``spill``, ``lost-workers``), ``parallelism``, ``startup``, ``tail`` and ``unexplained``; each
+  with its noise (what the same comparison of two runs without a change would give) and
+  evidence;
 - ``tasks``: the matched tasks whose duration changed most; ``workers``, ``hosts`` and ``files``.
 
 The method (docs/compare.md): per prefix ``p`` the seconds a run was held up by ``p``'s compute
@@ -20,9 +22,12 @@ baseline ``b`` and another run ``o``:
 (of which the change in linked Darshan seconds is *io* and the change in the largest excess of
 one worker over the prefix's median is *worker*), the second *parallelism*. Failed attempts'
 shares and the waits before retries are *retries*; the waiting and transfer shares are compared
-per prefix; startup, tail and the gap (nothing running, nothing ready) directly. The terms
-telescope, so they add up to the difference; *unexplained* holds the gap's change and what
-rounding leaves, and is never hidden.
+per prefix; startup, tail and the gap (nothing running, nothing ready) directly. Before that,
+each run's pending shares give up what the evidence explains (:class:`_RunSide`): spilling
+(fine metrics: the workers' disk seconds), (de)serialising data moved between workers (fine
+metrics), and the scheduler's dispatch delays (its transitions); work redone and capacity lost
+with workers removed mid-run are *lost-workers*. The terms telescope, so they add up to the
+difference; *unexplained* holds the gap's change and what rounding leaves, and is never hidden.
 """
 
 from __future__ import annotations
@@ -609,7 +614,9 @@ def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
     tr = tl.transfers
     moved = tr[tr["destination"].notna()] if len(tr) else tr
     ok = (moved["stop"].to_numpy() != NAT_US) & (moved["start"].to_numpy() != NAT_US)
-    xraw = float(((moved["stop"] - moved["start"]).to_numpy()[ok]).sum() / 1e6) if len(moved) else 0.0
+    xraw = (
+        float(((moved["stop"] - moved["start"]).to_numpy()[ok]).sum() / 1e6) if len(moved) else 0.0
+    )
     ev: dict[str, Any] = {
         "bytes_moved": int(moved["nbytes"].sum()) if len(moved) else 0,
         "transfer_s": xraw,
@@ -639,19 +646,25 @@ def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
         ev["paused_samples"] = int(mem["paused"].sum())
     ev["dispatch_s"] = float(pp["sched"].sum()) + bl.startup_sched
     ev["scheduler_transitions"] = int(tl.scheduler_transitions)
-    ev["lost_workers"] = int(
-        (
-            (tl.workers["removed"].to_numpy() != NAT_US)
-            & (tl.workers["removed"].to_numpy() < tl.end)
-            & (tl.workers["removed"].to_numpy() > tl.start)
-        ).sum()
-    ) if len(tl.workers) and bl.lost_slot_s > 0 else 0
+    ev["lost_workers"] = (
+        int(
+            (
+                (tl.workers["removed"].to_numpy() != NAT_US)
+                & (tl.workers["removed"].to_numpy() < tl.end)
+                & (tl.workers["removed"].to_numpy() > tl.start)
+            ).sum()
+        )
+        if len(tl.workers) and bl.lost_slot_s > 0
+        else 0
+    )
     ev["lost_tasks"] = int(len(tl.lost))
     ev["lost_slot_s"] = bl.lost_slot_s
     return side
 
 
-def _run_rows(base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]) -> list[dict[str, Any]]:
+def _run_rows(
+    base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]
+) -> list[dict[str, Any]]:
     """The run-wide causes: scheduler, serialisation, spill, lost workers (whose capacity part
     is taken out of ``par_row``)."""
     eb, eo = s.rb.evidence, s.ro.evidence
@@ -661,9 +674,7 @@ def _run_rows(base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]) -> 
 
     rows = []
     sched = (
-        float(s.po["sched"].sum() - s.pb["sched"].sum())
-        + other.startup_sched
-        - base.startup_sched
+        float(s.po["sched"].sum() - s.pb["sched"].sum()) + other.startup_sched - base.startup_sched
     )
     # the jitter of a sum of n dispatch delays: sqrt(n) x the delay of the faster run (the
     # slower one's is what is measured: a slow scheduler must not widen its own noise)
@@ -702,12 +713,22 @@ def _run_rows(base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]) -> 
     par = par_row["seconds"]
     take = float(np.sign(par) * min(abs(par), abs(cap))) if par * cap > 0 else 0.0
     par_row["seconds"] = par - take
-    if lost != 0.0 or take != 0.0 or eb["lost_tasks"] or eo["lost_tasks"] or eb["lost_workers"] or eo["lost_workers"]:
+    if (
+        lost != 0.0
+        or take != 0.0
+        or eb["lost_tasks"]
+        or eo["lost_tasks"]
+        or eb["lost_workers"]
+        or eo["lost_workers"]
+    ):
         ev = {
             "workers_lost": both("lost_workers"),
             "tasks_lost": both("lost_tasks"),
             "redone_s": [float(s.pb["lost_compute"].sum()), float(s.po["lost_compute"].sum())],
-            "redone_or_lost_attempts": [int(s.pb["lost_tasks"].sum()), int(s.po["lost_tasks"].sum())],
+            "redone_or_lost_attempts": [
+                int(s.pb["lost_tasks"].sum()),
+                int(s.po["lost_tasks"].sum()),
+            ],
             "capacity_lost_s": take,
             "slot_seconds_lost": both("lost_slot_s"),
         }

@@ -244,9 +244,7 @@ def dispatch_and_losses(tr: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
     t = tr["time"].to_numpy(dtype="int64")
     keys = tr["key"].astype(object).to_numpy()
     ok = sched & (to == "processing") & (t != NAT_US)
-    dispatched = (
-        pd.Series(t[ok], index=keys[ok]).groupby(level=0, sort=True).min().astype("int64")
-    )
+    dispatched = pd.Series(t[ok], index=keys[ok]).groupby(level=0, sort=True).min().astype("int64")
     stim = tr["stimulus_id"].astype(object).where(tr["stimulus_id"].notna(), "").astype(str)
     gone = (
         sched
@@ -638,9 +636,7 @@ def _pending(r: _Ready, s: np.ndarray, ws: int, we: int) -> _Pending:
     dok, da, db = clip(np.where(known, ready, NAT_US), np.where(known, np.minimum(disp, s), NAT_US))
     got = np.where(known, np.maximum(ready, disp), ready)  # on its worker from then
     xok, xa, xb = clip(got, np.minimum(np.where(arrival == NAT_US, got, arrival), s))
-    wa = np.where(
-        r.first, np.where(arrival != NAT_US, np.maximum(got, arrival), got), r.prev_end
-    )
+    wa = np.where(r.first, np.where(arrival != NAT_US, np.maximum(got, arrival), got), r.prev_end)
     wok, wa, wb = clip(wa, s)
     return _Pending(xok, xa, xb, wok, wa, wb, dok, da, db)
 

@@ -157,8 +157,10 @@ def cause_phrase(row: Any) -> str:
         db, do = ev.get("spill_disk_s", [0, 0])
         bb, bo = ev.get("spilled_bytes", [0, 0])
         pb, po = ev.get("spilled_bytes_peak", [0, 0])
-        moved = f"{_bytes(bo)} vs {_bytes(bb)} written" if bo or bb else (
-            f"at most {_bytes(po)} vs {_bytes(pb)} spilled"
+        moved = (
+            f"{_bytes(bo)} vs {_bytes(bb)} written"
+            if bo or bb
+            else (f"at most {_bytes(po)} vs {_bytes(pb)} spilled")
         )
         return (
             f"{_s(s)} {more} held up by workers spilling to disk ({do:.3g} s vs {db:.3g} s of "
@@ -352,7 +354,10 @@ def comparison_text(c: Comparison, *, limit: int = 12) -> str:
         return explanation_text(c.explanations[0], limit=limit)
     t = c.runs.assign(
         mark=np.where(c.runs["outlier"], "OUTLIER", ""),
-        top=[_top_text(tc, tp) for tc, tp in zip(c.runs["top_cause"], c.runs["top_prefix"], strict=True)],
+        top=[
+            _top_text(tc, tp)
+            for tc, tp in zip(c.runs["top_cause"], c.runs["top_prefix"], strict=True)
+        ],
     )
     lines = [f"baseline {c.baseline}; {len(c.runs)} runs", ""]
     lines += _table(

@@ -229,7 +229,16 @@ def test_losing_half_the_slots_is_named_whatever_the_waiting() -> None:
 
     def run(threads: int, label: str) -> Timeline:
         rows = [
-            (f"t{i}", "work", "w1", (i // threads) * 0.1, (i // threads) * 0.1 + 0.1, True, 0, i % threads)
+            (
+                f"t{i}",
+                "work",
+                "w1",
+                (i // threads) * 0.1,
+                (i // threads) * 0.1 + 0.1,
+                True,
+                0,
+                i % threads,
+            )
             for i in range(40)
         ]
         tl = timeline(rows, label=label, workers={"w1": threads})
