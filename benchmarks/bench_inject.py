@@ -10,7 +10,7 @@ reports how often the injected cause is ranked first, the error of its seconds, 
 cause is named alone with the wrong sign, and whether the parts add up to the difference.
 
 The workflow: ``load-i`` (reads a 2 MB file, ``n`` tasks), ``crunch-i`` (needs ``load-i``,
-returns 8 MB of random bytes, held by the client until the end), ``summarize-i`` (needs
+returns 4 MB of random bytes, held by the client until the end), ``summarize-i`` (needs
 ``crunch-i``), and a chain ``step-j`` (``m`` tasks, ``step-0`` needs every ``summarize``, step
 ``j`` asks for worker ``j % 2`` so that every step's input moves between the workers).
 
@@ -19,23 +19,23 @@ variant            what changes                                     expected cau
 =================  ===============================================  ===============  =================
 ``transfers``      each ``step`` returns 80 MB instead of 1 MB       transfers        Dask's transfer
                                                                                      durations (change)
-``serialisation``  each ``step`` result pickles in 0.15 s            serialisation    the difference
-``scheduler``      a scheduler plugin sleeps 3 ms in every           scheduler        the difference
+``serialisation``  each ``step`` result pickles in 0.5 s             serialisation    the difference
+``scheduler``      a scheduler plugin sleeps 10 ms in every          scheduler        the difference
                    transition
-``spill``          workers keep 2 % of 800 MB in memory: the         spill            the difference
+``spill``          workers keep 2 % of 400 MB in memory: the         spill            the difference
                    ``crunch`` results spill to disk
-``lost_worker``    worker 1 is SIGKILLed mid-run (its nanny          lost-workers     the difference
-                   restarts it)
+``lost_worker``    worker 1 is SIGKILLed a third into the run (its   lost-workers     the difference
+                   nanny starts a new one)
 ``more_tasks``     twice as many ``load/crunch/summarize`` tasks     compute          the difference
 ``fewer_workers``  one of the two workers retired first              parallelism      the difference
-``straggler``      ``step`` tasks on worker 1 sleep 0.25 s longer    worker           m x 0.25 / 2
-``retries``        every other ``step`` fails once and is retried    retries          first to last
-                                                                                     start (change)
-``slow_prefix``    every ``step`` sleeps 0.15 s longer               compute          m x 0.15
-``slow_reads``     ``load`` reads its file 64 KB at a time, 8 ms     compute          the difference
+``straggler``      ``step`` tasks on worker 1 sleep 0.6 s longer     worker           m x 0.6 / 2
+``retries``        every other ``step`` fails once (after 0.5 s)     retries          first to last
+                   and is retried                                                    start (change)
+``slow_prefix``    every ``step`` sleeps 0.4 s longer                compute          m x 0.4
+``slow_reads``     ``load`` reads its file 64 KB at a time, 20 ms    compute          the difference
                    per read (a slow file system; without Darshan
                    tracing the workers, file time is compute)
-``slow_start``     the workers start 1.5 s after the graph arrives   startup          the difference
+``slow_start``     the workers start 3 s after the graph arrives     startup          the difference
 =================  ===============================================  ===============  =================
 
 "The difference" as a reference is the measured makespan difference of the pair: for these

@@ -76,6 +76,8 @@ class Timeline:
         memory: worker memory samples: worker, time (int64 µs), managed, unmanaged, spilled
             (bytes), paused (None: not recorded).
         scheduler_transitions: transitions the scheduler made (0: not known).
+        scheduler_first: when the scheduler made its first transition of a task (int64 µs;
+            NAT_US: not known): from then on it had work to hand out.
     """
 
     label: str
@@ -97,6 +99,7 @@ class Timeline:
     activity: pd.DataFrame | None = None
     memory: pd.DataFrame | None = None
     scheduler_transitions: int = 0
+    scheduler_first: int = NAT_US
 
     @property
     def makespan(self) -> float:
@@ -201,7 +204,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
     executions = executions.sort_values(["key", "attempt", "start"], kind="stable").reset_index(
         drop=True
     )
-    dispatched, lost, n_sched = _dispatch_and_losses(records)
+    dispatched, lost, n_sched, first_sched = _dispatch_and_losses(records)
     return Timeline(
         label=name,
         run_id=str(records.run_id),
@@ -222,6 +225,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         activity=_activity_of(records),
         memory=_memory_of(records),
         scheduler_transitions=n_sched,
+        scheduler_first=first_sched,
     )
 
 
@@ -229,14 +233,14 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
 _LOSS_STIMULI = ("handle-worker-cleanup", "remove-worker")
 
 
-def dispatch_and_losses(tr: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
+def dispatch_and_losses(tr: pd.DataFrame) -> tuple[pd.Series, pd.Series, int, int]:
     """From the transitions (key, observer, from_state, to_state, time in µs, stimulus_id):
     when the scheduler first handed each key to a worker (``-> processing``), the keys it took
-    back from a lost worker (``memory|processing ->`` under a removal stimulus), and how many
-    transitions the scheduler made."""
+    back from a lost worker (``memory|processing ->`` under a removal stimulus), how many
+    transitions the scheduler made and when it made its first (NAT_US: none)."""
     empty = pd.Series(dtype="int64")
     if not len(tr):
-        return empty, empty, 0
+        return empty, empty, 0, NAT_US
     obs = tr["observer"].astype(object).to_numpy()
     sched = obs == "scheduler"
     frm = tr["from_state"].astype(object).to_numpy()
@@ -253,10 +257,11 @@ def dispatch_and_losses(tr: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
         & (t != NAT_US)
     )
     lost = pd.Series(t[gone], index=keys[gone]).groupby(level=0, sort=True).min().astype("int64")
-    return dispatched, lost, int(sched.sum())
+    ts = t[sched & (t != NAT_US)]
+    return dispatched, lost, int(sched.sum()), int(ts.min()) if len(ts) else NAT_US
 
 
-def _dispatch_and_losses(records: RunRecords) -> tuple[pd.Series, pd.Series, int]:
+def _dispatch_and_losses(records: RunRecords) -> tuple[pd.Series, pd.Series, int, int]:
     tr = records.transitions.dropna(subset=["key"])
     cols = ["key", "observer", "from_state", "to_state", "stimulus_id"]
     frame = pd.DataFrame({c: tr[c].astype(object).to_numpy() for c in cols})
@@ -804,19 +809,26 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
 
 
 def _startup_sched(tl: Timeline, r: _Ready, run_s: int, ws: int) -> float:
-    """Of the startup ``[run_s, ws)``: the seconds from when a task was ready and a worker was up
-    to when the first task reached its worker (the scheduler held ready work back)."""
+    """Of the startup ``[run_s, ws)``: the seconds from when the scheduler had a task (its first
+    transition of one; else the first task's readiness) and a worker was up, to when it handed
+    the first task out (the scheduler held ready work back)."""
     if not len(r.dispatch):
         return 0.0
     disp = r.dispatch[r.dispatch != NAT_US]
     ready = r.ready[(r.ready != NAT_US) & r.first]
-    if not len(disp) or not len(ready):
+    if not len(disp):
+        return 0.0
+    if tl.scheduler_first != NAT_US:
+        had = tl.scheduler_first
+    elif len(ready):
+        had = int(ready.min())
+    else:
         return 0.0
     added = tl.workers["added"].to_numpy(dtype="float64", na_value=np.nan)
     added = added[~np.isnan(added) & (added != NAT_US)]
     if not len(added):
         return 0.0
-    a = max(int(ready.min()), int(added.min()), run_s)
+    a = max(had, int(added.min()), run_s)
     b = min(int(disp.min()), ws)
     return max(0.0, (b - a) / 1e6)
 

@@ -248,13 +248,16 @@ def _memory(m: pd.DataFrame) -> pd.DataFrame | None:
     return out.sort_values(["worker", "time"], kind="stable").reset_index(drop=True)
 
 
-def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Series, int]:
-    """When the scheduler handed each task out, the tasks it took back from a lost worker, and
-    how many transitions it made (from the mp:Transition events of a run loaded with
-    ``--detail transitions``; empty otherwise)."""
-    n = int(_int(count["n"])[0]) if len(count) and "n" in count else 0
+def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Series, int, int]:
+    """When the scheduler handed each task out, the tasks it took back from a lost worker, how
+    many transitions it made and when it made its first (from the mp:Transition events of a run
+    loaded with ``--detail transitions``; empty otherwise)."""
+    has = len(count) > 0 and "n" in count
+    n = int(_int(count["n"])[0]) if has else 0
+    first = _get(count, "first", len(count))
+    first_us = int(_us(first)[0]) if has and n and first.iloc[0] else NAT_US
     if not len(tr):
-        return pd.Series(dtype="int64"), pd.Series(dtype="int64"), n
+        return pd.Series(dtype="int64"), pd.Series(dtype="int64"), n, first_us
     frame = pd.DataFrame(
         {
             "key": tr["key"].astype(object).to_numpy(),
@@ -265,8 +268,8 @@ def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Seri
             "time": _us(tr["time"]),
         }
     )
-    dispatched, lost, _ = dispatch_and_losses(frame)
-    return dispatched, lost, n
+    dispatched, lost, _, _ = dispatch_and_losses(frame)
+    return dispatched, lost, n, first_us
 
 
 def _span(span: pd.DataFrame, run_id: str) -> tuple[str, int, int]:

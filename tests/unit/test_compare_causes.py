@@ -46,10 +46,10 @@ def test_dispatch_and_losses_from_transitions() -> None:
             "stimulus_id": ["x", "x", "x", "handle-worker-cleanup-17.2", "y", None],
         }
     )
-    dispatched, lost, n = dispatch_and_losses(tr)
+    dispatched, lost, n, first = dispatch_and_losses(tr)
     assert dispatched.to_dict() == {"a": us(1), "b": us(3)}  # the first hand-out
     assert lost.to_dict() == {"b": us(4)}  # taken back from a lost worker
-    assert n == 5
+    assert n == 5 and first == us(1)
 
 
 def _chain_dispatched(delay: float, label: str, n: int = 6, d: float = 0.1) -> Timeline:
@@ -92,16 +92,17 @@ def test_the_scheduler_before_the_first_task_is_not_startup() -> None:
         tl.submitted = pd.Series({"0": T0}, dtype="int64")
         tl.dispatched = pd.Series({"0": us(late), "1": us(late + 0.1), "2": us(late + 0.2)})
         tl.workers["added"] = T0
+        tl.scheduler_first = T0 + 1000  # the scheduler had the graph 1 ms in
         return tl
 
     ex = explain(blame(run(0.0, "a")), blame(run(0.5, "b")))
     _adds_up(ex)
     assert ex.top["cause"] == "scheduler"
-    assert ex.totals["scheduler"] == pytest.approx(0.5, abs=1e-6)
-    assert ex.totals["startup"] == pytest.approx(0.0, abs=1e-6)
+    assert ex.totals["scheduler"] == pytest.approx(0.499, abs=1e-6)
+    assert ex.totals["startup"] == pytest.approx(0.001, abs=1e-6)
     bl = blame(run(0.5, "b"))
     assert bl.parts_total == pytest.approx(bl.makespan, abs=1e-9)
-    assert bl.startup_sched == pytest.approx(0.5)
+    assert bl.startup_sched == pytest.approx(0.499) and bl.startup == pytest.approx(0.001)
 
 
 def _moved(xfer: float, ser: float | None, label: str, nbytes: int = 1_000_000) -> Timeline:
