@@ -186,7 +186,9 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
     name, start, end = _span(ask(_SPAN), run_id)
     executions, has_transitions = _executions(ask(_EXECUTIONS))
     io = _io(ask(_READS), ask(_WRITES))
-    dispatched, lost, n_sched = _dispatch(ask(_SCHEDULER_TRANSITIONS), ask(_COUNT_SCHEDULER))
+    dispatched, lost, n_sched, first_sched = _dispatch(
+        ask(_SCHEDULER_TRANSITIONS), ask(_COUNT_SCHEDULER)
+    )
     notes = _notes(executions, has_transitions)
     if has_transitions and not n_sched:
         notes.append(
@@ -213,6 +215,7 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
         activity=_activity(ask(_ACTIVITY)),
         memory=_memory(ask(_MEMORY)),
         scheduler_transitions=n_sched,
+        scheduler_first=first_sched,
     )
 
 
