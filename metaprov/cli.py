@@ -398,9 +398,9 @@ def compare_cmd(
 
     The first run is the baseline (or --baseline). Tasks are matched by key, else by
     prefix and tuple index, else by prefix; the difference in makespan is cut into
-    named causes (compute, parallelism, waiting, transfers, io, retries, worker,
-    startup, tail, unexplained) whose seconds add up to it exactly, each with its
-    noise and evidence. With more than two runs: one row per run against the
+    named causes (compute, parallelism, waiting, transfers, serialisation, spill,
+    scheduler, lost-workers, io, retries, worker, startup, tail, unexplained) whose
+    seconds add up to it exactly, each with its noise and evidence. With more than two runs: one row per run against the
     baseline, outliers flagged. RUNS are run directories, or run ids with --store
     or --endpoint. See https://metaprov.github.io/metaprov/compare/
 

@@ -8,8 +8,10 @@ tasks, waits and gaps). Output: a :class:`Explanation` of typed tables:
   exists in one run only;
 - ``causes``: the difference in makespan cut into named causes whose seconds add up to it
   exactly: ``compute``, ``io``, ``worker`` and ``retries`` per prefix, ``waiting`` and
-  ``transfers`` per prefix, ``parallelism``, ``startup``, ``tail`` and ``unexplained``; each with
-  its noise (what the same comparison of two runs without a change would give) and evidence;
+  ``transfers`` per prefix, the run-wide causes of sick runs (``scheduler``, ``serialisation``,
+  ``spill``, ``lost-workers``), ``parallelism``, ``startup``, ``tail`` and ``unexplained``; each
+  with its noise (what the same comparison of two runs without a change would give) and
+  evidence;
 - ``tasks``: the matched tasks whose duration changed most; ``workers``, ``hosts`` and ``files``.
 
 The method (docs/compare.md): per prefix ``p`` the seconds a run was held up by ``p``'s compute
@@ -20,9 +22,12 @@ baseline ``b`` and another run ``o``:
 (of which the change in linked Darshan seconds is *io* and the change in the largest excess of
 one worker over the prefix's median is *worker*), the second *parallelism*. Failed attempts'
 shares and the waits before retries are *retries*; the waiting and transfer shares are compared
-per prefix; startup, tail and the gap (nothing running, nothing ready) directly. The terms
-telescope, so they add up to the difference; *unexplained* holds the gap's change and what
-rounding leaves, and is never hidden.
+per prefix; startup, tail and the gap (nothing running, nothing ready) directly. Before that,
+each run's pending shares give up what the evidence explains (:class:`_RunSide`): spilling
+(fine metrics: the workers' disk seconds), (de)serialising data moved between workers (fine
+metrics), and the scheduler's dispatch delays (its transitions); work redone and capacity lost
+with workers removed mid-run are *lost-workers*. The terms telescope, so they add up to the
+difference; *unexplained* holds the gap's change and what rounding leaves, and is never hidden.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import pandas as pd
 
 from metaprov.analysis.timeline import Blame
 from metaprov.errors import InputError
+from metaprov.timeutil import NAT_US
 
 #: Names of the causes, in the order used when two have the same seconds.
 CAUSES = (
@@ -42,6 +48,10 @@ CAUSES = (
     "parallelism",
     "waiting",
     "transfers",
+    "serialisation",
+    "spill",
+    "scheduler",
+    "lost-workers",
     "io",
     "retries",
     "worker",
@@ -60,6 +70,8 @@ NOISE_INTERVAL_REL = 0.05
 NOISE_ROUND_TRIPS = 3
 #: A cause is named when it exceeds this many standard deviations of its noise (and the floor).
 NOISE_SIGMAS = 3.0
+#: Mean thread slots within this share of each other: the same capacity (waits are jitter).
+SLOTS_SAME_REL = 0.1
 
 CAUSE_COLUMNS = [
     "cause",
@@ -154,6 +166,7 @@ class _Keys:
     duration: np.ndarray
     wait: np.ndarray
     xfer: np.ndarray
+    sched: np.ndarray
     attempts: np.ndarray
     worker: np.ndarray
     thread: np.ndarray
@@ -181,6 +194,11 @@ def _tasks(bl: Blame) -> _Keys:
         duration=np.bincount(codes, weights=ex["duration"].to_numpy(), minlength=m),
         wait=np.bincount(codes, weights=ex["wait"].to_numpy(), minlength=m),
         xfer=np.bincount(codes, weights=ex["xfer"].to_numpy(), minlength=m),
+        sched=np.bincount(
+            codes,
+            weights=ex["sched"].to_numpy() if "sched" in ex else np.zeros(len(ex)),
+            minlength=m,
+        ),
         attempts=np.bincount(codes, minlength=m),
         worker=_obj(ex["worker"])[order[last]],
         thread=ex["thread"].to_numpy(dtype=object, na_value=None)[order[last]],
@@ -333,19 +351,34 @@ def align(base: Blame, other: Blame) -> Alignment:
 
 
 def _per_prefix(bl: Blame) -> pd.DataFrame:
+    """Per prefix: compute and share of the successful attempts (less those redone after a
+    worker loss), failed attempts, waits, transfers, dispatch, and what a lost worker cost."""
     ex = bl.executions
     ok = ex["ok"].to_numpy()
     first = ~ex["retry_wait"].to_numpy()
+    redone = ex["redone"].to_numpy() if "redone" in ex else np.zeros(len(ex), bool)
+    lost = ex["lost"].to_numpy() if "lost" in ex else np.zeros(len(ex), bool)
+    sched = ex["sched"].to_numpy() if "sched" in ex else np.zeros(len(ex))
+    # a redo after a loss: a later attempt of a key whose earlier result was lost
+    redo_keys = set(ex["key"].to_numpy()[redone]) if redone.any() else set()
+    redo = lost | (~first & ex["key"].isin(redo_keys).to_numpy()) if redo_keys else lost
+    good = ok & ~redone
+    pend = ex["wait"].to_numpy() + ex["xfer"].to_numpy() + sched
     d = ex.assign(
-        c_ok=np.where(ok, ex["duration"], 0.0),
-        s_ok=np.where(ok, ex["share"], 0.0),
-        io_ok=np.where(ok, np.minimum(ex["io_s"], ex["duration"]), 0.0),
+        c_ok=np.where(good, ex["duration"], 0.0),
+        s_ok=np.where(good, ex["share"], 0.0),
+        io_ok=np.where(good, np.minimum(ex["io_s"], ex["duration"]), 0.0),
         s_fail=np.where(ok, 0.0, ex["share"]),
         c_fail=np.where(ok, 0.0, ex["duration"]),
         n_fail=(~ok).astype("int64"),
-        w_first=np.where(first, ex["wait"], 0.0),
-        w_retry=np.where(first, 0.0, ex["wait"]),
-        n_ok=ok.astype("int64"),
+        w_first=np.where(first & ~redo, ex["wait"], 0.0),
+        w_retry=np.where(first | redo, 0.0, ex["wait"]),
+        x_ok=np.where(redo, 0.0, ex["xfer"]),
+        d_ok=np.where(redo, 0.0, sched),
+        s_lost=np.where(redone, ex["share"], 0.0) + np.where(redo, pend, 0.0),
+        c_lost=np.where(redone, ex["duration"], 0.0),
+        n_lost=(redone | lost).astype("int64"),
+        n_ok=good.astype("int64"),
         n_wait=(ex["wait"] > 0).astype("int64"),
         n_recv=(ex["xfer"] > 0).astype("int64"),
     )
@@ -358,7 +391,11 @@ def _per_prefix(bl: Blame) -> pd.DataFrame:
         failed=("n_fail", "sum"),
         wait=("w_first", "sum"),
         retry_wait=("w_retry", "sum"),
-        xfer=("xfer", "sum"),
+        xfer=("x_ok", "sum"),
+        sched=("d_ok", "sum"),
+        lost_share=("s_lost", "sum"),
+        lost_compute=("c_lost", "sum"),
+        lost_tasks=("n_lost", "sum"),
         incoming=("incoming", "sum"),
         executions=("n_ok", "sum"),
         waiters=("n_wait", "sum"),
@@ -460,7 +497,9 @@ def explain(base: Blame, other: Blame, *, alignment: Alignment | None = None) ->
     par = _Parallelism()
     for p in sides.prefixes:
         rows.extend(_prefix_rows(p, sides, al, par))
-    rows.append(par.row(base, other, sides))
+    par_row = par.row(base, other, sides)
+    rows.extend(_run_rows(base, other, sides, par_row))
+    rows.append(par_row)
     rows.extend(_interval_rows(base, other))
     causes = _rank_causes(rows, diff, base, other)
     wt_ = worker_table(base, other)
@@ -490,6 +529,8 @@ class _Sides:
         sd_dur, sd_wait, sd_xfer: per prefix, the spread of the matched tasks' differences.
         we_b, we_o: :func:`_worker_excess` of each run.
         both_io: both runs have linked Darshan I/O (else I/O time counts as compute).
+        rb, ro: :class:`_RunSide` of each run (spill, serialisation, dispatch, losses).
+        sd_sched: the spread of the matched tasks' differences in dispatch shares (all tasks).
     """
 
     prefixes: list[str]
@@ -501,6 +542,9 @@ class _Sides:
     we_b: pd.DataFrame
     we_o: pd.DataFrame
     both_io: bool
+    rb: _RunSide
+    ro: _RunSide
+    sd_sched: float
 
 
 def _sides(base: Blame, other: Blame, al: Alignment) -> _Sides:
@@ -511,17 +555,185 @@ def _sides(base: Blame, other: Blame, al: Alignment) -> _Sides:
     def sd(col: str) -> pd.Series:
         return _paired_sd(al, kb, ko, col).reindex(prefixes).fillna(0.0)
 
+    pb, po = pb.reindex(prefixes).fillna(0.0), po.reindex(prefixes).fillna(0.0)
+    rb, ro = _run_side(base, pb), _run_side(other, po)
     return _Sides(
         prefixes=prefixes,
-        pb=pb.reindex(prefixes).fillna(0.0),
-        po=po.reindex(prefixes).fillna(0.0),
+        pb=rb.attribute(pb),
+        po=ro.attribute(po),
         sd_dur=sd("duration"),
         sd_wait=sd("wait"),
         sd_xfer=sd("xfer"),
         we_b=_worker_excess(base),
         we_o=_worker_excess(other),
         both_io=base.timeline.has_io and other.timeline.has_io,
+        rb=rb,
+        ro=ro,
+        sd_sched=float(np.sqrt((sd("sched") ** 2).sum())),
     )
+
+
+#: Fine-metric activities of (de)serialisation; contexts of data moved between workers.
+SERIALISATION = ("serialize", "deserialize", "compress", "decompress")
+TRANSFER_CONTEXTS = ("gather-dep", "get-data")
+#: Fine-metric activities of spilled data (read back, written out).
+SPILL_DISK = ("disk-read", "disk-write")
+
+
+@dataclass
+class _RunSide:
+    """What one run's records say beyond its timeline's shares, and how much of its pending
+    shares (waiting, transfers, dispatch) it explains.
+
+    ``spill_share``: seconds of the makespan the workers' spilling held up (their disk seconds
+    x their threads / the run's slots: a worker busy spilling leaves its threads idle), at most
+    the run's pending shares; ``ser_fraction``: the share of the time data moved between
+    workers that was spent (de)serialising and (de)compressing it (fine metrics)."""
+
+    pending: float = 0.0
+    spill_share: float = 0.0
+    ser_fraction: float = 0.0
+    ser_share: float = 0.0
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def attribute(self, pp: pd.DataFrame) -> pd.DataFrame:
+        """``pp`` with spill taken out of every pending share, then serialisation out of the
+        transfer shares (proportionally: the parts still add up)."""
+        out = pp.copy()
+        keep = 1.0 - (self.spill_share / self.pending if self.pending > 0 else 0.0)
+        for c in ("wait", "xfer", "sched"):
+            out[c] = out[c] * keep
+        self.ser_share = float(out["xfer"].sum() * self.ser_fraction)
+        out["xfer"] = out["xfer"] * (1.0 - self.ser_fraction)
+        return out
+
+
+def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
+    tl = bl.timeline
+    pending = float(pp["wait"].sum() + pp["xfer"].sum() + pp["sched"].sum())
+    tr = tl.transfers
+    moved = tr[tr["destination"].notna()] if len(tr) else tr
+    ok = (moved["stop"].to_numpy() != NAT_US) & (moved["start"].to_numpy() != NAT_US)
+    xraw = (
+        float(((moved["stop"] - moved["start"]).to_numpy()[ok]).sum() / 1e6) if len(moved) else 0.0
+    )
+    ev: dict[str, Any] = {
+        "bytes_moved": int(moved["nbytes"].sum()) if len(moved) else 0,
+        "transfer_s": xraw,
+        "transfers": int(len(moved)),
+    }
+    side = _RunSide(pending=pending, evidence=ev)
+    act = tl.activity
+    if act is not None and len(act):
+        secs = act[act["unit"].astype(str) == "seconds"]
+        ctx = secs["context"].astype(str)
+        kind = secs["activity"].astype(str)
+        ser = float(secs.loc[kind.isin(SERIALISATION) & ctx.isin(TRANSFER_CONTEXTS), "value"].sum())
+        ev["serialisation_s"] = ser
+        side.ser_fraction = min(1.0, ser / xraw) if xraw > 0 else 0.0
+        disk = secs[kind.isin(SPILL_DISK)]
+        ev["spill_disk_s"] = float(disk["value"].sum())
+        by = act[act["unit"].astype(str) == "bytes"]
+        ev["spilled_bytes"] = int(by.loc[by["activity"].astype(str) == "disk-write", "value"].sum())
+        if len(disk) and bl.slots > 0:
+            per_w = disk.groupby(disk["worker"].astype(str))["value"].sum()
+            thr = tl.workers.set_index("address")["threads"].astype("float64")
+            t = thr.reindex(per_w.index).fillna(1.0).to_numpy()
+            side.spill_share = min(pending, float((per_w.to_numpy() * t).sum() / bl.slots))
+    mem = tl.memory
+    if mem is not None and len(mem):
+        ev["spilled_bytes_peak"] = int(mem.groupby("worker")["spilled"].max().sum())
+        ev["paused_samples"] = int(mem["paused"].sum())
+    ev["dispatch_s"] = float(pp["sched"].sum()) + bl.startup_sched
+    ev["scheduler_transitions"] = int(tl.scheduler_transitions)
+    ev["lost_workers"] = (
+        int(
+            (
+                (tl.workers["removed"].to_numpy() != NAT_US)
+                & (tl.workers["removed"].to_numpy() < tl.end)
+                & (tl.workers["removed"].to_numpy() > tl.start)
+            ).sum()
+        )
+        if len(tl.workers) and bl.lost_slot_s > 0
+        else 0
+    )
+    ev["lost_tasks"] = int(len(tl.lost))
+    ev["lost_slot_s"] = bl.lost_slot_s
+    return side
+
+
+def _run_rows(
+    base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The run-wide causes: scheduler, serialisation, spill, lost workers (whose capacity part
+    is taken out of ``par_row``)."""
+    eb, eo = s.rb.evidence, s.ro.evidence
+
+    def both(k: str) -> list[Any]:
+        return [eb.get(k, 0), eo.get(k, 0)]
+
+    rows = []
+    sched = (
+        float(s.po["sched"].sum() - s.pb["sched"].sum()) + other.startup_sched - base.startup_sched
+    )
+    # the jitter of a sum of n dispatch delays: sqrt(n) x the delay of the faster run (the
+    # slower one's is what is measured: a slow scheduler must not widen its own noise)
+    nb, no = int((_tasks(base).sched > 0).sum()), int((_tasks(other).sched > 0).sum())
+    per = min(eb["dispatch_s"] / max(nb, 1), eo["dispatch_s"] / max(no, 1))
+    noise = s.sd_sched + float(np.sqrt(max(nb, no)) * per / NOISE_SIGMAS * 2)
+    if sched != 0.0 or eb["dispatch_s"] or eo["dispatch_s"]:
+        ev = {
+            "dispatch_s": both("dispatch_s"),
+            "startup_dispatch_s": [base.startup_sched, other.startup_sched],
+            "scheduler_transitions": both("scheduler_transitions"),
+            "transitions_per_s": [
+                eb["scheduler_transitions"] / base.makespan if base.makespan else 0.0,
+                eo["scheduler_transitions"] / other.makespan if other.makespan else 0.0,
+            ],
+        }
+        rows.append(_row("scheduler", sched, noise, evidence=ev))
+    if "serialisation_s" in eb or "serialisation_s" in eo:
+        ev = {
+            "serialisation_s": both("serialisation_s"),
+            "transfer_s": both("transfer_s"),
+            "bytes_moved": both("bytes_moved"),
+        }
+        rows.append(_row("serialisation", s.ro.ser_share - s.rb.ser_share, 0.0, evidence=ev))
+    if any(k in e for e in (eb, eo) for k in ("spill_disk_s", "spilled_bytes_peak")):
+        ev = {
+            "spill_disk_s": both("spill_disk_s"),
+            "spilled_bytes": both("spilled_bytes"),
+            "spilled_bytes_peak": both("spilled_bytes_peak"),
+            "paused_samples": both("paused_samples"),
+        }
+        rows.append(_row("spill", s.ro.spill_share - s.rb.spill_share, 0.0, evidence=ev))
+    lost = float(s.po["lost_share"].sum() - s.pb["lost_share"].sum())
+    # capacity lost with the workers, in seconds of the whole cluster, out of parallelism
+    cap = other.lost_slot_s / max(other.slots, 1e-9) - base.lost_slot_s / max(base.slots, 1e-9)
+    par = par_row["seconds"]
+    take = float(np.sign(par) * min(abs(par), abs(cap))) if par * cap > 0 else 0.0
+    par_row["seconds"] = par - take
+    if (
+        lost != 0.0
+        or take != 0.0
+        or eb["lost_tasks"]
+        or eo["lost_tasks"]
+        or eb["lost_workers"]
+        or eo["lost_workers"]
+    ):
+        ev = {
+            "workers_lost": both("lost_workers"),
+            "tasks_lost": both("lost_tasks"),
+            "redone_s": [float(s.pb["lost_compute"].sum()), float(s.po["lost_compute"].sum())],
+            "redone_or_lost_attempts": [
+                int(s.pb["lost_tasks"].sum()),
+                int(s.po["lost_tasks"].sum()),
+            ],
+            "capacity_lost_s": take,
+            "slot_seconds_lost": both("lost_slot_s"),
+        }
+        rows.append(_row("lost-workers", lost + take, 0.0, evidence=ev))
+    return rows
 
 
 @dataclass
@@ -540,11 +752,14 @@ class _Parallelism:
 
     def row(self, base: Blame, other: Blame, sides: _Sides) -> dict[str, Any]:
         self.evidence.sort(key=lambda r: -abs(r["seconds"]))
-        waits = sides.pb["wait"].sum() + sides.po["wait"].sum()
+        # scheduling jitter shows as waiting, and shifts concurrency by about as much; but when
+        # the thread slots themselves changed (workers lost, retired or added) the change is
+        # capacity, not jitter
+        same_slots = abs(other.slots - base.slots) <= SLOTS_SAME_REL * max(base.slots, other.slots)
+        waits = sides.pb["wait"].sum() + sides.po["wait"].sum() if same_slots else 0.0
         return _row(
             "parallelism",
             self.total,
-            # scheduling jitter shows as waiting, and shifts concurrency by about as much
             float(np.sqrt(self.noise2) + waits / NOISE_SIGMAS),
             evidence={
                 "slots": [base.slots, other.slots],

@@ -9,9 +9,10 @@ makespan cut into parts that add up to it exactly (see ``docs/compare.md``):
 last task's end, and every instant of the window is shared out as follows. The cluster has
 ``P(t)`` thread slots (threads of the workers alive; never fewer than the tasks running, so a
 run whose thread counts are unknown still adds up). ``b(t)`` slots run a task; the idle slots
-``I = P - b`` are blamed first on tasks that were ready but not running (*waiting*, as many as
-there are such tasks), then on tasks whose inputs were still moving between workers
-(*transfers*), and the remaining idle slots (*starvation*: nothing was ready to use them) on the
+``I = P - b`` are blamed first on tasks whose inputs were still moving between workers
+(*transfers*, as many as there are such tasks), then on ready tasks the scheduler had not yet
+handed to a worker (*dispatch*), then on tasks that were ready but not running (*waiting*), and
+the remaining idle slots (*starvation*: nothing was ready to use them) on the
 tasks that were running, which held everything else up; when nothing runs they go to the waiting
 and receiving tasks, and when nothing runs or waits either, to the *gap*. Each slot is worth
 ``1/P`` seconds of wall time, so at every instant the parts add up to the instant and over the
@@ -66,6 +67,18 @@ class Timeline:
         queue_wait: the longest queue wait of the run's batch jobs (seconds; None unknown).
         software: the run's packages, one row per process and package: process, role,
             manager, name, version (None: the run recorded no environment).
+        dispatched: key -> when the scheduler first handed the task to a worker (its first
+            ``-> processing`` transition; int64 µs): from its readiness to then, ready work
+            waited for the scheduler (empty: not known).
+        lost: key -> when the scheduler took the task back from a worker that was lost
+            (int64 µs; empty: no loss seen).
+        activity: Dask's fine performance metrics: worker, prefix (NA outside task
+            execution), context, activity, unit, value (None: not recorded).
+        memory: worker memory samples: worker, time (int64 µs), managed, unmanaged, spilled
+            (bytes), paused (None: not recorded).
+        scheduler_transitions: transitions the scheduler made (0: not known).
+        scheduler_first: when the scheduler made its first transition of a task (int64 µs;
+            NAT_US: not known): from then on it had work to hand out.
     """
 
     label: str
@@ -83,6 +96,12 @@ class Timeline:
     notes: list[str] = field(default_factory=list)
     software: pd.DataFrame | None = None
     queue_wait: float | None = None
+    dispatched: pd.Series = field(default_factory=lambda: pd.Series(dtype="int64"))
+    lost: pd.Series = field(default_factory=lambda: pd.Series(dtype="int64"))
+    activity: pd.DataFrame | None = None
+    memory: pd.DataFrame | None = None
+    scheduler_transitions: int = 0
+    scheduler_first: int = NAT_US
 
     @property
     def makespan(self) -> float:
@@ -187,6 +206,7 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
     executions = executions.sort_values(["key", "attempt", "start"], kind="stable").reset_index(
         drop=True
     )
+    dispatched, lost, n_sched, first_sched = _dispatch_and_losses(records)
     return Timeline(
         label=name,
         run_id=str(records.run_id),
@@ -203,6 +223,12 @@ def timeline_from_records(records: RunRecords, label: str | None = None) -> Time
         notes=notes,
         software=software_table(records) if len(records.packages) else None,
         queue_wait=queue_wait(records),
+        dispatched=dispatched,
+        lost=lost,
+        activity=_activity_of(records),
+        memory=_memory_of(records),
+        scheduler_transitions=n_sched,
+        scheduler_first=first_sched,
     )
 
 
@@ -212,6 +238,79 @@ def queue_wait(records: RunRecords) -> float | None:
     jobs = records.jobs
     wait = (jobs["started"] - jobs["submitted"]).dt.total_seconds().dropna()
     return float(wait.max()) if len(wait) else None
+
+
+#: Scheduler stimuli of a worker's removal (Dask: Scheduler.remove_worker).
+_LOSS_STIMULI = ("handle-worker-cleanup", "remove-worker")
+
+
+def dispatch_and_losses(tr: pd.DataFrame) -> tuple[pd.Series, pd.Series, int, int]:
+    """From the transitions (key, observer, from_state, to_state, time in µs, stimulus_id):
+    when the scheduler first handed each key to a worker (``-> processing``), the keys it took
+    back from a lost worker (``memory|processing ->`` under a removal stimulus), how many
+    transitions the scheduler made and when it made its first (NAT_US: none)."""
+    empty = pd.Series(dtype="int64")
+    if not len(tr):
+        return empty, empty, 0, NAT_US
+    obs = tr["observer"].astype(object).to_numpy()
+    sched = obs == "scheduler"
+    frm = tr["from_state"].astype(object).to_numpy()
+    to = tr["to_state"].astype(object).to_numpy()
+    t = tr["time"].to_numpy(dtype="int64")
+    keys = tr["key"].astype(object).to_numpy()
+    ok = sched & (to == "processing") & (t != NAT_US)
+    dispatched = pd.Series(t[ok], index=keys[ok]).groupby(level=0, sort=True).min().astype("int64")
+    stim = tr["stimulus_id"].astype(object).where(tr["stimulus_id"].notna(), "").astype(str)
+    gone = (
+        sched
+        & np.isin(frm, ("memory", "processing"))
+        & stim.str.startswith(_LOSS_STIMULI).to_numpy()
+        & (t != NAT_US)
+    )
+    lost = pd.Series(t[gone], index=keys[gone]).groupby(level=0, sort=True).min().astype("int64")
+    ts = t[sched & (t != NAT_US)]
+    return dispatched, lost, int(sched.sum()), int(ts.min()) if len(ts) else NAT_US
+
+
+def _dispatch_and_losses(records: RunRecords) -> tuple[pd.Series, pd.Series, int, int]:
+    tr = records.transitions.dropna(subset=["key"])
+    cols = ["key", "observer", "from_state", "to_state", "stimulus_id"]
+    frame = pd.DataFrame({c: tr[c].astype(object).to_numpy() for c in cols})
+    frame["key"] = frame["key"].astype(str)
+    frame["time"] = utc_to_us(tr["time"])
+    return dispatch_and_losses(frame)
+
+
+def _activity_of(records: RunRecords) -> pd.DataFrame | None:
+    """Dask's fine performance metrics (``records.activity`` when the capture recorded them)."""
+    act = getattr(records, "activity", None)
+    if act is None or not len(act):
+        return None
+    out = pd.DataFrame(
+        {
+            c: (act[c].astype(object).to_numpy() if c in act else None)
+            for c in ("worker", "prefix", "context", "activity", "unit")
+        }
+    )
+    out["value"] = pd.to_numeric(act["value"], errors="coerce").fillna(0.0).to_numpy()
+    return out
+
+
+def _memory_of(records: RunRecords) -> pd.DataFrame | None:
+    """Worker memory samples (``records.memory`` when the capture recorded them)."""
+    mem = getattr(records, "memory", None)
+    if mem is None or not len(mem):
+        return None
+    out = pd.DataFrame({"worker": mem["worker"].astype(object).to_numpy()})
+    out["time"] = utc_to_us(mem["time"])
+    for c in ("managed", "unmanaged", "spilled"):
+        out[c] = pd.to_numeric(mem[c], errors="coerce").fillna(0).to_numpy() if c in mem else 0
+    out["paused"] = (
+        mem["paused"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+        if "paused" in mem
+        else False
+    )
+    return out
 
 
 def _io_of(records: RunRecords) -> tuple[pd.DataFrame, bool]:
@@ -260,7 +359,9 @@ class Blame:
             window blamed on the attempt while it ran), ``wait`` (blamed on it while it was ready
             and not running), ``xfer`` (while its inputs moved to its worker), ``io_s`` (linked
             Darshan seconds), ``incoming`` (bytes moved to it), ``capacity`` (thread slots when
-            it started).
+            it started), ``sched`` (blamed on it while it was ready and the scheduler had not
+            yet handed it to its worker), ``lost`` (the scheduler took its key back from a lost
+            worker), ``redone`` (a successful attempt whose result was computed again later).
         capacity_known: the thread counts of every worker were known.
         untimed: execution attempts without a start or end (not shared out).
         concurrency: mean tasks running at once over the window.
@@ -268,6 +369,9 @@ class Blame:
         latency: mean seconds of the makespan a dispatch cost (waiting and transfer shares over
             the executions that had any): how sluggish the scheduler and workers were, the unit
             of the noise of single intervals (startup, tail, gap).
+        startup_sched: of the startup, the seconds ready tasks waited for the scheduler while a
+            worker was up (``startup`` excludes them).
+        lost_slot_s: thread-slot seconds of the window lost with workers removed mid-run.
     """
 
     timeline: Timeline
@@ -283,18 +387,23 @@ class Blame:
     slots: float
     notes: list[str] = field(default_factory=list)
     latency: float = 0.0
+    startup_sched: float = 0.0
+    lost_slot_s: float = 0.0
 
     @property
     def parts_total(self) -> float:
-        """startup + tail + gap + every share, wait and transfer (= makespan up to rounding)."""
+        """startup + tail + gap + every share, wait, transfer and dispatch (= makespan up to
+        rounding)."""
         ex = self.executions
         return float(
             self.startup
+            + self.startup_sched
             + self.tail
             + self.gap
             + ex["share"].sum()
             + ex["wait"].sum()
             + ex["xfer"].sum()
+            + ex["sched"].sum()
         )
 
 
@@ -331,6 +440,8 @@ def blame(tl: Timeline) -> Blame:
     share = sw.integral(sw.run, s, e, np.ones(len(ex), bool))
     wait = sw.integral(sw.wait, pend.wa, pend.wb, pend.wok)
     xfer = sw.integral(sw.xfer, pend.xa, pend.xb, pend.xok)
+    sched = sw.integral(sw.sched, pend.da, pend.db, pend.dok)
+    startup_sched = _startup_sched(tl, ready, run_s, ws)
     out = ex.assign(
         duration=(e - s) / 1e6,
         share=share,
@@ -340,13 +451,18 @@ def blame(tl: Timeline) -> Blame:
         incoming=ready.incoming,
         capacity=sw.capacity_at(s),
         retry_wait=~ready.first,
+        sched=sched,
+        lost=_lost(tl, ex, s),
+        redone=_redone(ex, codes, s),
     )
-    pending = wait + xfer
+    pending = wait + xfer + sched
     total_dt = float(sw.dt.sum())
     return Blame(
         timeline=tl,
         makespan=(run_e - run_s) / 1e6,
-        startup=(ws - run_s) / 1e6,
+        startup=(ws - run_s) / 1e6 - startup_sched,
+        startup_sched=startup_sched,
+        lost_slot_s=_lost_slots(cap, ws, we),
         tail=(run_e - we) / 1e6,
         window=(we - ws) / 1e6,
         gap=sw.gap,
@@ -372,6 +488,10 @@ def _empty_blame(tl: Timeline, ex: pd.DataFrame, untimed: int, notes: list[str])
         io_s=np.zeros(0),
         incoming=np.zeros(0, dtype="int64"),
         capacity=np.zeros(0),
+        retry_wait=np.zeros(0, bool),
+        sched=np.zeros(0),
+        lost=np.zeros(0, bool),
+        redone=np.zeros(0, bool),
     )
     return Blame(tl, span, span, 0.0, 0.0, 0.0, empty, False, untimed, 0.0, 0.0, notes)
 
@@ -413,14 +533,16 @@ def _key_codes(tl: Timeline, ex: pd.DataFrame) -> _Codes:
 class _Ready:
     """Per execution attempt: ``ready`` (the last end of its dependencies; a root's graph
     submission; NAT_US when unknown), ``arrival`` (the last of its inputs moved to its worker),
-    ``incoming`` (bytes moved to it), ``first`` (the key's first attempt) and ``prev_end`` (a
-    retry's previous attempt's end)."""
+    ``incoming`` (bytes moved to it), ``first`` (the key's first attempt), ``prev_end`` (a
+    retry's previous attempt's end) and ``dispatch`` (a first attempt: when it reached its
+    worker; NAT_US when unknown)."""
 
     ready: np.ndarray
     arrival: np.ndarray
     incoming: np.ndarray
     first: np.ndarray
     prev_end: np.ndarray
+    dispatch: np.ndarray
 
 
 def _readiness(
@@ -460,7 +582,12 @@ def _readiness(
         pe = e[order]
         prev = np.r_[NAT_US, pe[:-1]]
         prev_end[order[same]] = prev[same]
-    return _Ready(ready, arrival, incoming, first, prev_end)
+    dispatch = np.full(n, NAT_US, dtype="int64")
+    if tl.has_transitions and len(tl.dispatched):
+        d = tl.dispatched.reindex(ex["key"].to_numpy(dtype=object)).to_numpy(dtype="float64")
+        has = first & ~np.isnan(d)
+        dispatch[has] = d[has].astype("int64")
+    return _Ready(ready, arrival, incoming, first, prev_end, dispatch)
 
 
 def _arrivals(
@@ -498,7 +625,8 @@ def _arrivals(
 @dataclass
 class _Pending:
     """The intervals an attempt was pending, clipped to the window ``[ws, we]``:
-    ``[xa, xb)`` its inputs were moving (where ``xok``), ``[wa, wb)`` it waited (``wok``)."""
+    ``[da, db)`` it waited for the scheduler to hand it to its worker (where ``dok``),
+    ``[xa, xb)`` its inputs were moving (``xok``), ``[wa, wb)`` it waited (``wok``)."""
 
     xok: np.ndarray
     xa: np.ndarray
@@ -506,6 +634,9 @@ class _Pending:
     wok: np.ndarray
     wa: np.ndarray
     wb: np.ndarray
+    dok: np.ndarray
+    da: np.ndarray
+    db: np.ndarray
 
 
 def _pending(r: _Ready, s: np.ndarray, ws: int, we: int) -> _Pending:
@@ -516,13 +647,14 @@ def _pending(r: _Ready, s: np.ndarray, ws: int, we: int) -> _Pending:
         ok &= b2 > a2
         return ok, a2, b2
 
-    ready, arrival = r.ready, r.arrival
-    xok, xa, xb = clip(ready, np.minimum(np.where(arrival == NAT_US, ready, arrival), s))
-    wa = np.where(
-        r.first, np.where(arrival != NAT_US, np.maximum(ready, arrival), ready), r.prev_end
-    )
+    ready, arrival, disp = r.ready, r.arrival, r.dispatch
+    known = (disp != NAT_US) & (ready != NAT_US)
+    dok, da, db = clip(np.where(known, ready, NAT_US), np.where(known, np.minimum(disp, s), NAT_US))
+    got = np.where(known, np.maximum(ready, disp), ready)  # on its worker from then
+    xok, xa, xb = clip(got, np.minimum(np.where(arrival == NAT_US, got, arrival), s))
+    wa = np.where(r.first, np.where(arrival != NAT_US, np.maximum(got, arrival), got), r.prev_end)
     wok, wa, wb = clip(wa, s)
-    return _Pending(xok, xa, xb, wok, wa, wb)
+    return _Pending(xok, xa, xb, wok, wa, wb, dok, da, db)
 
 
 @dataclass
@@ -592,8 +724,8 @@ def _capacity(
 class _Sweep:
     """The window cut at every interval end: ``times``, segment lengths ``dt`` (seconds), slots
     ``P`` and running tasks ``b`` per segment, the running integrals of the rates at which a
-    running, waiting and receiving attempt is blamed (``run``, ``wait``, ``xfer``), and the
-    ``gap`` (seconds when nothing ran, waited or received)."""
+    running, waiting, receiving and undispatched attempt is blamed (``run``, ``wait``, ``xfer``,
+    ``sched``), and the ``gap`` (seconds when nothing ran, waited or received)."""
 
     times: np.ndarray
     dt: np.ndarray
@@ -602,6 +734,7 @@ class _Sweep:
     run: np.ndarray
     wait: np.ndarray
     xfer: np.ndarray
+    sched: np.ndarray
     gap: float
 
     def integral(self, R: np.ndarray, a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -622,7 +755,7 @@ class _Sweep:
 
 
 def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int, we: int) -> _Sweep:
-    wok, xok = pd_.wok, pd_.xok
+    wok, xok, dok = pd_.wok, pd_.xok, pd_.dok
     times = np.unique(
         np.concatenate(
             [
@@ -633,6 +766,8 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
                 pd_.xb[xok],
                 pd_.wa[wok],
                 pd_.wb[wok],
+                pd_.da[dok],
+                pd_.db[dok],
                 cap.added,
                 cap.removed,
             ]
@@ -643,23 +778,33 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
     run_ = _count(times, s, e, None)
     wait_ = _count(times, pd_.wa[wok], pd_.wb[wok], None)
     xfer_ = _count(times, pd_.xa[xok], pd_.xb[xok], None)
+    sched_ = _count(times, pd_.da[dok], pd_.db[dok], None)
     slots = _count(times, cap.added, cap.removed, cap.threads)
     P = np.maximum(slots, run_).astype("float64")
     b = run_.astype("float64")
-    nw, nx = wait_.astype("float64"), xfer_.astype("float64")
+    nw, nx, nd = wait_.astype("float64"), xfer_.astype("float64"), sched_.astype("float64")
     P[P == 0] = 1.0
     idle = P - b
-    w_slots = np.minimum(idle, nw)
-    x_slots = np.minimum(idle - w_slots, nx)
-    starve = idle - w_slots - x_slots
+    # idle slots: on tasks whose inputs are moving, then on ready tasks the scheduler has not
+    # handed out, then on ready tasks waiting on their worker (the evidence first: waiting is
+    # what no record explains); what is left (starvation) on the running tasks
+    x_slots = np.minimum(idle, nx)
+    d_slots = np.minimum(idle - x_slots, nd)
+    w_slots = np.minimum(idle - x_slots - d_slots, nw)
+    starve = idle - w_slots - d_slots - x_slots
     running = b > 0
-    pending = nw + nx
+    pending = nw + nx + nd
     to_pending = (~running) & (pending > 0)
+
+    def rate(n: np.ndarray, slots_: np.ndarray, spread: np.ndarray) -> np.ndarray:
+        return np.where(n > 0, (slots_ / np.where(n > 0, n, 1.0) + spread) / P, 0.0)
+
     with np.errstate(divide="ignore", invalid="ignore"):
         r_run = np.where(running, (1.0 + np.where(running, starve / b, 0.0)) / P, 0.0)
         spread = np.where(to_pending, starve / np.where(pending > 0, pending, 1.0), 0.0)
-        r_wait = np.where(nw > 0, (w_slots / np.where(nw > 0, nw, 1.0) + spread) / P, 0.0)
-        r_xfer = np.where(nx > 0, (x_slots / np.where(nx > 0, nx, 1.0) + spread) / P, 0.0)
+        r_wait = rate(nw, w_slots, spread)
+        r_xfer = rate(nx, x_slots, spread)
+        r_sched = rate(nd, d_slots, spread)
     gap_rate = np.where((~running) & (pending == 0), 1.0, 0.0)
     return _Sweep(
         times=times,
@@ -669,8 +814,68 @@ def _sweep(s: np.ndarray, e: np.ndarray, pd_: _Pending, cap: _Capacity, ws: int,
         run=np.r_[0.0, np.cumsum(r_run * dt)],
         wait=np.r_[0.0, np.cumsum(r_wait * dt)],
         xfer=np.r_[0.0, np.cumsum(r_xfer * dt)],
+        sched=np.r_[0.0, np.cumsum(r_sched * dt)],
         gap=float((gap_rate * dt).sum()),
     )
+
+
+def _startup_sched(tl: Timeline, r: _Ready, run_s: int, ws: int) -> float:
+    """Of the startup ``[run_s, ws)``: the seconds from when the scheduler had a task (its first
+    transition of one; else the first task's readiness) and a worker was up, to when it handed
+    the first task out (the scheduler held ready work back)."""
+    if not len(r.dispatch):
+        return 0.0
+    disp = r.dispatch[r.dispatch != NAT_US]
+    ready = r.ready[(r.ready != NAT_US) & r.first]
+    if not len(disp):
+        return 0.0
+    if tl.scheduler_first != NAT_US:
+        had = tl.scheduler_first
+    elif len(ready):
+        had = int(ready.min())
+    else:
+        return 0.0
+    added = tl.workers["added"].to_numpy(dtype="float64", na_value=np.nan)
+    added = added[~np.isnan(added) & (added != NAT_US)]
+    if not len(added):
+        return 0.0
+    a = max(had, int(added.min()), run_s)
+    b = min(int(disp.min()), ws)
+    return max(0.0, (b - a) / 1e6)
+
+
+def _lost(tl: Timeline, ex: pd.DataFrame, s: np.ndarray) -> np.ndarray:
+    """Attempts of a key the scheduler took back from a lost worker, started after the loss."""
+    if not len(tl.lost):
+        return np.zeros(len(ex), bool)
+    t = tl.lost.reindex(ex["key"].to_numpy(dtype=object)).to_numpy(dtype="float64")
+    return ~np.isnan(t) & (s >= np.nan_to_num(t, nan=0.0))
+
+
+def _redone(ex: pd.DataFrame, c: _Codes, s: np.ndarray) -> np.ndarray:
+    """Successful attempts of a key that succeeded again later (its result was lost)."""
+    ok = ex["ok"].to_numpy(dtype=bool)
+    if ok.sum() <= len(np.unique(c.ck[ok])):
+        return np.zeros(len(ex), bool)
+    last = np.full(c.U, -1, dtype="int64")
+    rows = np.flatnonzero(ok)
+    order = rows[np.lexsort((s[rows], c.ck[rows]))]
+    last[c.ck[order]] = order  # the latest start wins
+    out = ok.copy()
+    out[last[last >= 0]] = False
+    return out
+
+
+def _lost_slots(cap: _Capacity, ws: int, we: int) -> float:
+    """Thread-slot seconds lost with workers removed inside the window, less the slots of the
+    workers that joined after the first loss (a nanny's restart)."""
+    gone = (cap.removed > ws) & (cap.removed < we)
+    if not gone.any():
+        return 0.0
+    lost = float((cap.threads[gone] * (we - cap.removed[gone])).sum())
+    came = cap.added > int(cap.removed[gone].min())
+    back = float((cap.threads[came] * (we - cap.added[came])).sum())
+    return max(0.0, lost - back) / 1e6
 
 
 def _io_seconds(tl: Timeline, c: _Codes, attempt: np.ndarray) -> np.ndarray:

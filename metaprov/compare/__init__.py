@@ -239,9 +239,14 @@ def _campaign_table(blames: list[Blame], ib: int, explanations: list[Explanation
             if top is None
             else (top["cause"], float(top["seconds"]), top["prefix"])
         )
-    table["top_cause"] = [t[0] for t in tops]
-    table["top_seconds"] = [t[1] for t in tops]
-    table["top_prefix"] = [t[2] for t in tops]
+    # object columns holding None (not NaN) where a run names no cause above the noise
+    table["top_cause"] = pd.Series([t[0] for t in tops], dtype=object, index=table.index)
+    table["top_seconds"] = pd.Series(
+        [np.nan if t[1] is None else t[1] for t in tops], dtype="float64", index=table.index
+    )
+    table["top_prefix"] = pd.Series(
+        [t[2] if isinstance(t[2], str) else None for t in tops], dtype=object, index=table.index
+    )
     med = float(np.median(spans))
     mad = float(np.median(np.abs(spans - med))) * 1.4826
     if len(spans) >= 3 and mad > 0:

@@ -31,6 +31,10 @@ CAUSE_COLORS = {
     "parallelism": "#9467bd",
     "waiting": "#ff7f0e",
     "transfers": "#d62728",
+    "serialisation": "#ff9896",
+    "spill": "#17becf",
+    "scheduler": "#98df8a",
+    "lost-workers": "#393b79",
     "io": "#222222",
     "retries": "#e377c2",
     "worker": "#8c564b",
@@ -165,7 +169,7 @@ def task_streams(base: Blame, other: Blame, ex: Explanation) -> Any:
 
 
 def _explanation_sections(page: Any, c: Comparison, ex: Explanation, sid: str, nav: bool) -> None:
-    from metaprov.compare.render import explanation_lines
+    from metaprov.compare.render import cause_phrase, explanation_lines
     from metaprov.report.page import esc, table
 
     page.section(sid, f"{ex.other} against {ex.baseline}", nav=nav)
@@ -194,6 +198,7 @@ def _explanation_sections(page: Any, c: Comparison, ex: Explanation, sid: str, n
             _label(r).split(" ", 1)[1] if " " in _label(r) else "" for _, r in ex.causes.iterrows()
         ],
         sig=np.where(ex.causes["significant"], "above noise", ""),
+        said=[cause_phrase(r) for _, r in ex.causes.iterrows()],
     )
     page.html(
         table(
@@ -204,6 +209,7 @@ def _explanation_sections(page: Any, c: Comparison, ex: Explanation, sid: str, n
                 ("seconds", "seconds", "s"),
                 ("noise", "noise (s)", "s"),
                 ("sig", "", ""),
+                ("said", "what and evidence", ""),
             ],
             name=f"{sid}-causes",
         )

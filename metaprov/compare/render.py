@@ -140,8 +140,47 @@ def cause_phrase(row: Any) -> str:
         return f"{_s(s)} {more} waiting by ready `{p}` tasks (scheduling, queueing)"
     if c == "transfers":
         bb, bo = ev.get("bytes_in", [0, 0])
+        tb, to = ev.get("transfer_s", [0, 0])
         return (
-            f"{_s(s)} {more} waiting for data moved to `{p}` tasks ({_bytes(bo)} vs {_bytes(bb)})"
+            f"{_s(s)} {more} waiting for data moved to `{p}` tasks ({_bytes(bo)} vs "
+            f"{_bytes(bb)} moved in, {to:.3g} s vs {tb:.3g} s of transfers)"
+        )
+    if c == "serialisation":
+        sb, so = ev.get("serialisation_s", [0, 0])
+        bb, bo = ev.get("bytes_moved", [0, 0])
+        return (
+            f"{_s(s)} {more} waiting for data to be serialised, compressed and read back "
+            f"between workers ({so:.3g} s vs {sb:.3g} s spent (de)serialising; {_bytes(bo)} vs "
+            f"{_bytes(bb)} moved)"
+        )
+    if c == "spill":
+        db, do = ev.get("spill_disk_s", [0, 0])
+        bb, bo = ev.get("spilled_bytes", [0, 0])
+        pb, po = ev.get("spilled_bytes_peak", [0, 0])
+        moved = (
+            f"{_bytes(bo)} vs {_bytes(bb)} written"
+            if bo or bb
+            else (f"at most {_bytes(po)} vs {_bytes(pb)} spilled")
+        )
+        return (
+            f"{_s(s)} {more} held up by workers spilling to disk ({do:.3g} s vs {db:.3g} s of "
+            f"disk reads and writes, {moved})"
+        )
+    if c == "scheduler":
+        db, do = ev.get("dispatch_s", [0, 0])
+        rb, ro = ev.get("transitions_per_s", [0, 0])
+        return (
+            f"{_s(s)} {more} with ready tasks not yet handed to a worker while threads were "
+            f"idle (the scheduler: {do:.3g} s vs {db:.3g} s; {ro:.0f} vs {rb:.0f} transitions/s)"
+        )
+    if c == "lost-workers":
+        wb, wo = ev.get("workers_lost", [0, 0])
+        tb, to = ev.get("tasks_lost", [0, 0])
+        rb, ro = ev.get("redone_s", [0, 0])
+        return (
+            f"{_s(s)} {more} from workers lost mid-run ({wo} vs {wb} worker(s) lost, {to} vs "
+            f"{tb} task(s) taken back, {ro:.3g} s vs {rb:.3g} s of work redone, "
+            f"{ev.get('capacity_lost_s', 0.0):+.3g} s of capacity)"
         )
     if c == "io":
         db, do = ev.get("darshan_s", [0, 0])
@@ -161,8 +200,10 @@ def cause_phrase(row: Any) -> str:
     return f"{_s(s)} unexplained ({ev.get('why', '')})"
 
 
-def explanation_lines(ex: Explanation, top: int = 4) -> list[str]:
-    """The explanation in a few plain lines."""
+def explanation_lines(ex: Explanation, top: int = 4, *, table_shown: bool = True) -> list[str]:
+    """The explanation in a few plain lines: the ``top`` causes above the noise (ranked in the
+    direction of the difference), and any other cause above the noise that is larger than one
+    of those (a large cause in the other direction is never left out)."""
     d = ex.difference_s
     word = "longer" if d >= 0 else "shorter"
     head = f"{ex.other} took {_s(d)} {word} than {ex.baseline}"
@@ -170,13 +211,22 @@ def explanation_lines(ex: Explanation, top: int = 4) -> list[str]:
     if not len(sig):
         noise = float(ex.causes["noise"].min()) if len(ex.causes) else 0.0
         return [f"{head}: no cause is above the run-to-run noise (about {_s(noise)} or more)."]
-    phrases = [cause_phrase(r) for _, r in sig.head(top).iterrows()]
+    shown = sig.head(top)
+    smallest = float(shown["seconds"].abs().min())
+    larger = sig.iloc[top:][sig.iloc[top:]["seconds"].abs() > smallest]
+    shown = pd.concat([shown, larger])
+    phrases = [cause_phrase(r) for _, r in shown.iterrows()]
     lines = [f"{head}: {phrases[0]}" + (";" if len(phrases) > 1 else ".")]
     for i, p in enumerate(phrases[1:], start=1):
         lines.append(f"  {p}" + (";" if i < len(phrases) - 1 else "."))
-    rest = len(sig) - len(phrases)
+    rest = len(sig) - len(shown)
     if rest > 0:
-        lines.append(f"  ({rest} smaller cause(s) above the noise: see the table above)")
+        where = (
+            "see the causes table above"
+            if table_shown
+            else f"`metaprov compare {ex.baseline} {ex.other}` lists them"
+        )
+        lines.append(f"  ({rest} smaller cause(s) above the noise: {where})")
     for e in ex.evidence[:5]:
         lines.append(f"  evidence: {e.get('kind', '')}: {e.get('detail', '')}")
     if len(ex.evidence) > 5:
@@ -310,7 +360,7 @@ def comparison_text(c: Comparison, *, limit: int = 12) -> str:
     t = c.runs.assign(
         mark=np.where(c.runs["outlier"], "OUTLIER", ""),
         top=[
-            "" if tc is None else (f"{tc} {tp}" if isinstance(tp, str) else str(tc))
+            _top_text(tc, tp)
             for tc, tp in zip(c.runs["top_cause"], c.runs["top_prefix"], strict=True)
         ],
     )
@@ -335,8 +385,15 @@ def comparison_text(c: Comparison, *, limit: int = 12) -> str:
     lines.append("")
     lines.append("outliers:" if flagged else "the runs farthest from the baseline:")
     for e in shown:
-        lines += explanation_lines(e, top=3)
+        lines += explanation_lines(e, top=3, table_shown=False)
     return "\n".join(lines)
+
+
+def _top_text(cause: Any, prefix: Any) -> str:
+    """A campaign row's top cause: its name (and prefix), or what stands for none."""
+    if not isinstance(cause, str):
+        return "(none above the noise)"
+    return f"{cause} {prefix}" if isinstance(prefix, str) else cause
 
 
 __all__ = [

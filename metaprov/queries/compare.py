@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from metaprov.analysis.timeline import Timeline
+from metaprov.analysis.timeline import Timeline, dispatch_and_losses
 from metaprov.queries.critical_path import resolve_run
 from metaprov.timeutil import NAT_US
 
@@ -118,6 +118,38 @@ _WRITES = (
 )
 
 
+_SCHEDULER_TRANSITIONS = (
+    _P
+    + """SELECT ?key ?from ?to ?time ?stimulus WHERE { GRAPH %(g)s {
+  ?t a mp:Transition ; mp:observer "scheduler" ; mp:task/mp:key ?key ;
+     mp:fromState ?from ; mp:toState ?to ; prov:atTime ?time .
+  OPTIONAL { ?t mp:stimulusId ?stimulus }
+  FILTER (?to = "processing" || ?from IN ("memory", "processing"))
+} }"""
+)
+_ACTIVITY = (
+    _P
+    + """SELECT ?worker ?prefix ?context ?activity ?unit ?value WHERE { GRAPH %(g)s {
+  ?a a mp:ActivityShare ; mp:measuredOn/mp:address ?worker ; mp:metricContext ?context ;
+     mp:activityName ?activity ; mp:metricUnit ?unit ; mp:metricValue ?value .
+  OPTIONAL { ?a mp:prefixName ?prefix }
+} }"""
+)
+_MEMORY = (
+    _P
+    + """SELECT ?worker ?time ?managed ?unmanaged ?spilled ?paused WHERE { GRAPH %(g)s {
+  ?m a mp:MemorySample ; mp:measuredOn/mp:address ?worker ; prov:generatedAtTime ?time .
+  OPTIONAL { ?m mp:managedBytes ?managed } OPTIONAL { ?m mp:unmanagedBytes ?unmanaged }
+  OPTIONAL { ?m mp:spilledBytes ?spilled } OPTIONAL { ?m mp:paused ?paused }
+} }"""
+)
+_COUNT_SCHEDULER = (
+    _P
+    + """SELECT (COUNT(?t) AS ?n) WHERE { GRAPH %(g)s {
+  ?t a mp:Transition ; mp:observer "scheduler" } }"""
+)
+
+
 def _us(col: pd.Series) -> np.ndarray:
     """xsd:dateTime lexical forms -> int64 µs (empty -> NAT_US)."""
     t = pd.to_datetime(col.where(col != "", None), utc=True, format="ISO8601")
@@ -154,6 +186,15 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
     name, start, end = _span(ask(_SPAN), run_id)
     executions, has_transitions = _executions(ask(_EXECUTIONS))
     io = _io(ask(_READS), ask(_WRITES))
+    dispatched, lost, n_sched, first_sched = _dispatch(
+        ask(_SCHEDULER_TRANSITIONS), ask(_COUNT_SCHEDULER)
+    )
+    notes = _notes(executions, has_transitions)
+    if has_transitions and not n_sched:
+        notes.append(
+            "the store holds no scheduler transitions (load the run with --detail transitions): "
+            "when the scheduler handed each task out is not known, so its delays count as waiting"
+        )
     return Timeline(
         label=name,
         run_id=run_id,
@@ -167,9 +208,71 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
         io=io,
         has_io=len(io) > 0,
         has_transitions=has_transitions,
-        notes=_notes(executions, has_transitions),
+        notes=notes,
         software=_software(ask(_SOFTWARE)),
+        dispatched=dispatched,
+        lost=lost,
+        activity=_activity(ask(_ACTIVITY)),
+        memory=_memory(ask(_MEMORY)),
+        scheduler_transitions=n_sched,
+        scheduler_first=first_sched,
     )
+
+
+def _activity(a: pd.DataFrame) -> pd.DataFrame | None:
+    """The activity shares (sums per worker, context, prefix, activity, unit), if any."""
+    if not len(a):
+        return None
+    n = len(a)
+    out = pd.DataFrame(
+        {
+            "worker": a["worker"].astype(object).to_numpy(),
+            "prefix": _get(a, "prefix", n).astype(object).where(lambda x: x != "", None).to_numpy(),
+            "context": a["context"].astype(object).to_numpy(),
+            "activity": a["activity"].astype(object).to_numpy(),
+            "unit": a["unit"].astype(object).to_numpy(),
+            "value": pd.to_numeric(a["value"], errors="coerce").fillna(0.0).to_numpy(),
+        }
+    )
+    # one order whatever the store's (sums then add in the same order as from the records)
+    return out.sort_values(["worker", "context", "activity", "unit"], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def _memory(m: pd.DataFrame) -> pd.DataFrame | None:
+    if not len(m):
+        return None
+    n = len(m)
+    out = pd.DataFrame({"worker": m["worker"].astype(object).to_numpy(), "time": _us(m["time"])})
+    for c in ("managed", "unmanaged", "spilled"):
+        out[c] = _int(_get(m, c, n))
+    out["paused"] = (_get(m, "paused", n).astype(str) == "true").to_numpy()
+    return out.sort_values(["worker", "time"], kind="stable").reset_index(drop=True)
+
+
+def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Series, int, int]:
+    """When the scheduler handed each task out, the tasks it took back from a lost worker, how
+    many transitions it made and when it made its first (from the mp:Transition events of a run
+    loaded with ``--detail transitions``; empty otherwise)."""
+    has = len(count) > 0 and "n" in count
+    n = int(_int(count["n"])[0]) if has else 0
+    first = _get(count, "first", len(count))
+    first_us = int(_us(first)[0]) if has and n and first.iloc[0] else NAT_US
+    if not len(tr):
+        return pd.Series(dtype="int64"), pd.Series(dtype="int64"), n, first_us
+    frame = pd.DataFrame(
+        {
+            "key": tr["key"].astype(object).to_numpy(),
+            "observer": "scheduler",
+            "from_state": tr["from"].astype(object).to_numpy(),
+            "to_state": tr["to"].astype(object).to_numpy(),
+            "stimulus_id": _get(tr, "stimulus", len(tr)).astype(object).to_numpy(),
+            "time": _us(tr["time"]),
+        }
+    )
+    dispatched, lost, _, _ = dispatch_and_losses(frame)
+    return dispatched, lost, n, first_us
 
 
 def _span(span: pd.DataFrame, run_id: str) -> tuple[str, int, int]:

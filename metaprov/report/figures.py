@@ -692,7 +692,7 @@ def campaign_runs(c: Any) -> Any:
             "run": t["run"].tolist(),
             "d": t["difference_s"].astype(float).tolist(),
             "color": np.where(t["outlier"], "#d62728", "#1f77b4").tolist(),
-            "top": [str(x) if x is not None else "" for x in t["top_cause"]],
+            "top": [x if isinstance(x, str) else "" for x in t["top_cause"]],
         }
     )
     p = figure(

@@ -87,7 +87,9 @@ def test_errors(runs, tmp_path) -> None:
 def test_from_a_store(runs, tmp_path) -> None:
     from metaprov.store import load
 
-    load([runs["s1"], runs["s2"]], store=tmp_path / "store")
+    # with the transitions, the store knows when the scheduler handed each task out (the
+    # scheduler cause), as the run directories do
+    load([runs["s1"], runs["s2"]], store=tmp_path / "store", detail="transitions")
     a = json.loads(_run(runs["s1"], runs["s2"], "--json").output)
     b = _run("--store", tmp_path / "store", "s1", "s2", "--json")
     assert b.exit_code == 0, b.output

@@ -105,8 +105,13 @@ def test_store_answers_as_the_run_directories(dask_runs, pmda) -> None:
 
     st = EmbeddedStore(None)
     try:
-        load([DARSHAN_DASK_RUNS / "mixed-mofka", DARSHAN_DASK_RUNS / "mixed-metaprov"], store=st)
-        load(PMDA_RUNS[:2], store=st, darshan=False)
+        # with their transitions: when the scheduler handed each task out (the scheduler cause)
+        load(
+            [DARSHAN_DASK_RUNS / "mixed-mofka", DARSHAN_DASK_RUNS / "mixed-metaprov"],
+            store=st,
+            detail="transitions",
+        )
+        load(PMDA_RUNS[:2], store=st, darshan=False, detail="transitions")
         from_dirs = compare(
             [copy.deepcopy(dask_runs["mixed-mofka"]), copy.deepcopy(dask_runs["mixed-metaprov"])]
         ).to_dict()
