@@ -101,16 +101,12 @@ def query_runs(
     records = [read_cached(d, darshan=darshan, cache=cache) for d in dirs]
     timing.read = time.perf_counter() - t0
     if direct is not None and engine != "store":
-        from metaprov.queries.direct import DirectUnsupported
-
-        try:
-            t1 = time.perf_counter()
-            answer = direct(records, dict(params or {}), base)
-            timing.answer, timing.engine = time.perf_counter() - t1, "direct"
+        t1 = time.perf_counter()
+        answer = _direct_answer(q, direct, records, dict(params or {}), base)
+        timing.answer = time.perf_counter() - t1
+        if answer is not None:
+            timing.engine = "direct"
             return answer
-        except DirectUnsupported:
-            if engine == "direct":
-                raise
     t1 = time.perf_counter()
     wanted = selection(q.text or "", *_checks(q), *(_critical() if q.name == CRITICAL_PATH else ()))
     store = store_of(records, wanted, base=base, with_path=q.name == CRITICAL_PATH)
@@ -125,6 +121,36 @@ def query_runs(
 
 
 ENGINES = ("auto", "store", "direct")
+
+#: Parameters an empty answer is checked against (a run, key or prefix the store lacks is a
+#: typo, reported with its neighbours): the store path answers such a question.
+_CHECKED = ("run_id", "run", "key", "prefix")
+
+
+def _direct_answer(
+    q: Question, form: Any, records: list[RunRecords], params: dict[str, Any], base: str | None
+) -> pd.DataFrame | None:
+    """The direct form's answer, with the notes of what the runs lack (``# needs:``); None when
+    the store path must answer (parameters the form leaves to it, an empty answer to a
+    question naming a run, key or prefix: the store path explains it)."""
+    from metaprov.queries import _check_params, gap_notes
+    from metaprov.queries.direct import FACT_PREDICATES, DirectUnsupported, facts, triple_tables
+
+    _check_params(q, dict(params))  # unknown, missing or invalid parameters: the same errors
+    wanted = sorted(set(form.predicates) | set(FACT_PREDICATES))
+    tables = [triple_tables(r, wanted, base) for r in records]
+    try:
+        answer = form.answer(tables, params)
+    except DirectUnsupported:
+        return None
+    if not len(answer) and any(params.get(p) not in (None, "") for p in _CHECKED):
+        return None
+    if q.needs:
+        run = params.get("run_id", params.get("run"))
+        answer.attrs["notes"] = gap_notes(
+            facts(tables), q.needs, run=None if run is None else str(run)
+        )
+    return answer
 
 
 def _direct_form(q: Question) -> Any:
