@@ -39,7 +39,9 @@ class Form:
     function answering from the runs' :func:`triple_tables` and the parameters."""
 
     predicates: tuple[str, ...]
-    answer: Callable[[list[dict[str, Any]], dict[str, Any]], pd.DataFrame]
+    answer: Callable[..., pd.DataFrame]
+    #: the function also takes the runs' records (third argument)
+    records: bool = False
 
 
 #: What :func:`facts` reads (the runs, and what they lack: the notes of ``# needs:``).
@@ -270,10 +272,133 @@ def worker_utilisation(tables: list[dict[str, Any]], params: dict[str, Any]) -> 
     )
 
 
+_FAILURES = (
+    "type:" + MP.Run,
+    MP.runId,
+    MP.exceptionType,
+    MP.task,
+    MP.key,
+    MP.exceptionMessage,
+    MP.prefix,
+    MP.name,
+    MP.implementation,
+    MP.taskGroup,
+    MP.functionModule,
+    MP.qualifiedName,
+)
+
+
+def failures(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFrame:
+    """``failures`` (see its .rq file): the erred executions joined with their task, key,
+    message, prefix and function as the query's patterns and OPTIONALs join them."""
+    import polars as pl
+
+    def pairs(t: dict[str, Any], predicate: str, s: str, o: str) -> pl.DataFrame:
+        return t[predicate].rename({"s": s, "o": o})
+
+    frames = []
+    for t in tables:
+        runs = t["type:" + MP.Run].join(t[MP.runId], on="s", suffix="_id").select(run_id="o_id")
+        if params.get("run_id") not in (None, ""):
+            runs = runs.filter(pl.col("run_id") == str(params["run_id"]))
+        rows = pairs(t, MP.exceptionType, "execution", "exception_type")
+        if params.get("exception_type") not in (None, ""):
+            rows = rows.filter(pl.col("exception_type") == str(params["exception_type"]))
+        rows = rows.join(pairs(t, MP.task, "execution", "task"), on="execution")
+        rows = rows.join(pairs(t, MP.key, "task", "key"), on="task")
+        rows = rows.join(pairs(t, MP.exceptionMessage, "execution", "message"), on="execution", how="left")
+        rows = rows.join(pairs(t, MP.prefix, "execution", "plan"), on="execution", how="left")
+        rows = rows.join(pairs(t, MP.name, "plan", "prefix"), on="plan", how="left")
+        rows = rows.join(pairs(t, MP.implementation, "task", "task_function"), on="task", how="left")
+        rows = rows.join(pairs(t, MP.taskGroup, "task", "group"), on="task", how="left")
+        rows = rows.join(
+            pairs(t, MP.implementation, "group", "group_function"), on="group", how="left"
+        )
+        rows = rows.with_columns(f=pl.coalesce("task_function", "group_function"))
+        rows = rows.join(pairs(t, MP.functionModule, "f", "module"), on="f", how="left")
+        rows = rows.join(pairs(t, MP.qualifiedName, "f", "qualname"), on="f", how="left")
+        rows = rows.with_columns(
+            function=pl.when(pl.col("module").is_not_null() & (pl.col("module") != ""))
+            .then(pl.concat_str("module", pl.lit("."), "qualname"))
+            .otherwise(pl.col("qualname"))
+        )
+        frames.append(runs.join(rows, how="cross"))
+    if not frames or not sum(len(f) for f in frames):
+        return _results({c: ([], None) for c in _FAILURE_COLUMNS})
+    grouped = (
+        pl.concat(frames)
+        .group_by(["run_id", "exception_type", "function", "prefix"])
+        .agg(
+            attempts=pl.col("execution").n_unique(),
+            tasks=pl.col("task").n_unique(),
+            example_key=pl.col("key").min(),
+            example_message=pl.col("message").min(),
+        )
+    )
+    rows = grouped.sort(
+        ["run_id", "attempts", "exception_type", "function", "prefix"],
+        descending=[False, True, False, False, False],
+        nulls_last=False,
+    ).head(_limit(params, 100))
+    return _results(
+        {
+            c: (rows[c].to_list(), XSD.integer if c in ("attempts", "tasks") else None)
+            for c in _FAILURE_COLUMNS
+        }
+    )
+
+
+_FAILURE_COLUMNS = (
+    "run_id",
+    "exception_type",
+    "function",
+    "prefix",
+    "attempts",
+    "tasks",
+    "example_key",
+    "example_message",
+)
+
+
+def _limit(params: dict[str, Any], default: int) -> int:
+    value = params.get("limit")
+    return default if value is None else int(str(value))
+
+
+def critical_path(
+    tables: list[dict[str, Any]], params: dict[str, Any], records: Sequence[RunRecords]
+) -> pd.DataFrame:
+    """``critical-path``: the path a store records at load time is computed from the records
+    (:func:`metaprov.analysis.critical_path.path_summary`); here the same programme gives the
+    path with its details (keys, prefixes, workers, times) from the records too."""
+    from metaprov.analysis.critical_path import critical_path as from_records
+
+    run = params.get("run_id")
+    if run is None or str(run) == "":
+        if len(records) != 1:
+            raise DirectUnsupported  # the store path says which runs there are
+        chosen = records[0]
+    else:
+        hits = [r for r in records if r.run_id == str(run)]
+        if not hits:
+            from pathlib import Path
+
+            hits = [r for r in records if Path(r.path).name == str(run)]
+        if len(hits) != 1:
+            raise DirectUnsupported
+        chosen = hits[0]
+    out = from_records(chosen)
+    out.insert(0, "run_id", chosen.run_id)
+    out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
+    return out
+
+
 #: Question name -> its direct form.
 FORMS: dict[str, Form] = {
     "thread-utilisation": Form(tuple(_UTIL_PREDICATES), thread_utilisation),
     "worker-utilisation": Form(tuple(_UTIL_PREDICATES), worker_utilisation),
+    "failures": Form(_FAILURES, failures),
+    "critical-path": Form((), critical_path, records=True),
 }
 
 __all__ = ["FACT_PREDICATES", "FORMS", "DirectUnsupported", "Form", "facts", "triple_tables"]

@@ -133,14 +133,16 @@ def _direct_answer(
     """The direct form's answer, with the notes of what the runs lack (``# needs:``); None when
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
-    from metaprov.queries import _check_params, gap_notes
+    from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes
     from metaprov.queries.direct import FACT_PREDICATES, DirectUnsupported, facts, triple_tables
 
+    if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
+        params["run_id"] = params.pop("run")  # as the store path accepts it
     _check_params(q, dict(params))  # unknown, missing or invalid parameters: the same errors
     wanted = sorted(set(form.predicates) | set(FACT_PREDICATES))
     tables = [triple_tables(r, wanted, base) for r in records]
     try:
-        answer = form.answer(tables, params)
+        answer = form.answer(tables, params, records) if form.records else form.answer(tables, params)
     except DirectUnsupported:
         return None
     if not len(answer) and any(params.get(p) not in (None, "") for p in _CHECKED):
