@@ -73,6 +73,7 @@ def facts(tables: list[dict[str, Any]]) -> pd.DataFrame:
     rows.sort(key=lambda r: r[0])
     return pd.DataFrame(rows, columns=["run_id", "name", "threads", "compute", "missing_inputs"])
 
+
 _TYPE = "type:"
 
 
@@ -93,9 +94,11 @@ def triple_tables(records: RunRecords, wanted: Sequence[str], base: str | None) 
     parts: dict[str, list[tuple[pa.Array, pa.Array]]] = {w: [] for w in want}
     for block in graph.blocks():
         for col in block.columns:
-            name = _TYPE + col.values if col.predicate == RDF_TYPE and isinstance(
-                col.values, str
-            ) else col.predicate
+            name = (
+                _TYPE + col.values
+                if col.predicate == RDF_TYPE and isinstance(col.values, str)
+                else col.predicate
+            )
             if name not in want:
                 continue
             s = block.subjects
@@ -146,7 +149,9 @@ def _lexical(v: Any) -> str:
     return str(v)
 
 
-def _runs(tables: list[dict[str, Any]], run_id: Any) -> list[tuple[dict[str, Any], str, float | None]]:
+def _runs(
+    tables: list[dict[str, Any]], run_id: Any
+) -> list[tuple[dict[str, Any], str, float | None]]:
     """(tables, run id, span) of the runs the question covers (``run_id`` narrows them)."""
     out = []
     for t in tables:
@@ -255,9 +260,7 @@ def worker_utilisation(tables: list[dict[str, Any]], params: dict[str, Any]) -> 
                 if nthreads is not None and nthreads > 0 and span is not None and span > 0
                 else None
             )
-            rows.append(
-                (rid, worker, nthreads, n if n is not None else 0, b, span, util)
-            )
+            rows.append((rid, worker, nthreads, n if n is not None else 0, b, span, util))
     rows.sort(key=lambda r: (r[0], r[1]))
     return _results(
         {
@@ -306,10 +309,14 @@ def failures(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFra
             rows = rows.filter(pl.col("exception_type") == str(params["exception_type"]))
         rows = rows.join(pairs(t, MP.task, "execution", "task"), on="execution")
         rows = rows.join(pairs(t, MP.key, "task", "key"), on="task")
-        rows = rows.join(pairs(t, MP.exceptionMessage, "execution", "message"), on="execution", how="left")
+        rows = rows.join(
+            pairs(t, MP.exceptionMessage, "execution", "message"), on="execution", how="left"
+        )
         rows = rows.join(pairs(t, MP.prefix, "execution", "plan"), on="execution", how="left")
         rows = rows.join(pairs(t, MP.name, "plan", "prefix"), on="plan", how="left")
-        rows = rows.join(pairs(t, MP.implementation, "task", "task_function"), on="task", how="left")
+        rows = rows.join(
+            pairs(t, MP.implementation, "task", "task_function"), on="task", how="left"
+        )
         rows = rows.join(pairs(t, MP.taskGroup, "task", "group"), on="task", how="left")
         rows = rows.join(
             pairs(t, MP.implementation, "group", "group_function"), on="group", how="left"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,7 +142,9 @@ def _direct_answer(
     wanted = sorted(set(form.predicates) | set(FACT_PREDICATES))
     tables = [triple_tables(r, wanted, base) for r in records]
     try:
-        answer = form.answer(tables, params, records) if form.records else form.answer(tables, params)
+        answer = (
+            form.answer(tables, params, records) if form.records else form.answer(tables, params)
+        )
     except DirectUnsupported:
         return None
     if not len(answer) and any(params.get(p) not in (None, "") for p in _CHECKED):
@@ -226,6 +228,7 @@ def store_of(
     """
     from metaprov.mapping import to_prov
     from metaprov.mapping.terms import DEFAULT_BASE
+
     store = MemoryStore()
     for rec in records:
         graph = to_prov(rec, base=base or DEFAULT_BASE)

@@ -70,7 +70,9 @@ def _cases(store: EmbeddedStore) -> list[tuple[str, dict[str, Any]]]:
     return cases
 
 
-def _same(store: EmbeddedStore, runs: list[Path], name: str, params: dict[str, Any], cache: Path) -> None:
+def _same(
+    store: EmbeddedStore, runs: list[Path], name: str, params: dict[str, Any], cache: Path
+) -> None:
     want = run_question(store, name, dict(params))
     engines = ("store", "auto") if name in FORMS else ("store",)
     for engine in engines:
@@ -100,12 +102,24 @@ def synthetic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("synthetic")
     full = generate_run(
-        root / "faulty", 400, seed=3, erred_fraction=0.03, retried_fraction=0.05, io_fraction=0.2,
-        workers=3, threads=2,
+        root / "faulty",
+        400,
+        seed=3,
+        erred_fraction=0.03,
+        retried_fraction=0.05,
+        io_fraction=0.2,
+        workers=3,
+        threads=2,
     )
     bare = generate_run(
-        root / "bare", 300, seed=4, with_worker_transitions=False,
-        with_scheduler_transitions=False, retried_fraction=0.02, workers=2, threads=2,
+        root / "bare",
+        300,
+        seed=4,
+        with_worker_transitions=False,
+        with_scheduler_transitions=False,
+        retried_fraction=0.02,
+        workers=2,
+        threads=2,
     )
     lost = generate_run(root / "lost", 300, seed=5, erred_fraction=0.02, workers=2, threads=3)
     for name in ("worker_transfer.csv", "worker.csv"):
