@@ -164,20 +164,6 @@ def _runs(
     return out
 
 
-def _busy_per_agent(t: dict[str, Any]) -> pl.DataFrame:
-    """``agent``, ``n`` (executions) and ``b`` (their summed durations) per executing agent:
-    the sub-select the two utilisation questions share (executions typed, associated, timed)."""
-    import polars as pl
-
-    ex = t["type:" + MP.TaskExecution].select("s")
-    assoc = t[PROV.wasAssociatedWith].rename({"o": "agent"})
-    dur = t[MP.duration].rename({"o": "d"}).with_columns(pl.col("d").cast(pl.Float64))
-    joined = ex.join(assoc, on="s").join(dur, on="s")
-    return joined.group_by("agent", maintain_order=True).agg(
-        pl.len().alias("n"), pl.col("d").sum().alias("b")
-    )
-
-
 def _thread_workers(t: dict[str, Any]) -> pl.DataFrame:
     """``agent`` (a thread), ``thread_`` (its id, lexical) and ``w`` (the worker it acted for,
     through its worker process)."""
@@ -188,32 +174,37 @@ def _thread_workers(t: dict[str, Any]) -> pl.DataFrame:
     return threads.join(ids, on="agent").join(up.select("agent", "w"), on="agent")
 
 
-_UTIL = (MP.Run, MP.TaskExecution, MP.Thread, MP.Worker)
+_UTIL = (MP.Run, MP.Thread, MP.Worker)
 _UTIL_PREDICATES = [
     *(_TYPE + c for c in _UTIL),
     MP.runId,
     MP.duration,
-    PROV.wasAssociatedWith,
     MP.threadId,
     PROV.actedOnBehalfOf,
     MP.address,
     MP.nthreads,
+    MP.busyExecutionCount,
+    MP.busySeconds,
 ]
 
 
 def thread_utilisation(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFrame:
-    """``thread-utilisation`` (see its .rq file)."""
+    """``thread-utilisation`` (see its .rq file): each thread's busy figures, its worker's
+    address, the run's span."""
     import polars as pl
 
     rows = []
     for t, rid, span in _runs(tables, params.get("run_id")):
-        per = _busy_per_agent(t).join(_thread_workers(t), on="agent")
+        per = _thread_workers(t)
+        per = per.join(t[MP.busyExecutionCount].rename({"s": "agent", "o": "n"}), on="agent")
+        per = per.join(t[MP.busySeconds].rename({"s": "agent", "o": "b"}), on="agent")
         per = per.join(t[MP.address].rename({"s": "w", "o": "worker"}), on="w")
         if params.get("worker") not in (None, ""):
             per = per.filter(pl.col("worker") == str(params["worker"]))
         for r in per.iter_rows(named=True):
-            util = r["b"] / span if span is not None and span > 0 else None
-            rows.append((rid, r["worker"], int(r["thread_"]), r["n"], r["b"], span, util))
+            busy = float(r["b"])
+            util = busy / span if span is not None and span > 0 else None
+            rows.append((rid, r["worker"], int(r["thread_"]), int(r["n"]), busy, span, util))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     return _results(
         {
@@ -229,38 +220,28 @@ def thread_utilisation(tables: list[dict[str, Any]], params: dict[str, Any]) -> 
 
 
 def worker_utilisation(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFrame:
-    """``worker-utilisation`` (see its .rq file)."""
-    import polars as pl
-
+    """``worker-utilisation`` (see its .rq file): every worker with an address, its threads and
+    busy figures (0 when it ran nothing timed), the run's span."""
     rows = []
     for t, rid, span in _runs(tables, params.get("run_id")):
-        per = _busy_per_agent(t)
-        own = per.join(t["type:" + MP.Worker].select(agent="s"), on="agent").with_columns(
-            w=pl.col("agent")
-        )
-        via = per.join(_thread_workers(t).select("agent", "w"), on="agent")
-        both = pl.concat([own.select("w", "n", "b"), via.select("w", "n", "b")])
-        sums = {
-            w: (n, b)
-            for w, n, b in both.group_by("w", maintain_order=True)
-            .agg(pl.col("n").sum(), pl.col("b").sum())
-            .iter_rows()
-        }
         workers = t["type:" + MP.Worker].select(w="s")
         workers = workers.join(t[MP.address].rename({"s": "w", "o": "worker"}), on="w")
-        workers = workers.join(
-            t[MP.nthreads].rename({"s": "w", "o": "threads"}), on="w", how="left"
-        )
-        for w, worker, threads in workers.select("w", "worker", "threads").iter_rows():
-            n, b = sums.get(w, (None, None))
-            nthreads = None if threads is None else int(threads)
-            busy = b if b is not None else 0.0
+        for name, col in (
+            (MP.nthreads, "threads"),
+            (MP.busyExecutionCount, "n"),
+            (MP.busySeconds, "b"),
+        ):
+            workers = workers.join(t[name].rename({"s": "w", "o": col}), on="w", how="left")
+        for r in workers.iter_rows(named=True):
+            nthreads = None if r["threads"] is None else int(r["threads"])
+            busy = 0.0 if r["b"] is None else float(r["b"])
             util = (
                 busy / (nthreads * span)
                 if nthreads is not None and nthreads > 0 and span is not None and span > 0
                 else None
             )
-            rows.append((rid, worker, nthreads, n if n is not None else 0, b, span, util))
+            n = 0 if r["n"] is None else int(r["n"])
+            rows.append((rid, r["worker"], nthreads, n, busy, span, util))
     rows.sort(key=lambda r: (r[0], r[1]))
     return _results(
         {
@@ -268,7 +249,7 @@ def worker_utilisation(tables: list[dict[str, Any]], params: dict[str, Any]) -> 
             "worker": ([r[1] for r in rows], None),
             "threads": ([r[2] for r in rows], XSD.integer),
             "executions": ([r[3] for r in rows], XSD.integer),
-            "busy": ([r[4] if r[4] is not None else 0.0 for r in rows], XSD.double),
+            "busy": ([r[4] for r in rows], XSD.double),
             "span": ([r[5] for r in rows], XSD.double),
             "utilisation": ([r[6] for r in rows], XSD.double),
         }
