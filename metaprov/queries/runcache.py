@@ -13,8 +13,10 @@ the size and modification time it had when the entry was written, and the entry 
 the same metaprov version; otherwise the run is read again and the entry replaced. An entry is
 written to a temporary folder and renamed into place, so a reader never sees half of one; an
 unreadable or damaged entry is read again, never trusted. What is not kept: the row accounting
-of the read (``metaprov inspect`` reports it; answers do not use it). No pickle: Parquet and
-JSON only.
+of the read (``metaprov inspect`` reports it; answers do not use it), and of the state
+transitions all but their times (answers map the task level, ``--detail tasks``, which reads
+nothing else of them: at 10^6 tasks the 7 M transition rows were two thirds of an entry). No
+pickle: Parquet and JSON only.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("metaprov")
 
 ENV_CACHE = "METAPROV_CACHE"
+#: What an entry keeps of the state transitions (the run's span; see the module docstring).
+TRANSITION_COLUMNS = ("time",)
 #: Format of an entry (raise it when the layout changes: older entries are then read again).
-LAYOUT = 1
+LAYOUT = 2
 
 
 def cache_root(cache: bool | str | Path = True) -> Path | None:
@@ -139,6 +143,10 @@ def _encode_fields(obj: Any, folder: Path, prefix: str, tables: list[str]) -> di
         value = getattr(obj, f.name)
         name = prefix + f.name
         if isinstance(value, pd.DataFrame):
+            if name == "transitions":
+                # answers map the task level only, which reads nothing of the state
+                # transitions but their times (the run's span): 2/3 of a large entry kept out
+                value = value[list(TRANSITION_COLUMNS)]
             value.to_parquet(folder / f"{name}.parquet", index=False)
             tables.append(name)
             out[f.name] = {"__table__": name}
