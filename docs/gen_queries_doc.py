@@ -189,9 +189,11 @@ errors (a run, key or prefix the runs do not hold is an error with the nearest v
   matches no triple of another predicate, so the answer is the store's by construction — and
   questions added later need nothing more.
 - **Direct forms (four questions).** Loading even a question's share of a 10^6-task run into a
-  store takes minutes (Oxigraph's in-memory loader: about 100 k triples/s on this machine, and
-  `thread-utilisation` alone needs 5 M triples). `critical-path`, `failures`,
-  `thread-utilisation` and `worker-utilisation` therefore also have a direct form
+  store takes minutes (Oxigraph's in-memory loader: about 100 k triples/s on an idle 2-core
+  machine; `failures` needs the `mp:task` and `mp:key` of every execution and task, 3 M
+  triples, and every question that says what runs lack needs each execution's type and start,
+  2 M). `critical-path`, `failures`, `thread-utilisation` and `worker-utilisation` therefore
+  also have a direct form
   (`metaprov/queries/direct.py`): the question's SPARQL translated into joins (polars) over the
   very triples the mapping produces for the predicates it names (their IRIs and lexical forms,
   no text, no store), read through the same SPARQL-results reader as a store's answer;

@@ -42,34 +42,44 @@ class Form:
     answer: Callable[..., pd.DataFrame]
     #: the function also takes the runs' records (third argument)
     records: bool = False
+    #: the mapping steps that write what it reads (None: every step)
+    steps: tuple[str, ...] | None = None
 
 
-#: What :func:`facts` reads (the runs, and what they lack: the notes of ``# needs:``).
-FACT_PREDICATES = (
-    "type:" + MP.Run,
-    "type:" + MP.Thread,
-    "type:" + MP.TaskExecution,
-    MP.runId,
-    MP.runName,
-    MP.missingInput,
-    PROV.startedAtTime,
-)
+def facts_of_records(records: Sequence[RunRecords], base: str | None) -> pd.DataFrame:
+    """Per run: ``run_id``, ``name``, ``threads``, ``compute`` and ``missing_inputs``, the
+    facts :func:`metaprov.queries.gaps` asks a store for, from the mapping's own tables (no
+    pass over the blocks): the run's id and name as the job step writes them, threads when the agents step
+    writes an mp:Thread, compute when an execution the tasks step writes has a start."""
+    from pathlib import PurePath
 
+    from metaprov.mapping import to_prov
+    from metaprov.mapping.agents import thread_table
+    from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
+    from metaprov.mapping.terms import DEFAULT_BASE
 
-def facts(tables: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per run: ``run_id``, ``name``, ``threads``, ``compute`` and ``missing_inputs`` (the
-    facts :func:`metaprov.queries.gaps` asks a store for), sorted by run id."""
     rows = []
-    for t in tables:
-        runs = t["type:" + MP.Run].join(t[MP.runId], on="s", suffix="_id")
-        threads = len(t["type:" + MP.Thread]) > 0
-        ex = t["type:" + MP.TaskExecution].select("s")
-        compute = len(ex.join(t[PROV.startedAtTime].select("s").unique(), on="s").head(1)) > 0
-        for s, rid in zip(runs["s"].to_list(), runs["o_id"].to_list(), strict=True):
-            names = t[MP.runName].filter(t[MP.runName]["s"] == s)["o"].to_list()
-            missing = t[MP.missingInput].filter(t[MP.missingInput]["s"] == s)["o"].to_list()
-            for name in names or [None]:
-                rows.append((rid, name, threads, compute, " ".join(missing)))
+    for rec in records:
+        graph = to_prov(rec, base=base or DEFAULT_BASE)
+        ctx = graph.shared_context()
+        idx = task_index(ctx)
+        ex = executions_sorted(ctx, idx)
+        keys = mapped_rows(ctx, idx)
+        if keys is not None and len(ex):
+            ex = ex[keys[ex["row"].to_numpy()]]
+        compute = bool(len(ex)) and bool(ex["start"].notna().any())
+        name = (rec.job or {}).get("name") or PurePath(str(rec.path)).name
+        missing = " ".join(sorted(str(m) for m in rec.missing))
+        rows.append(
+            (
+                graph.run_id,
+                str(name) if name else None,
+                len(thread_table(ctx)) > 0,
+                compute,
+                missing,
+            )
+        )
+        graph.release_context()
     rows.sort(key=lambda r: r[0])
     return pd.DataFrame(rows, columns=["run_id", "name", "threads", "compute", "missing_inputs"])
 
@@ -77,10 +87,16 @@ def facts(tables: list[dict[str, Any]]) -> pd.DataFrame:
 _TYPE = "type:"
 
 
-def triple_tables(records: RunRecords, wanted: Sequence[str], base: str | None) -> dict[str, Any]:
+def triple_tables(
+    records: RunRecords,
+    wanted: Sequence[str],
+    base: str | None,
+    steps: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """The run's triples of the ``wanted`` predicates (``type:<class>`` for the subjects typed
     with a class) as polars frames of ``s`` and ``o`` (raw values: IRIs without brackets,
-    lexical forms), in the mapping's order; plus ``graph``: the run's graph IRI."""
+    lexical forms), in the mapping's order; plus ``graph``: the run's graph IRI. ``steps``:
+    only the blocks of these mapping steps (those that write what a form reads)."""
     import polars as pl
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -92,7 +108,7 @@ def triple_tables(records: RunRecords, wanted: Sequence[str], base: str | None) 
     graph = to_prov(records, base=base or DEFAULT_BASE)
     want = set(wanted)
     parts: dict[str, list[tuple[pa.Array, pa.Array]]] = {w: [] for w in want}
-    for block in graph.blocks():
+    for block in graph.blocks(steps=steps):
         for col in block.columns:
             name = (
                 _TYPE + col.values
@@ -383,10 +399,14 @@ def critical_path(
 
 #: Question name -> its direct form.
 FORMS: dict[str, Form] = {
-    "thread-utilisation": Form(tuple(_UTIL_PREDICATES), thread_utilisation),
-    "worker-utilisation": Form(tuple(_UTIL_PREDICATES), worker_utilisation),
+    "thread-utilisation": Form(
+        tuple(_UTIL_PREDICATES), thread_utilisation, steps=("job", "agents")
+    ),
+    "worker-utilisation": Form(
+        tuple(_UTIL_PREDICATES), worker_utilisation, steps=("job", "agents")
+    ),
     "failures": Form(_FAILURES, failures),
     "critical-path": Form((), critical_path, records=True),
 }
 
-__all__ = ["FACT_PREDICATES", "FORMS", "DirectUnsupported", "Form", "facts", "triple_tables"]
+__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_records", "triple_tables"]

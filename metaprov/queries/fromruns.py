@@ -134,13 +134,16 @@ def _direct_answer(
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
     from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes
-    from metaprov.queries.direct import FACT_PREDICATES, DirectUnsupported, facts, triple_tables
+    from metaprov.queries.direct import DirectUnsupported, facts_of_records, triple_tables
 
     if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
         params["run_id"] = params.pop("run")  # as the store path accepts it
     _check_params(q, dict(params))  # unknown, missing or invalid parameters: the same errors
-    wanted = sorted(set(form.predicates) | set(FACT_PREDICATES))
-    tables = [triple_tables(r, wanted, base) for r in records]
+    tables = (
+        [triple_tables(r, form.predicates, base, form.steps) for r in records]
+        if form.predicates
+        else []
+    )
     try:
         answer = (
             form.answer(tables, params, records) if form.records else form.answer(tables, params)
@@ -152,7 +155,7 @@ def _direct_answer(
     if q.needs:
         run = params.get("run_id", params.get("run"))
         answer.attrs["notes"] = gap_notes(
-            facts(tables), q.needs, run=None if run is None else str(run)
+            facts_of_records(records, base), q.needs, run=None if run is None else str(run)
         )
     return answer
 
