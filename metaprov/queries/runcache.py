@@ -61,8 +61,9 @@ def cache_root(cache: bool | str | Path = True) -> Path | None:
 def cached_records(
     run: Path, *, darshan: bool = True, cache: bool | str | Path = True
 ) -> RunRecords:
-    """The run's records with Darshan I/O linked: the cache's entry when it is valid, else the
-    run read again (and the entry written; a cache that cannot be written is skipped with a
+    """The run's records with Darshan I/O linked, for answers (the task level: of the state
+    transitions only their times are kept): the cache's entry when it is valid, else the run
+    read again (and the entry written; a cache that cannot be written is skipped with a
     warning)."""
     from metaprov.ingest import read_run
     from metaprov.store.base import _maybe_link
@@ -76,6 +77,9 @@ def cached_records(
             return found
     records = read_run(run, darshan=darshan)
     _maybe_link(records)
+    # what an entry keeps of the transitions, whether or not one is written: the same records
+    # either way, and their memory (the largest table of a large run) handed back at once
+    records.transitions = records.transitions[list(TRANSITION_COLUMNS)]
     if entry is not None:
         try:
             _write_entry(entry, records, files)
@@ -143,10 +147,6 @@ def _encode_fields(obj: Any, folder: Path, prefix: str, tables: list[str]) -> di
         value = getattr(obj, f.name)
         name = prefix + f.name
         if isinstance(value, pd.DataFrame):
-            if name == "transitions":
-                # answers map the task level only, which reads nothing of the state
-                # transitions but their times (the run's span): 2/3 of a large entry kept out
-                value = value[list(TRANSITION_COLUMNS)]
             value.to_parquet(folder / f"{name}.parquet", index=False)
             tables.append(name)
             out[f.name] = {"__table__": name}
