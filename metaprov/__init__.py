@@ -27,6 +27,7 @@ _API = {
     "write": "metaprov.write",
     "load": "metaprov.store",
     "query": "metaprov.queries",
+    "query_runs": "metaprov.queries.fromruns",
     "write_report": "metaprov.report",
     "crate": "metaprov.crate",
     "to_rdflib": "metaprov.write",

@@ -576,6 +576,7 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
 @cli.command("query")
 @quiet_option
 @click.argument("question", required=False, shell_complete=_complete_question)
+@click.argument("runs", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "-p",
     "--param",
@@ -616,8 +617,23 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     is_flag=True,
     help="List the packaged questions and their parameters.",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="With RUNS: read the runs again instead of what an earlier question kept of them.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "store", "direct"]),
+    default="auto",
+    show_default=True,
+    help="With RUNS: 'store' answers in an in-memory store holding what the question needs "
+    "(the reference); 'direct' with the question's direct form; 'auto' the direct form when "
+    "there is one.",
+)
 def query_cmd(
     question: str | None,
+    runs: tuple[Path, ...],
     params: tuple[str, ...],
     store: Path | None,
     endpoint: str | None,
@@ -627,14 +643,20 @@ def query_cmd(
     allow_service: bool,
     force: bool,
     list_questions: bool,
+    no_cache: bool,
+    engine: str,
 ) -> None:
     """Answer QUESTION: a packaged question's name, a .rq file, or SPARQL text.
 
-    Parameters are bound as RDF terms (never pasted into the query text).
+    Asked of a store (--store, --endpoint), of export files (--file), or straight of
+    RUNS (run directories, no store: the same answer as a store holding them; what was
+    read is kept for the next question on the same runs). Parameters are bound as RDF
+    terms (never pasted into the query text).
 
     \b
     Example:
       metaprov query --list
+      metaprov query critical-path runs/R1
       metaprov query slowest-tasks --param prefix=save_file --store prov-store
       metaprov query lineage --param "key=list-8606d556-c6f4-465b-933b-4f2338e69364" -f json
       metaprov query my-question.rq --file run.nq -f csv
@@ -657,21 +679,31 @@ def query_cmd(
                 f"--param {item!r} is not NAME=VALUE", hint="e.g. --param prefix=save_file"
             )
         values[name.strip()] = value
-    # the answer never replaces a file queried, the .rq file, or a file of the store
-    inputs = [*files, *([Path(question)] if Path(question).is_file() else [])]
+    if runs and (store is not None or endpoint is not None or files):
+        raise UsageError(
+            "give run directories or a store, endpoint or export files, not both",
+            hint="metaprov query QUESTION RUN_DIR... answers without a store",
+        )
+    # the answer never replaces a run or file queried, the .rq file, or a file of the store
+    inputs = [*runs, *files, *([Path(question)] if Path(question).is_file() else [])]
     stores = _query_stores(store, endpoint, files)
     if output is not None:
         from metaprov.write.output import check_output
 
         check_output(output, inputs=inputs, stores=stores, overwrite=force)  # before the query
-    result = query(
-        question,
-        values,
-        store=store,
-        endpoint=endpoint,
-        file=list(files) or None,
-        allow_service=allow_service,
-    )
+    if runs:
+        from metaprov.queries.fromruns import query_runs
+
+        result = query_runs(question, list(runs), values, cache=not no_cache, engine=engine)
+    else:
+        result = query(
+            question,
+            values,
+            store=store,
+            endpoint=endpoint,
+            file=list(files) or None,
+            allow_service=allow_service,
+        )
     text = format_result(result, fmt)
     if fmt != "table" and not isinstance(result, bool):
         for note in result.attrs.get("notes", []):

@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 from metaprov.errors import UsageError
 from metaprov.export.backend import peak_rss
 from metaprov.mapping import MapContext, ProvGraph
+from metaprov.mapping.agents import busy_partials
 from metaprov.mapping.block import Block, Column
 from metaprov.mapping.terms import MP, PROV, RunIris, quote_array
 from metaprov.records import TABLES, RunRecords, conform
@@ -213,6 +214,7 @@ def summarize_partition(
         "threads": threads,
         "groups": groups.reset_index(drop=True),
         "prefix_stats": _prefix_partials(own_tasks, exo),
+        "busy": busy_partials(exo),
         "scheduler_address": records.scheduler.get("address"),
         "accounting": {
             name: {
@@ -372,6 +374,14 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         threads = threads.groupby(["worker", "thread"], sort=True)["n_tasks"].sum().reset_index()
     groups = pd.concat([s["groups"] for s in summaries], ignore_index=True).drop_duplicates()
     stats = pd.concat([s["prefix_stats"] for s in summaries], ignore_index=True)
+    busy = pd.concat([s["busy"] for s in summaries], ignore_index=True)
+    if len(busy):
+        # each execution is owned by one partition: the sums of the parts are the run's
+        busy = (
+            busy.groupby(["worker", "thread"], sort=True, dropna=False)[["n", "us"]]
+            .sum()
+            .reset_index()
+        )
     windows = task_windows = None
     if all(s.get("windows") is not None for s in summaries):
         windows = _by_key(pd.concat([s["windows"] for s in summaries], ignore_index=True))
@@ -393,6 +403,7 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "threads": conform("threads", threads),
         "groups": groups.reset_index(drop=True),
         "prefix_stats": stats,
+        "busy": busy,
     }
 
 
@@ -656,6 +667,7 @@ def write_run_level(
 
     seed = {
         "prefix_stats": stats,
+        "busy": lambda ctx: facts["busy"],
         "owns_keys": lambda ctx: Owner(-1, 1),
         "transfer_chunks": lambda ctx: _transfer_chunks(ctx, facts),
     }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -183,17 +183,19 @@ class ProvGraph:
         self.graph_iri = self.iris.graph
         self._shared: MapContext | None = None
 
-    def blocks(self, ahead: int = 0) -> Iterator[Block]:
+    def blocks(self, ahead: int = 0, *, steps: Collection[str] | None = None) -> Iterator[Block]:
         """Every block of the graph, step by step (a fresh pass each call; deterministic order).
 
         Args:
             ahead: map up to this many blocks ahead in a background thread while the caller
                 formats the current one (the column kernels release the GIL, so mapping and
                 formatting use both cores of a small machine). 0: map in the caller's thread.
+            steps: only the blocks of these mapping steps (:func:`steps`), the same blocks a
+                whole pass gives for them; None: every step.
         """
         if ahead > 0:
-            return _ahead(self._blocks(), ahead)
-        return self._blocks()
+            return _ahead(self._blocks(steps), ahead)
+        return self._blocks(steps)
 
     def shared_context(self) -> MapContext:
         """A :class:`MapContext` kept across passes until :meth:`release_context`.
@@ -212,12 +214,14 @@ class ProvGraph:
         """Drop the shared context (and the memory its cached tables hold)."""
         self._shared = None
 
-    def _blocks(self) -> Iterator[Block]:
+    def _blocks(self, steps: Collection[str] | None = None) -> Iterator[Block]:
         _ensure_builtin_steps()
         ctx = self._shared or MapContext(
             self.records, self.iris, self.detail, self.chunk_rows, io_detail=self.io_detail
         )
         for entry in list(_STEPS):
+            if steps is not None and entry.name not in steps:
+                continue
             for block in entry.func(ctx):
                 if len(block):
                     yield block.with_base_types()

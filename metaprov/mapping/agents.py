@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.mapping.block import Block, lit_int, lit_str, lit_time, lit_true, null_where
+from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true, null_where
 from metaprov.mapping.environment import add_env_columns
 from metaprov.mapping.tables import host_of, user_iri, worker_job_iris, worker_losses
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat
@@ -116,6 +116,65 @@ def thread_table(ctx: MapContext) -> pd.DataFrame:
     return ctx.cached("threads", make)
 
 
+def busy_partials(ex: pd.DataFrame) -> pd.DataFrame:
+    """Per (worker, thread) of the executions ``ex`` whose start and end were observed (those
+    with an mp:duration): ``n`` executions and ``us``, their durations summed in integer
+    microseconds (exact, whatever the order); ``thread`` is null for executions whose thread is
+    unknown. Sorted by worker and thread."""
+    import numpy as np
+
+    from metaprov.timeutil import NAT_US, utc_to_us
+
+    cols = ["worker", "thread", "n", "us"]
+    if not len(ex):
+        return pd.DataFrame({c: [] for c in cols})
+    start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
+    keep = (start != NAT_US) & (end != NAT_US) & ex["worker"].notna().to_numpy(dtype=bool)
+    d = pd.DataFrame(
+        {
+            "worker": ex["worker"].astype(object).to_numpy()[keep],
+            "thread": ex["thread"].to_numpy()[keep],
+            "us": (end - start)[keep].astype(np.int64),
+        }
+    )
+    g = d.groupby(["worker", "thread"], sort=True, dropna=False)["us"]
+    return pd.DataFrame({"n": g.size(), "us": g.sum()}).reset_index()[cols]
+
+
+def busy_table(ctx: MapContext) -> pd.DataFrame:
+    """:func:`busy_partials` of the executions this mapping writes (a partitioned export's
+    run-level part is handed the sum of its partitions' partials instead)."""
+
+    def make() -> pd.DataFrame:
+        from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
+
+        idx = task_index(ctx)
+        ex = executions_sorted(ctx, idx)
+        keys = mapped_rows(ctx, idx)
+        if keys is not None and len(ex):
+            ex = ex[keys[ex["row"].to_numpy()]]
+        return busy_partials(ex)
+
+    return ctx.cached("busy", make)
+
+
+def _busy_columns(block: Block, busy: pd.DataFrame) -> None:
+    """mp:busyExecutionCount and mp:busySeconds of the block's agents, given their ``n`` and
+    ``us`` in the block's order (none where nothing timed ran: the questions show 0 then)."""
+    import numpy as np
+
+    n = pd.to_numeric(busy["n"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+    us = pd.to_numeric(busy["us"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+    ran = n > 0
+    block.add(
+        MP.busyExecutionCount,
+        lit_int(pd.Series(n, dtype="Int64").where(ran, pd.NA)),
+        "typed",
+        XSD.integer,
+    )
+    block.add(MP.busySeconds, lit_double(np.where(ran, us / 1e6, np.nan)), "typed", XSD.double)
+
+
 def add_agents(ctx: MapContext) -> Iterator[Block]:
     """Clients, scheduler, workers, worker processes, threads."""
     rec = ctx.records
@@ -158,6 +217,8 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         wb.add(MP.workerName, lit_str(workers["name"]), "str")
         wb.add(MP.nannyAddress, lit_str(workers["nanny"]), "str")
         wb.add(MP.nthreads, lit_int(workers["threads"]), "typed", XSD.integer)
+        per_worker = busy_table(ctx).groupby("worker", sort=False)[["n", "us"]].sum()
+        _busy_columns(wb, per_worker.reindex(workers["address"].astype(object)))
         wb.add(MP.memoryLimit, lit_int(workers["memory_limit"]), "typed", XSD.integer)
         wb.add(MP.localDirectory, lit_str(workers["local_directory"]), "str")
         wb.add(MP.addedAt, lit_time(workers["added"]), "typed", XSD.dateTime)
@@ -205,6 +266,11 @@ def add_agents(ctx: MapContext) -> Iterator[Block]:
         tb.add(RDF.type, MP.Thread)
         tb.add(MP.threadId, lit_int(threads["thread"]), "typed", XSD.integer)
         tb.add(MP.taskCount, lit_int(threads["n_tasks"]), "typed", XSD.integer)
+        per_thread = busy_table(ctx).dropna(subset=["thread"]).set_index(["worker", "thread"])
+        pairs = pd.MultiIndex.from_arrays(
+            [threads["worker"].astype(object), threads["thread"].astype(object)]
+        )
+        _busy_columns(tb, per_thread.reindex(pairs))
         tb.add(PROV.actedOnBehalfOf, iris.processes(w_of))
         yield tb
 

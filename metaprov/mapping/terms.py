@@ -78,7 +78,7 @@ MP_TERMS: frozenset[str] = frozenset(
     runId runName missingInput liveState liveUpdated liveLag software exporter jobId jobProperty userName hostname role
     fileName fileKind sha256 byteSize content
     address clientId workerName nannyAddress nthreads memoryLimit localDirectory addedAt removedAt
-    pid threadId taskCount
+    pid threadId taskCount busyExecutionCount busySeconds
     executionCount totalDuration meanDuration minDuration maxDuration slowestExecution
     fileReadCount fileWriteCount
     graphIndex wantedCount edgeCount name key state wanted erred retried neverRan

@@ -241,6 +241,14 @@ def gaps(store: Store, needs: tuple[str, ...] | list[str], *, run: str | None = 
     """
     facts = store.query(_FACTS)
     assert isinstance(facts, pd.DataFrame)
+    return gap_notes(facts, needs, run=run)
+
+
+def gap_notes(
+    facts: pd.DataFrame, needs: tuple[str, ...] | list[str], *, run: str | None = None
+) -> list[str]:
+    """The sentences of :func:`gaps` from the facts of each run: ``run_id``, ``name``,
+    ``threads`` and ``compute`` (whether it has any), ``missing_inputs`` (space-separated)."""
     notes: list[str] = []
     for row in facts.itertuples(index=False):
         if run is not None and run not in (str(row.run_id), str(row.name)):

@@ -239,3 +239,29 @@ def test_environment_says_which_runs_have_no_environment_records(
     (without,) = set(ids["i"]) - {rows[0]["run_id"]}
     res = invoke("query", "environment", "--store", str(path))
     assert f"note: run {without} has no software environment records" in res.output
+def test_query_run_directories_without_a_store(
+    store_dir: Path, runs: list[Path], tmp_path: Path
+) -> None:
+    """`metaprov query QUESTION RUN_DIR...`: the bytes of the store's answer, its notes on
+    stderr, its errors; a store and run directories at once is a usage error."""
+    env = {"METAPROV_CACHE": str(tmp_path / "cache")}
+    for question in ("failures", "worker-utilisation", "runs"):
+        want = invoke("query", question, "--store", str(store_dir), "-f", "csv")
+        got = invoke("query", question, *map(str, runs), "-f", "csv", env=env)
+        assert want.exit_code == got.exit_code == 0, got.output
+        assert got.output == want.output
+    out = tmp_path / "answer.json"
+    res = invoke("query", "thread-utilisation", str(runs[0]), "-f", "json", "-o", str(out), env=env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())[0]["executions"] > 0
+    res = invoke("query", "critical-path", *map(str, runs), env=env)
+    assert res.exit_code == QueryError.exit_code
+    assert "several runs" in res.output and "run_id" in res.output
+    res = invoke("query", "failures", str(runs[0]), "--store", str(store_dir))
+    assert res.exit_code == UsageError.exit_code and "not both" in res.output
+    res = invoke("query", "failures", str(tmp_path), env=env)
+    assert res.exit_code != 0 and "run director" in res.output
+    res = invoke("query", "failures", str(runs[0]), "--engine", "direct", "-p", "nosuch=1", env=env)
+    assert res.exit_code == QueryError.exit_code and "no parameter 'nosuch'" in res.output
+    res = invoke("query", "runs", str(runs[0]), "--engine", "direct", env=env)
+    assert res.exit_code == UsageError.exit_code and "no direct form" in res.output

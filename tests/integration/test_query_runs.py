@@ -1,0 +1,209 @@
+"""One meaning per question (issue 38): every packaged question asked of a store holding runs and
+straight of the run directories gives the same bytes (csv and json) and the same notes.
+
+Both ways are asked on the example run, on synthetic runs with retries, errors, Darshan I/O
+and missing files, on two runs at once, and (``realdata``) on every real run in ../shared. The
+run-directory answer is asked twice: through the in-memory store (``engine="store"``) and the
+default way (a question's direct form where it has one).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DARSHAN_DASK_RUNS, REAL_RUNS, REPO
+
+from metaprov.errors import QueryError
+from metaprov.queries import format_result, questions, run_question
+from metaprov.queries.direct import FORMS
+from metaprov.queries.fromruns import Timing, query_runs
+from metaprov.store import EmbeddedStore
+
+EXAMPLE = REPO / "examples" / "run"
+
+
+def _store(runs: list[Path]) -> EmbeddedStore:
+    store = EmbeddedStore(None)
+    for run in runs:
+        store.load_run(run)
+    return store
+
+
+def _cases(store: EmbeddedStore) -> list[tuple[str, dict[str, Any]]]:
+    """Every question with its defaults (and a key for those that need one), then a few
+    parameters: a run, a worker, an exception type, a prefix, a limit."""
+    runs = store.runs()
+    run_id = str(runs["run_id"].iloc[-1])
+    keys = store.query(
+        "PREFIX mp: <https://w3id.org/metaprov/ns#> SELECT ?key WHERE { GRAPH ?g { "
+        "?e a mp:TaskExecution ; mp:task/mp:key ?key } } ORDER BY ?key LIMIT 1"
+    )
+    workers = store.query(
+        "PREFIX mp: <https://w3id.org/metaprov/ns#> SELECT ?a WHERE { GRAPH ?g { "
+        "?w a mp:Worker ; mp:address ?a } } ORDER BY ?a LIMIT 1"
+    )
+    cases: list[tuple[str, dict[str, Any]]] = []
+    for q in questions():
+        params: dict[str, Any] = {}
+        if q.param("key") is not None and q.param("key").required:
+            if not len(keys):
+                continue
+            params["key"] = str(keys["key"].iloc[0])
+        if q.name == "critical-path" and len(runs) > 1:
+            params["run_id"] = run_id
+        cases.append((q.name, params))
+    cases += [
+        ("failures", {"run_id": run_id, "limit": "1"}),
+        ("failures", {"exception_type": "ValueError"}),
+        ("slowest-tasks", {"limit": "3", "run_id": run_id}),
+        ("runs", {"run_id": run_id}),
+    ]
+    if len(workers):
+        worker = str(workers["a"].iloc[0])
+        cases += [
+            ("thread-utilisation", {"worker": worker}),
+            ("worker-utilisation", {"run_id": run_id}),
+        ]
+    return cases
+
+
+def _same(
+    store: EmbeddedStore, runs: list[Path], name: str, params: dict[str, Any], cache: Path
+) -> None:
+    want = run_question(store, name, dict(params))
+    engines = ("store", "auto") if name in FORMS else ("store",)
+    for engine in engines:
+        got = query_runs(name, runs, dict(params), engine=engine, cache=cache)
+        where = f"{name} {params} ({engine})"
+        assert format_result(got, "csv") == format_result(want, "csv"), where
+        assert format_result(got, "json") == format_result(want, "json"), where
+        if not isinstance(want, bool):
+            assert got.attrs.get("notes", []) == want.attrs.get("notes", []), where
+
+
+def _ask_all(runs: list[Path], cache: Path) -> None:
+    store = _store(runs)
+    for name, params in _cases(store):
+        _same(store, runs, name, params, cache)
+
+
+def test_example_run_every_question_both_ways(tmp_path: Path) -> None:
+    _ask_all([EXAMPLE], tmp_path / "cache")
+
+
+@pytest.fixture(scope="module")
+def synthetic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Small synthetic runs: retries and errors with Darshan I/O; without the transition files
+    (no thread ids); without transfers and workers' file (lost, missing files)."""
+    from metaprov.synthetic import generate_run
+
+    root = tmp_path_factory.mktemp("synthetic")
+    full = generate_run(
+        root / "faulty",
+        400,
+        seed=3,
+        erred_fraction=0.03,
+        retried_fraction=0.05,
+        io_fraction=0.2,
+        workers=3,
+        threads=2,
+    )
+    bare = generate_run(
+        root / "bare",
+        300,
+        seed=4,
+        with_worker_transitions=False,
+        with_scheduler_transitions=False,
+        retried_fraction=0.02,
+        workers=2,
+        threads=2,
+    )
+    lost = generate_run(root / "lost", 300, seed=5, erred_fraction=0.02, workers=2, threads=3)
+    for name in ("worker_transfer.csv", "worker.csv"):
+        (lost / name).unlink(missing_ok=True)
+    return {"faulty": full, "bare": bare, "lost": lost}
+
+
+@pytest.mark.parametrize("kind", ["faulty", "bare", "lost"])
+def test_synthetic_runs_every_question_both_ways(
+    synthetic_runs: dict[str, Path], kind: str, tmp_path: Path
+) -> None:
+    _ask_all([synthetic_runs[kind]], tmp_path / "cache")
+
+
+def test_two_runs_at_once_both_ways(synthetic_runs: dict[str, Path], tmp_path: Path) -> None:
+    """Two runs: answers scoped per run, critical-path needs a run, as in a store of both."""
+    runs = [EXAMPLE, synthetic_runs["faulty"]]
+    _ask_all(runs, tmp_path / "cache")
+    store = _store(runs)
+    with pytest.raises(QueryError) as want:
+        run_question(store, "critical-path", {})
+    with pytest.raises(QueryError) as got:
+        query_runs("critical-path", runs, {}, cache=tmp_path / "cache")
+    assert got.value.message == want.value.message
+    assert "several runs" in got.value.message
+
+
+def test_errors_are_the_stores(tmp_path: Path) -> None:
+    """Unknown parameters, runs and keys: the same errors and hints as a store holding the run."""
+    store = _store([EXAMPLE])
+    for name, params in [
+        ("failures", {"nosuch": "1"}),
+        ("failures", {"run_id": "0000000000000000"}),
+        ("thread-utilisation", {"run_id": "nosuch"}),
+        ("lineage", {"key": "nosuch-key"}),
+        ("slowest-tasks", {"prefix": "nosuch"}),
+        ("failures", {"limit": "-1"}),
+    ]:
+        with pytest.raises(QueryError) as want:
+            run_question(store, name, dict(params))
+        with pytest.raises(QueryError) as got:
+            query_runs(name, [EXAMPLE], dict(params), cache=tmp_path / "cache")
+        assert (got.value.message, got.value.hint) == (want.value.message, want.value.hint)
+
+
+def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
+    """A second question reads the kept records; a changed file makes the run be read again."""
+    run = shutil.copytree(EXAMPLE, tmp_path / "run")
+    cache = tmp_path / "cache"
+    first = query_runs("failures", [run], cache=cache)
+    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert len(entries) == 1
+    stamp = (entries[0] / "entry.json").stat().st_mtime_ns
+    timing = Timing()
+    again = query_runs("failures", [run], cache=cache, timing=timing)
+    assert format_result(again, "csv") == format_result(first, "csv")
+    assert (entries[0] / "entry.json").stat().st_mtime_ns == stamp  # read, not rewritten
+    with (run / "worker_execution.csv").open("a", encoding="utf-8") as f:
+        f.write("")  # same size: the time alone tells
+    import os
+
+    os.utime(run / "worker_execution.csv", ns=(stamp + 10**9, stamp + 10**9))
+    query_runs("failures", [run], cache=cache)
+    assert (entries[0] / "entry.json").stat().st_mtime_ns != stamp
+    (entries[0] / "entry.json").write_text("{damaged", encoding="utf-8")
+    assert format_result(query_runs("failures", [run], cache=cache), "csv") == format_result(
+        first, "csv"
+    )
+
+
+def _real_runs() -> list[Any]:
+    from metaprov.ingest import is_run_directory
+
+    runs = list(REAL_RUNS)
+    if DARSHAN_DASK_RUNS.is_dir():
+        runs += sorted(p for p in DARSHAN_DASK_RUNS.iterdir() if is_run_directory(p))
+    if not runs:
+        from conftest import SKIP_REASON
+
+        return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_REASON))]
+    return [pytest.param(p, id=p.name[-24:]) for p in runs]
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("run", _real_runs())
+def test_real_runs_every_question_both_ways(run: Path, tmp_path: Path) -> None:
+    _ask_all([run], tmp_path / "cache")
