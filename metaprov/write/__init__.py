@@ -49,6 +49,8 @@ class Format:
     label: str
     streaming: bool = True
     limit: int | None = None
+    #: what the writer's count counts (the RDF and PROV formats: triples of the graph)
+    unit: str = "triples"
 
 
 FORMATS: tuple[Format, ...] = (
@@ -122,6 +124,15 @@ FORMATS: tuple[Format, ...] = (
         "PROV-XML",
         False,
         PROV_LIMIT,
+    ),
+    Format(
+        "trace",
+        ("chrome-trace", "perfetto", "trace-event"),
+        (".trace.json", ".trace"),
+        "metaprov.write.trace",
+        "write_trace",
+        "Trace Event Format (Perfetto, chrome://tracing, speedscope): executions, transfers, I/O",
+        unit="events",
     ),
 )
 
