@@ -695,12 +695,12 @@ def capture_cmd(
 
 # --- export (issue 3) ---
 def _format_help() -> str:
-    from metaprov.write import FORMATS, PROV_LIMIT
+    from metaprov.write import FORMATS
 
     names = ", ".join(f.name + (f" ({'/'.join(f.aliases)})" if f.aliases else "") for f in FORMATS)
     return (
-        f"Output format: {names}. Default: from the file suffix. "
-        f"provn/provjson/provxml are limited to {PROV_LIMIT:,} triples (see --force)."
+        f"Output format: {names}. Default: from the file suffix (.trace.json: trace, for "
+        "Perfetto, chrome://tracing and speedscope)."
     )
 
 
@@ -741,7 +741,7 @@ def _format_help() -> str:
 @click.option(
     "--force",
     is_flag=True,
-    help="Let provn/provjson/provxml run above their size limit (slow, memory-hungry).",
+    help="No effect (kept for scripts: provn/provjson/provxml had a size limit; they stream now).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout (for scripts)."
@@ -792,9 +792,11 @@ def export_cmd(
 ) -> None:
     """Export RUN as W3C PROV (Turtle, N-Triples, N-Quads, TriG, JSON-LD, RDF/XML, PROV-N/JSON/XML).
 
-    Line-based formats stream and handle runs of millions of tasks; provn, provjson
-    and provxml go through the prov package and refuse runs above 200,000 triples
-    unless --force is given.
+    Every format streams and handles runs of millions of tasks (provn, provjson and
+    provxml in two passes). '-f trace' (or a name ending in .trace.json) writes the
+    run's timeline instead, in the Trace Event Format: open it in ui.perfetto.dev,
+    chrome://tracing or speedscope (a process per worker, a track per thread, a slice
+    per execution, transfers as flows, Darshan I/O, the run's phases).
 
     Several runs, or a directory holding run directories, make a campaign: each
     run becomes its own N-Quads shard (its own named graph) in the directory
@@ -810,6 +812,8 @@ def export_cmd(
       metaprov export runs/R1 -o r1.ttl --io-detail segments
       metaprov export examples/run -f nt -o - | gzip > run.nt.gz
       metaprov export examples/run -o run.nq.gz
+      metaprov export examples/run -o run.provn
+      metaprov export examples/run -o run.trace.json
       metaprov export campaign/ -o shards/ -f nq --local-workers 4
       metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786
     """
@@ -1453,8 +1457,7 @@ def main(argv: list[str] | None = None) -> None:
     default="turtle,json-ld,provn",
     show_default=True,
     metavar="FORMATS",
-    help="PROV files to include (comma-separated); PROV-N is left out, with a note, above "
-    "200,000 triples.",
+    help="PROV files to include (comma-separated).",
 )
 @click.option(
     "--base",

@@ -9,8 +9,9 @@ compressed.
 Formats are registered once (name, aliases, file suffixes) and their writer modules are imported
 on first use. Line-based formats (N-Triples, N-Quads, Turtle, TriG, JSON-LD) stream column blocks
 and scale to millions of tasks; RDF/XML streams through pyoxigraph; PROV-N, PROV-JSON and
-PROV-XML go through the ``prov`` package's in-memory document and refuse graphs above
-:data:`PROV_LIMIT` triples unless forced.
+PROV-XML are written from the blocks too, in two passes (:mod:`metaprov.write.provstream`; no
+size limit). The ``trace`` format (Trace Event Format, for Perfetto, chrome://tracing and
+speedscope) is written from the run's records (:mod:`metaprov.write.trace`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,6 @@ from metaprov.write.output import (  # noqa: F401 - re-exported (tests, benchmar
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
-
-#: Largest graph (in triples) the ``prov``-package formats accept without ``force``.
-PROV_LIMIT = 200_000
 
 
 @dataclass(frozen=True)
@@ -99,31 +97,25 @@ FORMATS: tuple[Format, ...] = (
         "provn",
         ("prov-n",),
         (".provn",),
-        "metaprov.write.provdm",
+        "metaprov.write.provstream",
         "write_provn",
         "PROV-N",
-        False,
-        PROV_LIMIT,
     ),
     Format(
         "provjson",
         ("prov-json",),
         (".provjson", ".prov.json"),
-        "metaprov.write.provdm",
+        "metaprov.write.provstream",
         "write_provjson",
         "PROV-JSON",
-        False,
-        PROV_LIMIT,
     ),
     Format(
         "provxml",
         ("prov-xml",),
         (".provx", ".provxml", ".prov.xml"),
-        "metaprov.write.provdm",
+        "metaprov.write.provstream",
         "write_provxml",
         "PROV-XML",
-        False,
-        PROV_LIMIT,
     ),
     Format(
         "trace",
@@ -221,18 +213,18 @@ def write(
             written atomically (temporary file + rename); a pipe or device is written through;
             a name ending in ``.gz`` is gzip-compressed (see :func:`metaprov.write.output.open_output`).
         format: a format name or alias (see :data:`FORMATS`); default: from the file suffix.
-        force: let the ``prov``-package formats (PROV-N/JSON/XML) run above :data:`PROV_LIMIT`.
+        force: accepted for scripts written when PROV-N/JSON/XML had a size limit (they have
+            none now); no effect.
         inputs: files the output must not replace (the run's own files).
         digest: a ``hashlib`` object updated with every byte written to a file destination
             (in the writer thread, so a checksum costs no second read of the file; the bytes
             before compression for a ``.gz`` name).
 
     Returns:
-        The number of triples written.
+        The number of triples written (``trace``: of events).
 
     Raises:
         FormatError: unknown format.
-        LimitError: a ``prov``-package format above its limit without ``force``.
         OutputError: the destination cannot be written (see :mod:`metaprov.write.output`).
 
     Example:
@@ -286,7 +278,6 @@ __all__ = [
     "to_rdflib",
     "FORMATS",
     "Format",
-    "PROV_LIMIT",
     "format_names",
     "get_format",
     "format_for_path",

@@ -820,8 +820,10 @@ def _xml_attr(values: pa.Array) -> pa.Array:
 
 class _ProvXml(_Syntax):
     def begin(self) -> None:
+        # PROV-XML names XML Schema's types in its namespace without the "#" of the RDF one
+        xsd = "http://www.w3.org/2001/XMLSchema"
         decl = " ".join(
-            f'xmlns:{p}="{ns}"'
+            f'xmlns:{p}="{xsd if p == "xsd" else ns}"'
             for p, ns in [
                 *self.names.ns.items(),
                 ("xsi", "http://www.w3.org/2001/XMLSchema-instance"),
