@@ -353,7 +353,9 @@ def report_cmd(
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Also write an offline HTML page of the comparison (needs the report extra).",
+    help="Also write an offline HTML page of the comparison (needs the report extra), or, for a "
+    "name ending in .trace.json, the runs on one time axis in the Trace Event Format "
+    "(Perfetto, chrome://tracing, speedscope).",
 )
 @click.option(
     "--store",
@@ -394,6 +396,7 @@ def compare_cmd(
       metaprov compare runs/R3 runs/R7
       metaprov compare runs/R3 runs/R7 --json > why.json
       metaprov compare runs/R* --baseline median -o campaign.html
+      metaprov compare runs/R3 runs/R7 -o r3-r7.trace.json
       metaprov compare --store prov-store 9f2c41d07a3e5b68 a5ff956e623079dc
     """
     from metaprov.compare import compare
@@ -409,7 +412,19 @@ def compare_cmd(
         darshan=not no_darshan,
         progress=progress_enabled(ctx),
     )
-    if output is not None:
+    if output is not None and output.name.lower().endswith((".trace.json", ".trace")):
+        from metaprov.compare import write_trace
+
+        if store is not None or endpoint is not None:
+            raise UsageError(
+                "a comparison trace is drawn from run directories",
+                hint="give the runs' directories, without --store/--endpoint",
+            )
+        written = write_trace(list(runs), output, darshan=not no_darshan)
+        obj = ctx.find_object(Context)
+        if not (obj and obj.quiet):
+            click.echo(f"wrote {written}", err=True)
+    elif output is not None:
         from metaprov.compare.page import write_page
 
         written = write_page(result, output)
