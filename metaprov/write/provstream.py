@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.errors import FormatError
-from metaprov.mapping.block import Block, Column
+from metaprov.mapping.block import Block, Column, byte_table, has_any_byte
 from metaprov.mapping.terms import RDF, XSD
 from metaprov.write.provdm import _ELEMENT_ATTRS, _QUALIFIED, _RELATIONS, namespaces
 from metaprov.write.rows import BLOCKS_AHEAD, json_escape, write_text
@@ -450,6 +450,17 @@ def join_pieces(pieces: list[Any], skip_nulls: bool = False) -> pa.Array:
     return _join_pieces(pieces, skip_nulls)
 
 
+def by_unique(values: pa.Array, fn: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """``fn`` over the distinct values only when they repeat (agents, plans, the run's IRI in
+    every row), taken back to every row; nulls stay null."""
+    if len(values) < 64:
+        return fn(values)
+    enc = pc.dictionary_encode(values)
+    if 2 * len(enc.dictionary) > len(values):
+        return fn(values)
+    return fn(enc.dictionary).take(enc.indices)
+
+
 def _cat(*parts: Any) -> pa.Array:
     return join_pieces(list(parts))
 
@@ -468,6 +479,16 @@ class _Names:
 
     def split(self, iris: pa.Array) -> tuple[pa.Array, pa.Array]:
         """(prefix, local part) of each IRI (nulls stay null)."""
+        valid = len(iris) - iris.null_count
+        for p, ns in self.ns.items():
+            # the common case: every IRI of the column under one namespace
+            n_hit = pc.sum(pc.starts_with(iris, ns)).as_py() or 0
+            if n_hit == valid:
+                local = pc.utf8_slice_codeunits(iris, len(ns))
+                prefix = pc.if_else(pc.is_valid(iris), pa.scalar(p, LARGE), _NULL)
+                return prefix, local
+            if n_hit:
+                break
         prefix = pa.nulls(len(iris), LARGE)
         local = pa.nulls(len(iris), LARGE)
         todo = pc.is_valid(iris)
@@ -576,33 +597,64 @@ class _Syntax:
 
 # --- PROV-N ----------------------------------------------------------------------------------
 
-#: A local part PROV-N writes after backslash-escaping its metacharacters (anything else goes
-#: through ``prov``'s own escaping, one value at a time).
-_PROVN_NOT_FAST = (
-    r"[^A-Za-z0-9_\-/@~&+*?#$!.%='(),:;\[\]]|%($|[^0-9A-Fa-f]|[0-9A-Fa-f]($|[^0-9A-Fa-f]))"
+_PROVN_META = byte_table(b"='(),:;[]")
+#: Bytes a local part may hold without going through prov's escaping (UTF-8 lead and
+#: continuation bytes, 0x80 and up, are not among them).
+_PROVN_FAST = byte_table(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%='(),:;[]"
 )
+_HEX = byte_table(b"0123456789ABCDEFabcdef")
+
+
+def _provn_slow_rows(local: pa.Array) -> np.ndarray:
+    """Rows whose local part holds a byte outside the fast set, or a ``%`` not followed by two
+    hex digits: one pass over the text buffer (numpy), no regex per value."""
+    n = len(local)
+    rows = np.zeros(n, bool)
+    if n == 0 or local.null_count == n:
+        return rows
+    arr = local if local.type == LARGE else pc.cast(local, LARGE)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
+    data = np.frombuffer(arr.buffers()[2], np.uint8)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    body = data[lo:hi]
+    bad = np.flatnonzero(~_PROVN_FAST[body]) + lo
+    pct = np.flatnonzero(body == ord("%")) + lo
+    if len(pct):
+        row = np.searchsorted(offsets, pct, side="right") - 1
+        end = offsets[row + 1]
+        room = pct + 2 < end
+        ok = np.zeros(len(pct), bool)
+        ok[room] = _HEX[data[pct[room] + 1]] & _HEX[data[pct[room] + 2]]
+        bad = np.concatenate([bad, pct[~ok]])
+    if len(bad):
+        rows[np.searchsorted(offsets, bad, side="right") - 1] = True
+    return rows
 
 
 def _provn_local(local: pa.Array) -> pa.Array:
     """Local parts as PROV-N writes them (``prov``'s rules: metacharacters backslash-escaped,
     a leading ``-``/``.`` and a trailing ``.`` too, what PN_LOCAL cannot hold
     percent-encoded)."""
-    slow = pc.fill_null(pc.match_substring_regex(local, _PROVN_NOT_FAST), False)
+    slow = _provn_slow_rows(local)
     out = local
-    for ch in "='(),:;[]":
-        out = pc.replace_substring(out, ch, "\\" + ch)
-    out = pc.replace_substring_regex(out, r"^([-.])", r"\\\1")
-    out = pc.replace_substring_regex(out, r"([^\\])\.$", r"\1\\.")
-    if pc.any(slow).as_py():
+    if has_any_byte(local, _PROVN_META, "[='(),:;\\[\\]]"):
+        for ch in "='(),:;[]":
+            out = pc.replace_substring(out, ch, "\\" + ch)
+    if pc.any(pc.or_(pc.starts_with(local, "-"), pc.starts_with(local, "."))).as_py():
+        out = pc.replace_substring_regex(out, r"^([-.])", r"\\\1")
+    if pc.any(pc.ends_with(local, ".")).as_py():
+        out = pc.replace_substring_regex(out, r"([^\\])\.$", r"\1\\.")
+    if slow.any():
         from prov.identifier import _provn_escape_local
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fixed = [
                 None if v is None else _provn_escape_local(v)[0]
-                for v in local.filter(slow).to_pylist()
+                for v in local.filter(pa.array(slow)).to_pylist()
             ]
-        idx = np.flatnonzero(slow.to_numpy(zero_copy_only=False))
+        idx = np.flatnonzero(slow)
         full = out.to_pylist()
         for i, v in zip(idx.tolist(), fixed, strict=True):
             full[i] = v
@@ -633,6 +685,9 @@ class _ProvN(_Syntax):
         self.out.write(b"endDocument")
 
     def bare(self, iris: pa.Array) -> pa.Array:
+        return by_unique(iris, self._bare)
+
+    def _bare(self, iris: pa.Array) -> pa.Array:
         prefix, local = self.names.split(iris)
         return join_pieces([prefix, ":", _provn_local(local)])
 
@@ -701,6 +756,9 @@ class _ProvJson(_Syntax):
         return self.spools[keyword]
 
     def name(self, iris: pa.Array) -> pa.Array:
+        return by_unique(iris, self._name)
+
+    def _name(self, iris: pa.Array) -> pa.Array:
         prefix, local = self.names.split(iris)
         return join_pieces(['"', prefix, ":", json_escape(local), '"'])
 
@@ -835,6 +893,9 @@ class _ProvXml(_Syntax):
         self.out.write(b"</prov:document>\n")
 
     def qname(self, iris: pa.Array) -> pa.Array:
+        return by_unique(iris, self._qname)
+
+    def _qname(self, iris: pa.Array) -> pa.Array:
         prefix, local = self.names.split(iris)
         return join_pieces([prefix, ":", _xml_attr(_xml_local(local))])
 
