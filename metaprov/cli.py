@@ -366,7 +366,9 @@ def report_cmd(
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Also write an offline HTML page of the comparison (needs the report extra).",
+    help="Also write an offline HTML page of the comparison (needs the report extra), or, for a "
+    "name ending in .trace.json, the runs on one time axis in the Trace Event Format "
+    "(Perfetto, chrome://tracing, speedscope).",
 )
 @click.option(
     "--store",
@@ -409,6 +411,7 @@ def compare_cmd(
       metaprov compare runs/R3 runs/R7
       metaprov compare runs/R3 runs/R7 --json > why.json
       metaprov compare runs/R* --baseline median -o campaign.html
+      metaprov compare runs/R3 runs/R7 -o r3-r7.trace.json
       metaprov compare --store prov-store 9f2c41d07a3e5b68 a5ff956e623079dc
     """
     from metaprov.compare import compare
@@ -432,7 +435,19 @@ def compare_cmd(
         darshan=not no_darshan,
         progress=progress_enabled(ctx),
     )
-    if output is not None:
+    if output is not None and output.name.lower().endswith((".trace.json", ".trace")):
+        from metaprov.compare import write_trace
+
+        if store is not None or endpoint is not None:
+            raise UsageError(
+                "a comparison trace is drawn from run directories",
+                hint="give the runs' directories, without --store/--endpoint",
+            )
+        written = write_trace(list(runs), output, darshan=not no_darshan, overwrite=force)
+        obj = ctx.find_object(Context)
+        if not (obj and obj.quiet):
+            click.echo(f"wrote {written}", err=True)
+    elif output is not None:
         from metaprov.compare.page import write_page
 
         written = write_page(result, output, inputs=inputs, stores=stores, overwrite=force)
@@ -810,12 +825,12 @@ def capture_cmd(
 
 # --- export (issue 3) ---
 def _format_help() -> str:
-    from metaprov.write import FORMATS, PROV_LIMIT
+    from metaprov.write import FORMATS
 
     names = ", ".join(f.name + (f" ({'/'.join(f.aliases)})" if f.aliases else "") for f in FORMATS)
     return (
-        f"Output format: {names}. Default: from the file suffix. "
-        f"provn/provjson/provxml are limited to {PROV_LIMIT:,} triples (see --force)."
+        f"Output format: {names}. Default: from the file suffix (.trace.json: trace, for "
+        "Perfetto, chrome://tracing and speedscope)."
     )
 
 
@@ -856,8 +871,8 @@ def _format_help() -> str:
 @click.option(
     "--force",
     is_flag=True,
-    help="Replace an existing OUTPUT file (else refused; never an input's); also lets "
-    "provn/provjson/provxml run above their size limit (slow, memory-hungry).",
+    help="Replace an existing OUTPUT file (else refused; never an input's). (PROV-N, PROV-JSON "
+    "and PROV-XML had a size limit that --force lifted: they stream now, with none.)",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout (for scripts)."
@@ -908,9 +923,11 @@ def export_cmd(
 ) -> None:
     """Export RUN as W3C PROV (Turtle, N-Triples, N-Quads, TriG, JSON-LD, RDF/XML, PROV-N/JSON/XML).
 
-    Line-based formats stream and handle runs of millions of tasks; provn, provjson
-    and provxml go through the prov package and refuse runs above 200,000 triples
-    unless --force is given.
+    Every format streams and handles runs of millions of tasks (provn, provjson and
+    provxml in two passes). '-f trace' (or a name ending in .trace.json) writes the
+    run's timeline instead, in the Trace Event Format: open it in ui.perfetto.dev,
+    chrome://tracing or speedscope (a process per worker, a track per thread, a slice
+    per execution, transfers as flows, Darshan I/O, the run's phases).
 
     Several runs, or a directory holding run directories, make a campaign: each
     run becomes its own N-Quads shard (its own named graph) in the directory
@@ -926,6 +943,8 @@ def export_cmd(
       metaprov export runs/R1 -o r1.ttl --io-detail segments
       metaprov export examples/run -f nt -o - | gzip > run.nt.gz
       metaprov export examples/run -o run.nq.gz
+      metaprov export examples/run -o run.provn
+      metaprov export examples/run -o run.trace.json
       metaprov export campaign/ -o shards/ -f nq --local-workers 4
       metaprov export huge-run/ -o out/ -f nq --partitions 8 --scheduler tcp://10.0.0.1:8786
     """
@@ -1573,8 +1592,7 @@ def main(argv: list[str] | None = None) -> None:
     default="turtle,json-ld,provn",
     show_default=True,
     metavar="FORMATS",
-    help="PROV files to include (comma-separated); PROV-N is left out, with a note, above "
-    "200,000 triples.",
+    help="PROV files to include (comma-separated).",
 )
 @click.option(
     "--base",

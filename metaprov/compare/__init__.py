@@ -119,6 +119,49 @@ def read_timelines(
     return out
 
 
+def write_trace(
+    runs: Sequence[str | Path],
+    output: str | Path,
+    *,
+    darshan: bool = True,
+    progress: bool = False,
+    overwrite: bool = False,
+) -> Path:
+    """Write run directories on one time axis as a Trace Event Format file (Perfetto,
+    chrome://tracing, speedscope): each run's processes named after the run (its directory
+    name, made unique as in :func:`compare`), each run's times from its own start.
+
+    Raises:
+        UsageError: fewer than two runs.
+        InputError: a run cannot be read.
+        OutputError: the output cannot be written.
+
+    Example:
+        >>> write_trace(["runs/R3", "runs/R7"], "r3-r7.trace.json")  # doctest: +SKIP
+    """
+    from tqdm import tqdm
+
+    from metaprov.export import input_files
+    from metaprov.ingest import read_run
+    from metaprov.link import link_io
+    from metaprov.write.output import open_output
+    from metaprov.write.trace import write_trace_runs
+
+    if len(runs) < 2:
+        raise UsageError("a comparison trace needs two runs or more")
+    labels = _unique_labels([Path(r).name for r in runs])
+    read = []
+    for run in tqdm(runs, desc="reading runs", unit="run", disable=not progress):
+        records = read_run(run, darshan=darshan)
+        if records.darshan is not None and records.io is None:
+            link_io(records)
+        read.append(records)
+    inputs = [*runs, *(f for records in read for f in input_files(records))]
+    with open_output(output, inputs=inputs, overwrite=overwrite) as out:
+        write_trace_runs(list(zip(labels, read, strict=True)), out)
+    return Path(output)
+
+
 def compare(
     runs: Sequence[str | Path | Timeline],
     *,

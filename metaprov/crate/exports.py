@@ -1,8 +1,8 @@
 """The PROV files of a crate: a run's graph written in each requested format, with size and sha256.
 
 Input: a :class:`~metaprov.mapping.ProvGraph` and the run's folder in the staging directory.
-Output: one entry per file written (format, triples, size, sha256), and a note for each format
-refused (PROV-N above :data:`metaprov.write.PROV_LIMIT` triples): the note goes into the crate.
+Output: one entry per file written (format, triples, size, sha256), and notes (none since
+PROV-N streams at any size; kept for the crate's README and metadata).
 
 The streaming formats (Turtle, JSON-LD) are written together from **one** mapping pass: a
 producer maps the graph's blocks once and hands each block to one writer thread per format
@@ -20,8 +20,6 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from metaprov.errors import LimitError
 
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
@@ -58,14 +56,11 @@ def write_exports(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Write the run's PROV files into ``folder``.
 
-    PROV-N is never forced here: above its limit it is left out with a note (``metaprov export
-    --force`` writes it).
-
     Returns:
         (entries, notes): an entry per file (``format``, ``file``, ``triples``, ``size``,
         ``sha256``), in the order of :data:`PROV_FILES`, and a note per format not written.
     """
-    from metaprov.write import PROV_LIMIT, write
+    from metaprov.write import write
 
     order = [f for f in PROV_FILES if f in formats]
     entries: dict[str, dict[str, Any]] = {}
@@ -81,25 +76,12 @@ def write_exports(
         for f, n in zip(streaming, counts, strict=False):
             path = folder / PROV_FILES[f][0]
             entries[f] = _entry(f, n, path.stat().st_size, digests[f].hexdigest())
-    triples = next(iter(entries.values()))["triples"] if entries else None
     for f in order:
         if f in STREAMING:
             continue
         path = folder / PROV_FILES[f][0]
         digest = hashlib.sha256()
-        try:
-            n = write(graph, path, f, digest=digest, overwrite=True)
-        except LimitError:
-            label = PROV_FILES[f][2]
-            size = f"{triples:,} triples" if triples is not None else "more triples than that"
-            note = (
-                f"{label} not included: the run's PROV has {size}, above the {label} limit of "
-                f"{PROV_LIMIT:,} (the prov package holds the whole document in memory); "
-                f"`metaprov export RUN -o run.provn --force` writes it."
-            )
-            log.info("%s: %s", graph.records.path, note)  # in the crate and CrateResult
-            notes.append(note)
-            continue
+        n = write(graph, path, f, digest=digest, overwrite=True)
         entries[f] = _entry(f, n, path.stat().st_size, digest.hexdigest())
     return [entries[f] for f in order if f in entries], notes
 

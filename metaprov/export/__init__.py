@@ -37,6 +37,8 @@ class ExportResult:
     seconds: float = 0.0
     #: The run was being written: what was exported, and why it is taken as in progress.
     in_progress: str = ""
+    #: what ``triples`` counts: triples (RDF and PROV formats) or events (``trace``)
+    unit: str = "triples"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``metaprov export --json``)."""
@@ -44,6 +46,7 @@ class ExportResult:
             "output": self.output,
             "format": self.format,
             "triples": self.triples,
+            **({self.unit: self.triples} if self.unit != "triples" else {}),
             "run_id": self.run_id,
             "run": self.run_iri,
             "graph": self.graph_iri,
@@ -56,7 +59,7 @@ class ExportResult:
 
     def summary(self) -> str:
         """One line for humans."""
-        text = f"{self.output}: {self.triples:,} triples ({self.format}), run <{self.run_iri}>, {self.seconds:.1f} s"
+        text = f"{self.output}: {self.triples:,} {self.unit} ({self.format}), run <{self.run_iri}>, {self.seconds:.1f} s"
         if self.missing:
             text += f"; inputs missing: {', '.join(self.missing)}"
         if self.in_progress:
@@ -154,6 +157,7 @@ def export(
         missing=sorted(str(m) for m in records.missing),
         seconds=time.perf_counter() - start,
         in_progress=note,
+        unit=fmt.unit,
     )
 
 

@@ -65,7 +65,13 @@ class Browser:
         ...     b.screenshot_sections("shots/")
     """
 
-    def __init__(self, width: int = 1400, height: int = 1000) -> None:
+    def __init__(self, width: int = 1400, height: int = 1000, *, loopback: bool = False) -> None:
+        """Start the browser.
+
+        Args:
+            loopback: let pages load from 127.0.0.1 (a test's own HTTP server); every other
+                host stays unreachable either way.
+        """
         from selenium import webdriver
         from selenium.webdriver.chrome.options import Options
         from selenium.webdriver.chrome.service import Service
@@ -85,8 +91,9 @@ class Browser:
             f"--window-size={width},{height}",
             # offline: no proxy that answers, no name that resolves
             "--proxy-server=127.0.0.1:9",
-            "--proxy-bypass-list=<-loopback>",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-bypass-list=127.0.0.1" if loopback else "--proxy-bypass-list=<-loopback>",
+            "--host-resolver-rules=MAP * ~NOTFOUND"
+            + (", EXCLUDE 127.0.0.1" if loopback else ""),
             f"--user-data-dir={os.path.join(self._tmp, 'profile')}",
         ):
             opts.add_argument(arg)
@@ -98,9 +105,10 @@ class Browser:
         except BaseException:
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
-        self.driver.set_network_conditions(
-            offline=True, latency=0, download_throughput=0, upload_throughput=0
-        )
+        if not loopback:
+            self.driver.set_network_conditions(
+                offline=True, latency=0, download_throughput=0, upload_throughput=0
+            )
         self.log: list[dict[str, Any]] = []
 
     def __enter__(self) -> Browser:

@@ -9,8 +9,9 @@ compressed.
 Formats are registered once (name, aliases, file suffixes) and their writer modules are imported
 on first use. Line-based formats (N-Triples, N-Quads, Turtle, TriG, JSON-LD) stream column blocks
 and scale to millions of tasks; RDF/XML streams through pyoxigraph; PROV-N, PROV-JSON and
-PROV-XML go through the ``prov`` package's in-memory document and refuse graphs above
-:data:`PROV_LIMIT` triples unless forced.
+PROV-XML are written from the blocks too, in two passes (:mod:`metaprov.write.provstream`; no
+size limit). The ``trace`` format (Trace Event Format, for Perfetto, chrome://tracing and
+speedscope) is written from the run's records (:mod:`metaprov.write.trace`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ from metaprov.write.output import (  # noqa: F401 - re-exported (tests, benchmar
 if TYPE_CHECKING:
     from metaprov.mapping import ProvGraph
 
-#: Largest graph (in triples) the ``prov``-package formats accept without ``force``.
-PROV_LIMIT = 200_000
-
 
 @dataclass(frozen=True)
 class Format:
@@ -49,6 +47,8 @@ class Format:
     label: str
     streaming: bool = True
     limit: int | None = None
+    #: what the writer's count counts (the RDF and PROV formats: triples of the graph)
+    unit: str = "triples"
 
 
 FORMATS: tuple[Format, ...] = (
@@ -97,31 +97,34 @@ FORMATS: tuple[Format, ...] = (
         "provn",
         ("prov-n",),
         (".provn",),
-        "metaprov.write.provdm",
+        "metaprov.write.provstream",
         "write_provn",
         "PROV-N",
-        False,
-        PROV_LIMIT,
     ),
     Format(
         "provjson",
         ("prov-json",),
         (".provjson", ".prov.json"),
-        "metaprov.write.provdm",
+        "metaprov.write.provstream",
         "write_provjson",
         "PROV-JSON",
-        False,
-        PROV_LIMIT,
     ),
     Format(
         "provxml",
         ("prov-xml",),
         (".provx", ".provxml", ".prov.xml"),
-        "metaprov.write.provdm",
+        "metaprov.write.provstream",
         "write_provxml",
         "PROV-XML",
-        False,
-        PROV_LIMIT,
+    ),
+    Format(
+        "trace",
+        ("chrome-trace", "perfetto", "trace-event"),
+        (".trace.json", ".trace"),
+        "metaprov.write.trace",
+        "write_trace",
+        "Trace Event Format (Perfetto, chrome://tracing, speedscope): executions, transfers, I/O",
+        unit="events",
     ),
 )
 
@@ -211,7 +214,8 @@ def write(
             written atomically (temporary file + rename); a pipe or device is written through;
             a name ending in ``.gz`` is gzip-compressed (see :func:`metaprov.write.output.open_output`).
         format: a format name or alias (see :data:`FORMATS`); default: from the file suffix.
-        force: let the ``prov``-package formats (PROV-N/JSON/XML) run above :data:`PROV_LIMIT`.
+        force: accepted for scripts written when PROV-N/JSON/XML had a size limit (they have
+            none now); no effect.
         inputs: files or run directories the output must not be, hold or sit inside.
         digest: a ``hashlib`` object updated with every byte written to a file destination
             (in the writer thread, so a checksum costs no second read of the file; the bytes
@@ -219,11 +223,10 @@ def write(
         overwrite: replace an existing file (else it is refused: the CLI's ``--force``).
 
     Returns:
-        The number of triples written.
+        The number of triples written (``trace``: of events).
 
     Raises:
         FormatError: unknown format.
-        LimitError: a ``prov``-package format above its limit without ``force``.
         OutputError: the destination cannot be written (see :mod:`metaprov.write.output`).
 
     Example:
@@ -277,7 +280,6 @@ __all__ = [
     "to_rdflib",
     "FORMATS",
     "Format",
-    "PROV_LIMIT",
     "format_names",
     "get_format",
     "format_for_path",

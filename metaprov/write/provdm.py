@@ -1,4 +1,8 @@
-"""PROV-N, PROV-JSON and PROV-XML writers through the ``prov`` package (small runs only).
+"""The PROV-DM document of a graph built in memory through the ``prov`` package (small runs).
+
+The registered PROV-N, PROV-JSON and PROV-XML writers are :mod:`metaprov.write.provstream`
+(streaming, any size); this module is the reference they are tested against, and what
+``metaprov validate`` uses to read an RDF twin as PROV-DM (:func:`document_from_rdf`).
 
 Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the same provenance as a PROV-DM document.
 The document is built straight from the graph's triples (:func:`document_from_rdf`), so the
@@ -38,6 +42,10 @@ from metaprov.mapping.terms import PREFIXES, XSD
 from metaprov.write.ntriples import block_triples
 from metaprov.write.rows import write_nt
 
+#: Largest graph (in triples) this in-memory path builds without ``force``; the registered
+#: writers (:mod:`metaprov.write.provstream`) stream and have no limit.
+PROV_LIMIT = 200_000
+
 if TYPE_CHECKING:
     from prov.model import ProvDocument
 
@@ -60,8 +68,6 @@ def _refuse(fmt: str, limit: int, what: str) -> LimitError:
 
 def _limit(graph: ProvGraph, force: bool, fmt: str) -> list[Block]:
     """The graph's blocks, refusing (before any heavy work when possible) above the limit."""
-    from metaprov.write import PROV_LIMIT
-
     rec = graph.records
     # A task has at least 5 triples and an execution at least 9: refuse big runs up front.
     at_least = 5 * len(rec.tasks) + 9 * len(rec.executions)

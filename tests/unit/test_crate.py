@@ -190,19 +190,13 @@ def test_add_to_foreign_crate_keeps_everything(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-def test_provn_refused_above_limit_with_note(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("metaprov.write.PROV_LIMIT", 100)
+def test_provn_is_always_included(tmp_path: Path) -> None:
+    """PROV-N streams at any size (issue 39): no crate leaves it out any more."""
     out = tmp_path / "c"
     result = crate([EXAMPLE], out)
     folder = out / result.runs[0]["folder"]
-    assert (folder / "prov.ttl").exists() and not (folder / "prov.provn").exists()
-    (note,) = result.runs[0]["notes"]
-    assert "PROV-N not included" in note and "100" in note
-    assert note in (out / "README.md").read_text(encoding="utf-8")
-    g = graph_of(out)
-    assert note in g[result.runs[0]["folder"]]["description"]
+    assert (folder / "prov.ttl").exists() and (folder / "prov.provn").exists()
+    assert not result.runs[0]["notes"]
     assert {"no license", "no author"} <= {w.split(":")[0] for w in result.warnings}
 
 

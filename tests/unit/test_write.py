@@ -10,8 +10,7 @@ import pyoxigraph as ox
 import pytest
 from tinyrun import KEY_UNI, tiny_records
 
-from metaprov import write as write_mod
-from metaprov.errors import FormatError, LimitError
+from metaprov.errors import FormatError
 from metaprov.mapping import to_prov
 from metaprov.write import FORMATS, format_for_path, get_format, iter_nquads, iter_ntriples, write
 
@@ -143,17 +142,23 @@ def test_prov_formats_parse_back_through_prov() -> None:
     } <= kinds
 
 
-def test_prov_formats_refuse_above_the_limit_unless_forced(
+def test_prov_formats_stream_without_a_limit_or_an_in_memory_document(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(write_mod, "PROV_LIMIT", 10)
-    out = tmp_path / "run.provn"
-    with pytest.raises(LimitError, match="limited to 10 triples"):
-        write(to_prov(tiny_records()), out)
-    assert not out.exists()
-    assert not list(tmp_path.iterdir())  # no temp file left behind
-    assert write(to_prov(tiny_records()), out, force=True) > 10
-    assert out.read_text().startswith("document")
+    """Issue 39: PROV-N/JSON/XML were refused above 200,000 triples (rc 8); they are written
+    from the blocks now, never through the prov package's document."""
+    from metaprov.write import provdm
+
+    def no_document(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("built the prov package's in-memory document")
+
+    monkeypatch.setattr(provdm, "build_document", no_document)
+    monkeypatch.setattr(provdm, "document_from_rdf", no_document)
+    for name in ("run.provn", "run.provjson", "run.provx"):
+        n = write(to_prov(tiny_records()), tmp_path / name)
+        assert n > 10
+    assert (tmp_path / "run.provn").read_text().startswith("document")
+    assert (tmp_path / "run.provn").read_text().rstrip().endswith("endDocument")
 
 
 def test_unknown_format_lists_valid_names() -> None:
@@ -230,21 +235,6 @@ def test_background_writer_passes_bytes_in_order_and_reports_errors() -> None:
         for _ in range(1000):
             out.write(b"y")
         out.close()
-
-
-def test_prov_formats_refuse_big_runs_before_mapping(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from metaprov import mapping
-
-    monkeypatch.setattr(write_mod, "PROV_LIMIT", 50)  # tiny run: 7 tasks, 7 executions -> >= 98
-
-    def no_mapping(self):  # type: ignore[no-untyped-def]
-        raise AssertionError("mapped although the run is known to be too big")
-
-    monkeypatch.setattr(mapping.ProvGraph, "blocks", no_mapping)
-    with pytest.raises(LimitError, match="at least 98"):
-        write(to_prov(tiny_records()), tmp_path / "run.provjson")
 
 
 @pytest.mark.parametrize("where", ["tmp", "shm"])
