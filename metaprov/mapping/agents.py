@@ -15,7 +15,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metaprov.mapping.block import Block, lit_double, lit_int, lit_str, lit_time, lit_true, null_where
+from metaprov.mapping.block import (
+    Block,
+    lit_double,
+    lit_int,
+    lit_str,
+    lit_time,
+    lit_true,
+    null_where,
+)
 from metaprov.mapping.environment import add_env_columns
 from metaprov.mapping.tables import host_of, user_iri, worker_job_iris, worker_losses
 from metaprov.mapping.terms import MP, PROV, RDF, XSD, concat

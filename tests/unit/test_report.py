@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("bokeh", reason="the report needs the 'report' extra (Bokeh)")
 
 from conftest import DARSHAN_DASK_RUNS  # noqa: E402
+
 from metaprov.analysis.critical_path import critical_path  # noqa: E402
 from metaprov.analysis.summary import summarize  # noqa: E402
 from metaprov.errors import MissingDependency  # noqa: E402
