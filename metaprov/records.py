@@ -146,7 +146,11 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
         ("worker", STR, "worker address"),
         ("event", STR, "'added' or 'removed' (by the scheduler)"),
         ("time", TIME, "when the scheduler recorded it (UTC)"),
-        ("stimulus_id", STR, "the scheduler's stimulus id (removals), e.g. handle-worker-cleanup-<t>"),
+        (
+            "stimulus_id",
+            STR,
+            "the scheduler's stimulus id (removals), e.g. handle-worker-cleanup-<t>",
+        ),
         (
             "reason",
             STR,
@@ -380,7 +384,11 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
     ],
     # --- the batch jobs the processes ran in (metaprov.capture.batch; metaprov.ingest.batch) --
     "jobs": [
-        ("job", STR, "batch job id as the batch system prints it (Slurm: 1234, 1234_7 in an array)"),
+        (
+            "job",
+            STR,
+            "batch job id as the batch system prints it (Slurm: 1234, 1234_7 in an array)",
+        ),
         ("system", STR, "Slurm, PBS, LSF, Flux"),
         ("name", STR, "job name"),
         ("user", STR, "user the job ran as (user(uid) as Slurm prints it)"),

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 from metaprov.errors import InputError
-from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
 from metaprov.ingest.batch import read_batch_jobs
+from metaprov.ingest.dask_csv import CSV_FILES, KeySelection, read_dask_csvs, run_id
 from metaprov.ingest.environment import read_environment
 from metaprov.ingest.executions import apply_worker_executions
 from metaprov.ingest.facts import read_task_facts
