@@ -421,7 +421,11 @@ SCHEMAS: dict[str, list[tuple[str, Any, str]]] = {
     ],
     # --- the batch jobs the processes ran in (metaprov.capture.batch; metaprov.ingest.batch) --
     "jobs": [
-        ("job", STR, "batch job id as the batch system prints it (Slurm: 1234, 1234_7 in an array)"),
+        (
+            "job",
+            STR,
+            "batch job id as the batch system prints it (Slurm: 1234, 1234_7 in an array)",
+        ),
         ("system", STR, "Slurm, PBS, LSF, Flux"),
         ("name", STR, "job name"),
         ("user", STR, "user the job ran as (user(uid) as Slurm prints it)"),
