@@ -700,7 +700,7 @@ def query_cmd(
             hint="metaprov query QUESTION RUN_DIR... answers without a store",
         )
     # the answer never replaces a run or file queried, the .rq file, or a file of the store
-    inputs = [*runs, *files, *([Path(question)] if Path(question).is_file() else [])]
+    inputs = [*runs, *files, *([Path(question)] if _is_file(question) else [])]
     stores = _query_stores(store, endpoint, files)
     if output is not None:
         from metaprov.write.output import check_output
@@ -732,6 +732,16 @@ def query_cmd(
             out.write((text if text.endswith("\n") else text + "\n").encode("utf-8"))
     else:
         click.echo(text.rstrip("\n"))
+
+
+def _is_file(text: str) -> bool:
+    """Does ``text`` name an existing file (SPARQL text given inline never raises here)?"""
+    import os
+
+    try:
+        return os.path.isfile(text)
+    except (OSError, ValueError):
+        return False
 
 
 def _query_stores(store: Path | None, endpoint: str | None, files: tuple[Path, ...]) -> list[Path]:

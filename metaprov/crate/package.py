@@ -587,13 +587,31 @@ def check_metadata(path: Path, label: Path) -> None:
     graph = data.get("@graph") if isinstance(data, dict) else None
     if not isinstance(graph, list):
         raise InputError(f"not a readable RO-Crate: {METADATA} has no @graph list", path=label)
+    root = path.parent
     for n, ent in enumerate(graph):
         ident = ent.get("@id") if isinstance(ent, dict) else None
         if not isinstance(ident, str):
             raise InputError(
                 f"not a readable RO-Crate: entity {n} of the @graph has no @id", path=label
             )
-        crate_path(Path("."), ident, label)
+        local = crate_path(root, ident, label)
+        if local is not None and _is_data_entity(ent) and not os.path.lexists(local):
+            # a File or Dataset the crate does not hold (an id such as %252e%252e/x, U+2024 or
+            # full-width dots names a folder nobody made): the rocrate library would fail
+            # copying it, half-way through writing the new crate
+            raise InputError(
+                f"not a usable RO-Crate: the entity {ident!r} names a file or folder the crate "
+                "does not hold",
+                path=label,
+                hint="remove that entity from its ro-crate-metadata.json (or add the file), "
+                "then run this again; the crate was not changed",
+            )
+
+
+def _is_data_entity(ent: dict[str, Any]) -> bool:
+    types = ent.get("@type")
+    names = types if isinstance(types, list) else [types]
+    return any(t in ("File", "Dataset") for t in names if isinstance(t, str))
 
 
 def load_crate(staging: Path, label: Path) -> Any:

@@ -123,6 +123,30 @@ def test_an_id_outside_the_crate_is_refused_and_nothing_outside_is_touched(
     assert (victim / "precious.txt").read_text() == "keep me"
 
 
+@pytest.mark.parametrize(
+    ("bad_id", "kind"),
+    [
+        ("%252e%252e/victim.txt", "File"),
+        ("\u2024\u2024/victim.txt", "File"),
+        ("\uff0e\uff0e/victim/", "Dataset"),
+        ("%252e%252e/victim/", "Dataset"),
+    ],
+    ids=["double-encoded-file", "one-dot-leaders", "full-width-dots", "double-encoded-folder"],
+)
+def test_a_data_entity_the_crate_does_not_hold_is_a_clear_error(
+    old: Path, runs: tuple[Path, Path], bad_id: str, kind: str
+) -> None:
+    """Issue 36 item 7: such ids used to end in a FileNotFoundError traceback from rocrate."""
+    doc = metadata(old)
+    doc["@graph"].append({"@id": bad_id, "@type": kind})
+    put_metadata(old, doc)
+    before = tree_state(old)
+    res = CliRunner().invoke(cli, ["crate", str(runs[0]), "--add-to", str(old), *FAST_CLI])
+    _ok_error(res, InputError.exit_code, "names a file or folder the crate does not hold")
+    assert tree_state(old) == before
+    assert not [p for p in old.parent.iterdir() if ".crate-part" in p.name]
+
+
 # --- item 2: --add-to OLD -o NEW never modifies OLD ---------------------------------------------
 
 

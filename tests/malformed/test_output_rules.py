@@ -220,3 +220,14 @@ def test_streams_need_no_force(run: Path) -> None:
 def test_capture_takes_force_as_its_overwrite_flag() -> None:
     res = _cli("capture", "--help")
     assert "--force, --overwrite" in res.output
+
+
+def test_inline_sparql_longer_than_a_file_name_with_an_output(run: Path, tmp_path: Path) -> None:
+    """The question is looked up as a file (never written over): a long inline query is text."""
+    st = tmp_path / "st"
+    metaprov.load([run], store=st)
+    text = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }" + " " * 5000
+    out = tmp_path / "n.csv"
+    res = _cli("query", text, "--store", st, "-f", "csv", "-o", out)
+    assert res.exit_code == 0, res.output
+    assert out.read_text().startswith("n\n")
