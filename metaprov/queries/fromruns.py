@@ -59,6 +59,7 @@ def query_runs(
     cache: bool | str | Path = True,
     engine: str = "auto",
     timing: Timing | None = None,
+    progress: bool = False,
 ) -> pd.DataFrame | bool:
     """Answer a question straight from run directories (no store).
 
@@ -74,6 +75,7 @@ def query_runs(
             (always the in-memory store: the reference) or ``direct`` (refused for a question
             without a direct form).
         timing: filled with where the time went, when given.
+        progress: show the reading of each run not in the cache (a progress bar on stderr).
 
     Returns:
         The answer, as :func:`metaprov.queries.query` returns it from a store holding the runs.
@@ -98,7 +100,7 @@ def query_runs(
             f"{q.name!r} has no direct form", hint="use --engine store (or auto) for it"
         )
     t0 = time.perf_counter()
-    records = [read_cached(d, darshan=darshan, cache=cache) for d in dirs]
+    records = [read_cached(d, darshan=darshan, cache=cache, progress=progress) for d in dirs]
     timing.read = time.perf_counter() - t0
     if direct is not None and engine != "store":
         t1 = time.perf_counter()
@@ -179,11 +181,13 @@ def _run_dirs(runs: str | Path | Sequence[str | Path]) -> list[Path]:
     return [check_run_directory(p) for p in items]
 
 
-def read_cached(run: Path, *, darshan: bool = True, cache: bool | str | Path = True) -> RunRecords:
+def read_cached(
+    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
+) -> RunRecords:
     """The run's records, linked as ``metaprov load`` links them (from the cache when valid)."""
     from metaprov.queries.runcache import cached_records
 
-    return cached_records(run, darshan=darshan, cache=cache)
+    return cached_records(run, darshan=darshan, cache=cache, progress=progress)
 
 
 def _checks(q: Question) -> tuple[str, ...]:
