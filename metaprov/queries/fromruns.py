@@ -136,15 +136,20 @@ def _direct_answer(
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
     from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes
-    from metaprov.queries.direct import DirectUnsupported, facts_of_records, triple_tables
+    from metaprov.queries.direct import DirectUnsupported, facts_of_graphs, triple_tables
 
     if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
         params["run_id"] = params.pop("run")  # as the store path accepts it
     _check_params(q, dict(params))  # unknown, missing or invalid parameters: the same errors
+    from metaprov.mapping import to_prov
+    from metaprov.mapping.terms import DEFAULT_BASE
+
+    # one mapping context per run, shared by the form's triples and the facts of what it lacks
+    graphs = [to_prov(r, base=base or DEFAULT_BASE) for r in records]
+    for graph in graphs:
+        graph.shared_context()
     tables = (
-        [triple_tables(r, form.predicates, base, form.steps) for r in records]
-        if form.predicates
-        else []
+        [triple_tables(g, form.predicates, form.steps) for g in graphs] if form.predicates else []
     )
     try:
         answer = (
@@ -157,7 +162,7 @@ def _direct_answer(
     if q.needs:
         run = params.get("run_id", params.get("run"))
         answer.attrs["notes"] = gap_notes(
-            facts_of_records(records, base), q.needs, run=None if run is None else str(run)
+            facts_of_graphs(graphs), q.needs, run=None if run is None else str(run)
         )
     return answer
 
