@@ -217,8 +217,8 @@ errors (a run, key or prefix the runs do not hold is an error with the nearest v
   run, which no query engine removes.
 
 **When to use which.** One question, or a few, on a finished run: ask the run directory (at
-10^6 tasks about a minute for the first answer of a question with a direct form, seconds for
-the next; see [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
+10^6 tasks about a minute for the first answer of a question with a direct form — 55–70 s of
+CPU, 2.1–2.8 GB — and about 12 s for the next; see [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
 several runs compared over time, or other tools (a SPARQL server, Jupyter): load the runs into
 a store once (`metaprov load`: about 11 minutes at 10^6 tasks) and ask it; each question then
 takes seconds. The questions without a direct form are answered from a run directory through
