@@ -210,14 +210,15 @@ errors (a run, key or prefix the runs do not hold is an error with the nearest v
   added or removed file makes the run be read again. `--no-cache` reads the run again anyway
   (library: `cache=False`, or a folder). The entry does not keep the read's row accounting
   (`metaprov inspect` reports it): warnings about rows of the run's files are printed by the
-  read that wrote the entry only.
+  read that wrote the entry only; of the state transitions it keeps their times (answers map
+  the task level, as `metaprov load` does by default). At 10^6 tasks an entry is ~130 MB.
 - **Why not DuckDB**: polars is already a dependency, and the work left after reading is a few
   hash joins and group-bys over ~10^6 rows (about a second); the cost is reading and mapping the
   run, which no query engine removes.
 
 **When to use which.** One question, or a few, on a finished run: ask the run directory (at
-10^6 tasks about a minute for the first answer of a question with a direct form, seconds for
-the next; see [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
+10^6 tasks about a minute for the first answer of a question with a direct form — 55–70 s of
+CPU, 2.1–2.8 GB — and about 12 s for the next; see [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
 several runs compared over time, or other tools (a SPARQL server, Jupyter): load the runs into
 a store once (`metaprov load`: about 11 minutes at 10^6 tasks) and ask it; each question then
 takes seconds. The questions without a direct form are answered from a run directory through

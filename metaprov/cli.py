@@ -646,7 +646,9 @@ def _complete_question(_ctx: click.Context, _param: click.Parameter, incomplete:
     "(the reference); 'direct' with the question's direct form; 'auto' the direct form when "
     "there is one.",
 )
+@click.pass_context
 def query_cmd(
+    ctx: click.Context,
     question: str | None,
     runs: tuple[Path, ...],
     params: tuple[str, ...],
@@ -709,7 +711,14 @@ def query_cmd(
     if runs:
         from metaprov.queries.fromruns import query_runs
 
-        result = query_runs(question, list(runs), values, cache=not no_cache, engine=engine)
+        result = query_runs(
+            question,
+            list(runs),
+            values,
+            cache=not no_cache,
+            engine=engine,
+            progress=progress_enabled(ctx),
+        )
     else:
         result = query(
             question,

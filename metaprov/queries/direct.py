@@ -26,6 +26,7 @@ from metaprov.mapping.terms import MP, PROV, XSD
 if TYPE_CHECKING:
     import polars as pl
 
+    from metaprov.mapping import ProvGraph
     from metaprov.records import RunRecords
 
 
@@ -46,21 +47,19 @@ class Form:
     steps: tuple[str, ...] | None = None
 
 
-def facts_of_records(records: Sequence[RunRecords], base: str | None) -> pd.DataFrame:
+def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
     """Per run: ``run_id``, ``name``, ``threads``, ``compute`` and ``missing_inputs``, the
     facts :func:`metaprov.queries.gaps` asks a store for, from the mapping's own tables (no
     pass over the blocks): the run's id and name as the job step writes them, threads when the agents step
     writes an mp:Thread, compute when an execution the tasks step writes has a start."""
     from pathlib import PurePath
 
-    from metaprov.mapping import to_prov
     from metaprov.mapping.agents import thread_table
     from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
-    from metaprov.mapping.terms import DEFAULT_BASE
 
     rows = []
-    for rec in records:
-        graph = to_prov(rec, base=base or DEFAULT_BASE)
+    for graph in graphs:
+        rec = graph.records
         ctx = graph.shared_context()
         idx = task_index(ctx)
         ex = executions_sorted(ctx, idx)
@@ -79,7 +78,6 @@ def facts_of_records(records: Sequence[RunRecords], base: str | None) -> pd.Data
                 missing,
             )
         )
-        graph.release_context()
     rows.sort(key=lambda r: r[0])
     return pd.DataFrame(rows, columns=["run_id", "name", "threads", "compute", "missing_inputs"])
 
@@ -88,10 +86,7 @@ _TYPE = "type:"
 
 
 def triple_tables(
-    records: RunRecords,
-    wanted: Sequence[str],
-    base: str | None,
-    steps: Sequence[str] | None = None,
+    graph: ProvGraph, wanted: Sequence[str], steps: Sequence[str] | None = None
 ) -> dict[str, Any]:
     """The run's triples of the ``wanted`` predicates (``type:<class>`` for the subjects typed
     with a class) as polars frames of ``s`` and ``o`` (raw values: IRIs without brackets,
@@ -101,11 +96,8 @@ def triple_tables(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from metaprov.mapping import to_prov
-    from metaprov.mapping.terms import DEFAULT_BASE
     from metaprov.queries.needs import RDF_TYPE
 
-    graph = to_prov(records, base=base or DEFAULT_BASE)
     want = set(wanted)
     parts: dict[str, list[tuple[pa.Array, pa.Array]]] = {w: [] for w in want}
     for block in graph.blocks(steps=steps):
@@ -409,4 +401,4 @@ FORMS: dict[str, Form] = {
     "critical-path": Form((), critical_path, records=True),
 }
 
-__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_records", "triple_tables"]
+__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_graphs", "triple_tables"]

@@ -59,6 +59,7 @@ def query_runs(
     cache: bool | str | Path = True,
     engine: str = "auto",
     timing: Timing | None = None,
+    progress: bool = False,
 ) -> pd.DataFrame | bool:
     """Answer a question straight from run directories (no store).
 
@@ -74,6 +75,7 @@ def query_runs(
             (always the in-memory store: the reference) or ``direct`` (refused for a question
             without a direct form).
         timing: filled with where the time went, when given.
+        progress: show the reading of each run not in the cache (a progress bar on stderr).
 
     Returns:
         The answer, as :func:`metaprov.queries.query` returns it from a store holding the runs.
@@ -98,7 +100,7 @@ def query_runs(
             f"{q.name!r} has no direct form", hint="use --engine store (or auto) for it"
         )
     t0 = time.perf_counter()
-    records = [read_cached(d, darshan=darshan, cache=cache) for d in dirs]
+    records = [read_cached(d, darshan=darshan, cache=cache, progress=progress) for d in dirs]
     timing.read = time.perf_counter() - t0
     if direct is not None and engine != "store":
         t1 = time.perf_counter()
@@ -134,15 +136,20 @@ def _direct_answer(
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
     from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes
-    from metaprov.queries.direct import DirectUnsupported, facts_of_records, triple_tables
+    from metaprov.queries.direct import DirectUnsupported, facts_of_graphs, triple_tables
 
     if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
         params["run_id"] = params.pop("run")  # as the store path accepts it
     _check_params(q, dict(params))  # unknown, missing or invalid parameters: the same errors
+    from metaprov.mapping import to_prov
+    from metaprov.mapping.terms import DEFAULT_BASE
+
+    # one mapping context per run, shared by the form's triples and the facts of what it lacks
+    graphs = [to_prov(r, base=base or DEFAULT_BASE) for r in records]
+    for graph in graphs:
+        graph.shared_context()
     tables = (
-        [triple_tables(r, form.predicates, base, form.steps) for r in records]
-        if form.predicates
-        else []
+        [triple_tables(g, form.predicates, form.steps) for g in graphs] if form.predicates else []
     )
     try:
         answer = (
@@ -155,7 +162,7 @@ def _direct_answer(
     if q.needs:
         run = params.get("run_id", params.get("run"))
         answer.attrs["notes"] = gap_notes(
-            facts_of_records(records, base), q.needs, run=None if run is None else str(run)
+            facts_of_graphs(graphs), q.needs, run=None if run is None else str(run)
         )
     return answer
 
@@ -179,11 +186,13 @@ def _run_dirs(runs: str | Path | Sequence[str | Path]) -> list[Path]:
     return [check_run_directory(p) for p in items]
 
 
-def read_cached(run: Path, *, darshan: bool = True, cache: bool | str | Path = True) -> RunRecords:
+def read_cached(
+    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
+) -> RunRecords:
     """The run's records, linked as ``metaprov load`` links them (from the cache when valid)."""
     from metaprov.queries.runcache import cached_records
 
-    return cached_records(run, darshan=darshan, cache=cache)
+    return cached_records(run, darshan=darshan, cache=cache, progress=progress)
 
 
 def _checks(q: Question) -> tuple[str, ...]:

@@ -59,7 +59,7 @@ def cache_root(cache: bool | str | Path = True) -> Path | None:
 
 
 def cached_records(
-    run: Path, *, darshan: bool = True, cache: bool | str | Path = True
+    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
 ) -> RunRecords:
     """The run's records with Darshan I/O linked, for answers (the task level: of the state
     transitions only their times are kept): the cache's entry when it is valid, else the run
@@ -75,7 +75,7 @@ def cached_records(
         found = _read_entry(entry, files)
         if found is not None:
             return found
-    records = read_run(run, darshan=darshan)
+    records = read_run(run, darshan=darshan, progress=progress)
     _maybe_link(records)
     # what an entry keeps of the transitions, whether or not one is written: the same records
     # either way, and their memory (the largest table of a large run) handed back at once

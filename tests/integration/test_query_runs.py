@@ -200,7 +200,10 @@ def _real_runs() -> list[Any]:
         from conftest import SKIP_REASON
 
         return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_REASON))]
-    return [pytest.param(p, id=p.name[-24:]) for p in runs]
+    return [
+        pytest.param(p, id=f"{p.parent.name}-{p.name.split('_')[-2]}" if "_" in p.name else p.name)
+        for p in runs
+    ]
 
 
 @pytest.mark.realdata
