@@ -43,7 +43,7 @@ def test_capture_records_an_unchanged_script(tmp_path):
         cli, ["capture", "--anonymous", "-o", str(out), str(script), "12", str(seen)]
     )
     assert result.exit_code == 0, result.output
-    assert f"{out}:" in result.output and "rows in 11 files" in result.output
+    assert f"{out}:" in result.output and "rows in 12 files" in result.output
     records = metaprov.read_run(out, darshan=False)
     ex = records.executions[records.executions["key"].str.startswith("job-")]
     assert len(ex) == 12

@@ -154,9 +154,9 @@ def test_a_partitioned_export_keeps_the_same_losses(killed, tmp_path: Path) -> N
 
     export(run, tmp_path / "single.nq")
     with LocalCluster(
-        n_workers=1,
-        threads_per_worker=2,
-        processes=False,
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
         host="127.0.0.1",
         dashboard_address=None,
     ) as cluster:
