@@ -217,6 +217,7 @@ def test_inspect_says_where_the_time_went_or_that_it_was_not_recorded(
     plain = summarize(read_run(write_run(tmp_path / "plain", tiny_files())))
     assert plain["time_went"] == {"recorded": False, "memory_recorded": False}
     assert "time went  not recorded" in format_summary(plain)
+    assert "  memory   not recorded" in format_summary(plain)
 
 
 def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path) -> None:
@@ -313,3 +314,19 @@ def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path)
     )
     assert text == want.getvalue()
     assert cap._sinks["worker_metric"].rows == 4
+
+
+def test_the_report_says_where_the_time_went_or_that_it_was_not_recorded(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("bokeh")
+    from metaprov.report import write_report
+
+    plain = write_run(tmp_path / "plain", tiny_files())
+    write_report([run_dir], tmp_path / "a.html")
+    write_report([plain], tmp_path / "b.html")
+    a = (tmp_path / "a.html").read_text(encoding="utf-8")
+    b = (tmp_path / "b.html").read_text(encoding="utf-8")
+    assert "where the workers&#x27; time went" in a or "where the workers' time went" in a
+    assert "execute 1.300 s, gather-dep 0.020 s" in a
+    assert "not recorded (no fine performance metrics" in b
