@@ -258,29 +258,27 @@ def _time_went(records: RunRecords) -> dict[str, Any]:
     return out
 
 
-def _format_time_went(t: dict[str, Any]) -> list[str]:
-    if not t.get("recorded") and not t.get("memory_recorded"):
-        return [
-            "time went  not recorded (no fine performance metrics or memory samples: "
-            "metaprov.capture records them; not 0)"
-        ]
-    lines = []
+def time_went_text(t: dict[str, Any]) -> tuple[str, str]:
+    """Where the workers' time went and their memory, as two short texts (``summary
+    ["time_went"]``): "not recorded" where the run has none, never zeros."""
     if t.get("recorded"):
         ctx = ", ".join(f"{c} {v:.3f} s" for c, v in t["seconds_by_context"].items())
         top = ", ".join(f"{k} {v:.3f} s" for k, v in list(t["seconds_by_activity"].items())[:4])
-        lines.append(f"time went  {ctx}; most: {top}")
+        time_text = f"{ctx}; most: {top}"
     else:
-        lines.append("time went  not recorded (no fine performance metrics; not 0)")
+        time_text = (
+            "not recorded (no fine performance metrics: metaprov.capture records them; not 0)"
+        )
     if t.get("memory_recorded"):
         paused = t["paused_workers"]
-        lines.append(
-            f"  memory   {t['memory_samples']} samples, max process {t['max_process_bytes']:,} "
-            f"bytes, max spilled {t['max_spilled_bytes']:,} bytes; paused: "
+        memory_text = (
+            f"{t['memory_samples']} samples, max process {t['max_process_bytes']:,} bytes, "
+            f"max spilled {t['max_spilled_bytes']:,} bytes; paused: "
             f"{', '.join(paused) if paused else 'none'}"
         )
     else:
-        lines.append("  memory   not recorded")
-    return lines
+        memory_text = "not recorded"
+    return time_text, memory_text
 
 
 def unknowns(records: RunRecords) -> list[dict[str, str]]:
@@ -430,7 +428,8 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(line)
     lines += format_losses(s.get("losses") or {})
     if "time_went" in s:
-        lines += _format_time_went(s["time_went"])
+        time_text, memory_text = time_went_text(s["time_went"])
+        lines += [f"time went  {time_text}", f"  memory   {memory_text}"]
     if run["missing_inputs"]:
         lines.append(f"missing    {', '.join(run['missing_inputs'])}")
     for u in s.get("unknown", []):

@@ -255,6 +255,15 @@ def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     return line if i is None else f"{i},{line}"
 
 
+def csv_cell(value: Any) -> str:
+    """One cell as the csv module writes it (``None`` empty, floats as their ``repr``)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(float(value))
+    return quote(str(value))
+
+
 def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     """Scheduler rows: state-only rows, and rows with execution details of the usual types."""
     key, thread, worker, prefix, group, start, finish, stim, addr, b, e, d, size, t = r
@@ -370,6 +379,50 @@ class CsvSink:
         with self._lock:
             if not self._fh.closed:
                 self._fh.close()
+
+
+class TextSink(CsvSink):
+    """A :class:`CsvSink` fed with rows already formatted as CSV text, several at once.
+
+    For rows that come in groups (the metrics of one execution): a hook formats its group in
+    one string with the cells it shares formatted once, instead of appending a tuple per row.
+    The text must be what the csv module would write (no index column).
+    """
+
+    def __init__(self, path: Path, columns: Sequence[str], *, flush_rows: int = 10_000) -> None:
+        super().__init__(path, columns, index=False, flush_rows=flush_rows)
+        self._texts: list[str] = []
+        self._pending = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows appended so far (written or still buffered)."""
+        return self._written + self._pending
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Buffer one row given as values (formatted by the csv module)."""
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(row)
+        self.append_text(buf.getvalue(), 1)
+
+    def append_text(self, text: str, rows: int) -> None:
+        """Buffer ``rows`` rows given as their CSV text (each ending in ``\\n``)."""
+        self._texts.append(text)
+        self._pending += rows
+        if self._pending >= self._flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered text and flush the file to the OS."""
+        with self._lock:
+            texts, self._texts = self._texts, []
+            n, self._pending = self._pending, 0
+            if self._fh.closed:
+                return
+            if texts:
+                self._fh.write("".join(texts))
+                self._written += n
+            self._fh.flush()
 
 
 #: Epoch seconds, the clock the Mofka plugins used (bound directly: it runs once per row).

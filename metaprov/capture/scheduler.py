@@ -694,6 +694,8 @@ class SchedulerCapture(SchedulerPlugin):
                 "worker_transition.csv": "each worker's own clock",
                 "worker_execution.csv": "each worker's own clock",
                 "worker_transfer.csv": "start/stop shifted to the scheduler clock by Dask; time: worker clock",
+                "worker_metric.csv": "each worker's own clock",
+                "worker_memory.csv": "scheduler clock",
             },
             "preexisting": self._preexisting,
             "files": {

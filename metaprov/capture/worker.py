@@ -45,7 +45,9 @@ from metaprov.capture._files import (
     WORKER_TRANSFER,
     WORKER_TRANSITION,
     CsvSink,
+    TextSink,
     configured_directory,
+    csv_cell,
     dask_config_snapshot,
     fast_worker_transition,
     now,
@@ -134,6 +136,9 @@ class WorkerCapture(WorkerPlugin):
         self._execution: tuple[Any, float, dict[tuple[Any, ...], float]] | None = None
         self._interval: dict[tuple[Any, ...], float] = {}
         self._interval_start = 0.0
+        #: Dask metric name -> its CSV cells ``span,context,prefix,activity,unit`` (formatted
+        #: once per distinct name)
+        self._cells: dict[tuple[Any, ...], str] = {}
         self._type_names: dict[type, str] = {}
         self._sinks: dict[str, CsvSink] = {}
         self._pending: dict[Any, tuple[list[Any], float]] = {}
@@ -194,9 +199,10 @@ class WorkerCapture(WorkerPlugin):
                 self._part("worker_result"), WORKER_RESULT, index=False, flush_rows=self.flush_rows
             )
         if self.metrics:
-            self._sinks["worker_metric"] = CsvSink(
-                self._part("worker_metric"), WORKER_METRIC, index=False, flush_rows=self.flush_rows
+            self._sinks["worker_metric"] = TextSink(
+                self._part("worker_metric"), WORKER_METRIC, flush_rows=self.flush_rows
             )
+            self._address_cell = csv_cell(self.address)
         self._result_rows = self._sinks["worker_result"].append if self.results else None
         self._transition_rows = self._sinks["worker_transition"].append
         self._closed = False
@@ -472,22 +478,37 @@ class WorkerCapture(WorkerPlugin):
 
     def _execution_rows(self, key: Any, start: Any, metrics: dict[tuple[Any, ...], float]) -> None:
         """One row per (context, activity, unit) of one execution (summed when Dask digests
-        the same activity twice, e.g. two memory reads)."""
+        the same activity twice, e.g. two memory reads), formatted as one piece of CSV text:
+        the cells the rows share (worker, key, times) once, each metric name's cells once per
+        worker (the few distinct names are cached)."""
         if not metrics:
             return
-        t = now()
-        skey = str(key)
-        append = self._sinks["worker_metric"].append
+        t = repr(now())
+        head = f"{self._address_cell},{csv_cell(str(key))},"
+        tail = f",{csv_cell(start)},{t},{t}\n"
+        cells = self._cells
+        parts = []
         for name, value in metrics.items():
-            context, span, prefix, activity, unit = metric_fields(name)
-            append((self.address, skey, span, context, prefix, activity, unit, value, start, t, t))
+            mid = cells.get(name)
+            if mid is None:
+                context, span, prefix, activity, unit = metric_fields(name)
+                mid = cells[name] = ",".join(map(csv_cell, (span, context, prefix, activity, unit)))
+            v = (
+                repr(value)
+                if value.__class__ is float or value.__class__ is int
+                else csv_cell(value)
+            )
+            parts.append(f"{head}{mid},{v}{tail}")
+        self._sinks["worker_metric"].append_text("".join(parts), len(parts))  # type: ignore[attr-defined]
 
     def _interval_rows(self, t: float) -> None:
         """The metrics digested outside executions since the previous flush, one row each."""
         interval, self._interval = self._interval, {}
         start, self._interval_start = self._interval_start, t
         append = self._sinks["worker_metric"].append
-        for name, value in interval.items():
+        # Dask digests on the event loop (as this runs); a copy all the same, should a metric
+        # ever come from another thread
+        for name, value in list(interval.items()):
             context, span, prefix, activity, unit = metric_fields(name)
             append((self.address, None, span, context, prefix, activity, unit, value, start, t, t))
 
@@ -529,8 +550,8 @@ def metric_fields(name: tuple[Any, ...]) -> tuple[str, str | None, str | None, s
 
     Dask names a fine performance metric ``(context, [span id,] [prefix,] *label, unit)``:
     ``("execute", span, prefix, "thread-cpu", "seconds")``, ``("gather-dep", "network",
-    "seconds")``, ``("memory-monitor", "disk-write", "bytes")``. A label of several parts is
-    kept with its parts joined by ``/``.
+    "seconds")``, ``("memory-monitor", "disk-write", "bytes")``. A label of several parts (also
+    one passed as a tuple inside the name) is kept with its parts joined by ``/``.
 
     >>> metric_fields(("execute", "s1", "inc", "thread-cpu", "seconds"))
     ('execute', 's1', 'inc', 'thread-cpu', 'seconds')
@@ -547,4 +568,7 @@ def metric_fields(name: tuple[Any, ...]) -> tuple[str, str | None, str | None, s
     if context == "execute" and rest:
         prefix = str(rest[0])
         rest = rest[1:]
-    return context, span, prefix, "/".join(map(str, rest)), unit
+    parts: list[str] = []
+    for part in rest:  # a label Dask passed as a tuple inside the name: its parts
+        parts.extend(map(str, part) if isinstance(part, tuple) else (str(part),))
+    return context, span, prefix, "/".join(parts), unit

@@ -163,7 +163,10 @@ def read_run(
         apply_worker_executions(run, records, keys.selection() if keys is not None else None)
         read_worker_losses(run, records)
         read_task_facts(run, records)
-        read_activity(run, records)
+        if keys is None or not keys.transitions:
+            # a partition of the keys maps no activity share (run-level nodes): the run-level
+            # part (transitions=False) reads and accounts for these files, once
+            read_activity(run, records)
         read_job(run, records)
         bar.update(1)
         if logs:

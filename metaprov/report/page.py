@@ -374,8 +374,20 @@ def _summary_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
             if tot
             else "no Darshan logs read",
         ),
+        *_time_went_pairs(s),
         ("missing inputs", ", ".join(run["missing_inputs"]) or "-"),
     ]
+
+
+def _time_went_pairs(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Where the workers' time went and their memory (Dask's fine performance metrics), or
+    that the run did not record them."""
+    from metaprov.analysis.summary import time_went_text
+
+    if "time_went" not in s:
+        return []
+    time_text, memory_text = time_went_text(s["time_went"])
+    return [("where the workers' time went", time_text), ("worker memory", memory_text)]
 
 
 def _accounting(s: dict[str, Any]) -> pd.DataFrame:

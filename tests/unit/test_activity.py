@@ -217,3 +217,116 @@ def test_inspect_says_where_the_time_went_or_that_it_was_not_recorded(
     plain = summarize(read_run(write_run(tmp_path / "plain", tiny_files())))
     assert plain["time_went"] == {"recorded": False, "memory_recorded": False}
     assert "time went  not recorded" in format_summary(plain)
+    assert "  memory   not recorded" in format_summary(plain)
+
+
+def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path) -> None:
+    """The worker plugin formats an execution's metric rows itself (the shared cells once):
+    byte for byte what ``csv.writer`` (and pandas) write, for awkward keys and numbers too."""
+    import csv
+    import io
+
+    pytest.importorskip("distributed")
+    from metaprov.capture._files import WORKER_METRIC, TextSink
+    from metaprov.capture.worker import WorkerCapture
+
+    cap = WorkerCapture(tmp_path, metrics=True)
+    cap.address, cap._closed = "tcp://127.0.0.1:1234", False
+    cap._address_cell = cap.address
+    cap._sinks = {"worker_metric": TextSink(tmp_path / "m.csv", WORKER_METRIC)}
+    key = "('a, \"b\"', 0)"
+    metrics = {
+        ("execute", "s-1", 'a, "b"', "thread-cpu", "seconds"): 0.1 + 0.2,
+        ("execute", None, "inc", "memory-read", "bytes"): 1600000,
+        ("execute", "s-1", "inc", ("disk", "read"), "count"): 2,
+    }
+    cap._execution_rows(key, 1700000000.125, metrics)
+    cap._interval = {("gather-dep", "network", "seconds"): 1e-05}
+    cap._interval_start = 1700000000.0
+    cap._interval_rows(1700000002.5)
+    cap._sinks["worker_metric"].close()
+    text = (tmp_path / "m.csv").read_text(encoding="utf-8")
+    rows = list(csv.reader(io.StringIO(text)))
+    t = rows[1][-1]
+    want = io.StringIO()
+    w = csv.writer(want, lineterminator="\n")
+    w.writerow(WORKER_METRIC)
+    addr = cap.address
+    w.writerow(
+        [
+            addr,
+            key,
+            "s-1",
+            "execute",
+            'a, "b"',
+            "thread-cpu",
+            "seconds",
+            0.1 + 0.2,
+            1700000000.125,
+            float(t),
+            float(t),
+        ]
+    )
+    w.writerow(
+        [
+            addr,
+            key,
+            None,
+            "execute",
+            "inc",
+            "memory-read",
+            "bytes",
+            1600000,
+            1700000000.125,
+            float(t),
+            float(t),
+        ]
+    )
+    w.writerow(
+        [
+            addr,
+            key,
+            "s-1",
+            "execute",
+            "inc",
+            "disk/read",
+            "count",
+            2,
+            1700000000.125,
+            float(t),
+            float(t),
+        ]
+    )
+    w.writerow(
+        [
+            addr,
+            None,
+            None,
+            "gather-dep",
+            None,
+            "network",
+            "seconds",
+            1e-05,
+            1700000000.0,
+            1700000002.5,
+            1700000002.5,
+        ]
+    )
+    assert text == want.getvalue()
+    assert cap._sinks["worker_metric"].rows == 4
+
+
+def test_the_report_says_where_the_time_went_or_that_it_was_not_recorded(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("bokeh")
+    from metaprov.report import write_report
+
+    plain = write_run(tmp_path / "plain", tiny_files())
+    write_report([run_dir], tmp_path / "a.html")
+    write_report([plain], tmp_path / "b.html")
+    a = (tmp_path / "a.html").read_text(encoding="utf-8")
+    b = (tmp_path / "b.html").read_text(encoding="utf-8")
+    assert "where the workers&#x27; time went" in a or "where the workers' time went" in a
+    assert "execute 1.300 s, gather-dep 0.020 s" in a
+    assert "not recorded (no fine performance metrics" in b
