@@ -616,7 +616,7 @@ def checked_query(
                 hint="a backslash is taken only inside strings and IRIs and in escaped local "
                 "names (ex:a\\#); write other characters as they are",
             )
-        sep = ("\n" if "\n" in gap else " ") if gap else ""
+        sep = _COMMENT.sub("", gap)  # the whitespace between tokens, comments removed
         word = tok.text.upper() if kind == "word" else ""
         if word == "PREFIX":
             if not (
@@ -690,6 +690,7 @@ def _where(text: str, pos: int) -> str:
     return f"line {line}, column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
 
+_COMMENT = re.compile(r"#[^\r\n]*")
 _ESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 _ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.DOTALL)
 _IRI_BAD = re.compile(r'[<>"{}|^`\\\x00-\x20]')
