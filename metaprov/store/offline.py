@@ -182,9 +182,11 @@ class _Pool:
 
     def start(self) -> None:
         with self.lock:
-            if self.started:
+            if self.started == os.getpid():
                 return
-            self.started = WORKERS
+            # first use, or a forked child (threads do not survive a fork): start the workers
+            self.started = os.getpid()
+            self.jobs = queue.SimpleQueue()
         before = threading.stack_size()
         waits = []
         try:
