@@ -120,7 +120,15 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   missing values are blank
   (table), empty (csv) or `null` (json). An ASK query answers `true` or `false`.
 - **Federated queries** (`SERVICE <URL> {{ ... }}`) make the store send requests to the services
-  they name: refused unless `--allow-service` is given (library: `allow_service=True`).
+  they name: refused unless `--allow-service` is given (library: `allow_service=True`). The
+  embedded store's engine has no network even then (it runs on threads that may not open a
+  connection, on Linux): `--allow-service` is for `--endpoint` servers that federate.
+- **Limits**: a query text of at most 1,048,576 characters, 20,000 tokens outside `VALUES`
+  data, brackets (`{{ ( [`) nested at most 64 deep; beyond, a `QueryError` (exit code 7) says
+  which. A name's prefix must be declared; a backslash is taken only inside strings and IRIs
+  and in escaped local names (`ex:a\\#`). What the engine runs is the checked query written
+  canonically (prefixed names as full IRIs, comments dropped): see
+  [reliability.md](reliability.md#the-sparql-guard-every-query-every-engine).
 - **Numbers and tables**: floats in csv and json have at most 15 significant digits in their
   shortest form (`0.235721`, not the `0.23572099999999999` a sum of decimals leaves). A table is
   for reading: a run's instance
@@ -286,7 +294,8 @@ For example, `key` given as `{_EVIL}` (an attempt to widen the query) and `limit
 {_BIND_QUERY.rstrip()}
 ```
 
-into the query below: the value stays one string literal, which no task key equals.
+into the query below (written as the engine gets it: prefixed names as full IRIs): the value
+stays one string literal, which no task key equals.
 
 ```sparql
 {bound.rstrip()}

@@ -264,6 +264,14 @@ def open_backend(b: Backend) -> Iterator[Any]:
                 f"cannot reach the Dask scheduler at {b.address}: {exc}",
                 hint="start it (dask scheduler / dask-jobqueue) or check the address",
             ) from exc
+        except Exception as exc:  # noqa: BLE001 - whatever a stranger's bytes make Dask raise
+            # Not Dask's protocol: a frame length read from garbage makes numpy allocate
+            # exabytes (MemoryError) or refuse the shape (ValueError), and so on.
+            raise UsageError(
+                f"the server at {b.address} does not speak Dask's protocol "
+                f"({type(exc).__name__}: {str(exc)[:200]})",
+                hint="give the address the Dask scheduler prints (tcp://HOST:8786 by default)",
+            ) from exc
         try:
             yield client
         finally:

@@ -115,6 +115,9 @@ class _Capped:
         self.parts.append(bytes(data))
         return len(data)
 
+    def flush(self) -> None:
+        pass
+
     def value(self) -> bytes:
         return b"".join(self.parts)
 

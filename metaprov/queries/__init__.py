@@ -78,26 +78,48 @@ def get_question(name: str) -> Question:
 
 def resolve(question: str) -> Question:
     """A packaged question by name, a ``.rq`` file, or SPARQL text, as a :class:`Question`."""
+    from metaprov.store.sparql import MAX_QUERY_CHARS, QueryRefused, checked_query
+
     if question in _packaged():
         return _packaged()[question]
+    if len(question) > MAX_QUERY_CHARS:
+        checked_query(question)  # refused: too long, before anything else reads it
     candidate = Path(question)
     if question.endswith(".rq") or (
-        len(question) < 4096 and "\n" not in question and candidate.is_file()
+        len(question) < 4096 and "\n" not in question and _is_file(candidate)
     ):
-        if not candidate.is_file():
+        if not _is_file(candidate):
             raise QueryError(
                 f"no such query file: {question}",
                 hint="give the path of a .rq file, or a question name",
             )
         try:
-            text = candidate.read_text(encoding="utf-8")
+            with candidate.open("rb") as fh:
+                raw = fh.read(4 * MAX_QUERY_CHARS + 1)
+            if len(raw) > 4 * MAX_QUERY_CHARS:
+                raise QueryRefused(
+                    f"the query file {question} is larger than {4 * MAX_QUERY_CHARS:,} bytes",
+                    hint=f"a query may hold at most {MAX_QUERY_CHARS:,} characters",
+                    status=413,
+                )
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise QueryError(f"cannot read the query file {question}: {exc}") from exc
+        if len(text) > MAX_QUERY_CHARS:
+            checked_query(text)  # refused: too long
         return parse_header(text, name=candidate.stem, path=str(candidate))
     if "{" in question or any(c.isspace() for c in question.strip()):
         # Question names have no spaces: this is SPARQL text (an update is refused later).
         return parse_header(question, name="query")
     return get_question(question)
+
+
+def _is_file(path: Path) -> bool:
+    """Is ``path`` a file (False for text no file can be named: too long, NUL bytes)?"""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def run_question(

@@ -87,11 +87,62 @@ class Endpoint:
         return self.gsp_given or derive_gsp(self.query)
 
 
+def _shown(url: str) -> str:
+    """An invalid URL as an error message may show it: credentials redacted and no query string
+    or fragment (their values may be secrets whatever their names)."""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=-1)
+    return redact(url if cut < 0 else url[:cut] + "?...")
+
+
+#: Most rows of a SPARQL JSON answer read into memory (a row takes ~10x its bytes as Python
+#: objects); ``METAPROV_ENDPOINT_MAX_ROWS`` overrides it.
+DEFAULT_MAX_ROWS = 2_000_000
+ENV_MAX_ROWS = "METAPROV_ENDPOINT_MAX_ROWS"
+
+
+def _check_rows(body: bytes, where: str) -> None:
+    """Refuse a SPARQL JSON answer of more rows than the cap, counted by a streaming parse
+    (pyoxigraph's, one row at a time) before the answer is read into Python objects.
+
+    Raises:
+        LimitError: more rows than the cap (naming it and how to raise it).
+        UsageError: ``METAPROV_ENDPOINT_MAX_ROWS`` is not a positive integer.
+    """
+    import pyoxigraph as ox
+
+    from metaprov.errors import LimitError
+
+    raw = os.environ.get(ENV_MAX_ROWS)
+    cap = DEFAULT_MAX_ROWS
+    if raw:
+        cap = int(raw) if raw.strip().isdigit() else 0
+        if cap <= 0:
+            raise UsageError(f"{ENV_MAX_ROWS}={clean(raw, limit=40)} is not a positive integer")
+    if len(body) <= 3 * cap:  # a row takes at least 3 bytes ("{},"): no need to count
+        return
+    try:
+        answer = ox.parse_query_results(body, format=ox.QueryResultsFormat.JSON)
+        if isinstance(answer, ox.QueryBoolean):
+            return
+        rows = 0
+        for _ in answer:
+            rows += 1
+            if rows > cap:
+                raise LimitError(
+                    f"the SPARQL server at {where} answered more than {cap:,} rows "
+                    f"({len(body):,} bytes): more than metaprov reads into memory",
+                    hint=f"ask for fewer rows (LIMIT, a narrower pattern), or raise {ENV_MAX_ROWS} "
+                    "if this machine has the memory (about 300 bytes a cell)",
+                )
+    except (SyntaxError, ValueError, OSError):
+        return  # not SPARQL JSON: the reading below says what it is
+
+
 def _check_url(url: str) -> None:
     example = "give e.g. --endpoint http://127.0.0.1:7878/query"
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise UsageError(
-            f"{redact(url)!r} holds spaces or control characters",
+            f"{_shown(url)!r} holds spaces or control characters",
             hint="percent-encode them (a space is %20); " + example,
         )
     try:
@@ -99,11 +150,11 @@ def _check_url(url: str) -> None:
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
     except ValueError as exc:
         raise UsageError(
-            f"{redact(url)!r} is not a valid URL: {redact(str(exc))}", hint=example
+            f"{_shown(url)!r} is not a valid URL: {_shown(str(exc))}", hint=example
         ) from exc
     if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
         raise UsageError(
-            f"{redact(url)!r} is not an http(s) URL",
+            f"{_shown(url)!r} is not an http(s) URL",
             hint="give e.g. --endpoint http://127.0.0.1:7878/query",
         )
     if parts.username or parts.password:
@@ -408,6 +459,7 @@ class EndpointStore(Store):
     def _select_json_once(self, text: str) -> dict[str, Any]:
         resp = self._post_query(text, _RESULTS_JSON)
         where = redact(self.endpoint.query)
+        _check_rows(resp.body, where)
         try:
             data = json.loads(resp.body)
         except RecursionError as exc:

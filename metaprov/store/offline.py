@@ -137,6 +137,18 @@ def install_filter(*, sockets: bool = True) -> None:
         raise OSError(err, f"seccomp: {os.strerror(err)}")
 
 
+def _drop_locals(exc: BaseException) -> None:
+    """Free the locals of the frames an exception's traceback holds, on this thread: pyoxigraph
+    answers may only be dropped on the thread that made them."""
+    import traceback
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+
+
 class _Pool:
     """Engine threads, each with the network filter and a large stack, started on first use."""
 
@@ -162,6 +174,7 @@ class _Pool:
             try:
                 box.append((True, fn()))
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                _drop_locals(exc)
                 box.append((False, exc))
             finally:
                 done.set()
@@ -169,9 +182,11 @@ class _Pool:
 
     def start(self) -> None:
         with self.lock:
-            if self.started:
+            if self.started == os.getpid():
                 return
-            self.started = WORKERS
+            # first use, or a forked child (threads do not survive a fork): start the workers
+            self.started = os.getpid()
+            self.jobs = queue.SimpleQueue()
         before = threading.stack_size()
         waits = []
         try:

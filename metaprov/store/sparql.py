@@ -616,7 +616,7 @@ def checked_query(
                 hint="a backslash is taken only inside strings and IRIs and in escaped local "
                 "names (ex:a\\#); write other characters as they are",
             )
-        sep = ("\n" if "\n" in gap else " ") if gap else ""
+        sep = _COMMENT.sub("", gap) if "#" in gap else gap  # whitespace, comments removed
         word = tok.text.upper() if kind == "word" else ""
         if word == "PREFIX":
             if not (
@@ -690,14 +690,19 @@ def _where(text: str, pos: int) -> str:
     return f"line {line}, column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
 
+_COMMENT = re.compile(r"#[^\r\n]*")
 _ESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 _ESCAPE = re.compile(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.DOTALL)
 _IRI_BAD = re.compile(r'[<>"{}|^`\\\x00-\x20]')
 _STRING_OUT = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
 
 
-def _unescape(body: str, where: str) -> str:
-    """A string's or IRI's text with its ECHAR and UCHAR escapes decoded."""
+def _unescape(body: str, text: str, pos: int) -> str:
+    """A string's or IRI's text with its ECHAR and UCHAR escapes decoded (``text`` and ``pos``
+    place an error)."""
+    if "\\" not in body:
+        return body
+    where = _where(text, pos)
 
     def one(m: re.Match[str]) -> str:
         code = m.group(1)
@@ -714,7 +719,7 @@ def _unescape(body: str, where: str) -> str:
 
 
 def _iri_value(text: str, tok: Token) -> str:
-    value = _unescape(tok.text[1:-1], _where(text, tok.start))
+    value = _unescape(tok.text[1:-1], text, tok.start)
     if _IRI_BAD.search(value):
         raise QueryRefused(
             f"{_where(text, tok.start)}: an escape in the IRI {tok.text[:80]} gives a character "
@@ -729,7 +734,7 @@ def _canonical(text: str, tok: Token, prefixes: Mapping[str, tuple[str, bool]]) 
         return f"<{_iri_value(text, tok)}>"
     if tok.kind == "string":
         quote = 3 if tok.text[:3] in ("'''", '"""') else 1
-        value = _unescape(tok.text[quote:-quote], _where(text, tok.start))
+        value = _unescape(tok.text[quote:-quote], text, tok.start)
         return '"' + value.translate(_STRING_OUT) + '"'
     if tok.kind == "pname":
         prefix, _, local = tok.text.partition(":")

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from metaprov.cli import cli
-from metaprov.errors import MetaprovError, QueryError, StoreError, UsageError
+from metaprov.errors import LimitError, MetaprovError, QueryError, StoreError, UsageError
 from metaprov.store import EndpointStore
 from metaprov.store.http import clean, redact
 
@@ -428,3 +428,45 @@ def test_redact_and_clean_units() -> None:
     assert clean("a" * 600).endswith("...") and len(clean("a" * 600)) == 500
     assert clean("\x1b[31mred\x1b[0m\r\nnext") == "red next"
     assert isinstance(StoreError("x"), MetaprovError)
+
+
+# --- issue 36: many small rows, a secret in an invalid URL --------------------------------------
+
+
+def _rows(n: int) -> bytes:
+    row = b'{"a":{"type":"literal","value":"1"}}'
+    return b'{"head":{"vars":["a"]},"results":{"bindings":[' + b",".join([row] * n) + b"]}}"
+
+
+def test_an_answer_of_more_rows_than_the_cap_is_refused_before_it_is_read(
+    serve,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """12 M tiny rows (under the byte cap) took 3.6 GB then a MemoryError: the rows are counted
+    by a streaming parse first; over the cap, a clear error naming it and how to raise it."""
+    monkeypatch.setenv("METAPROV_ENDPOINT_MAX_ROWS", "1000")
+    srv = serve(_json_reply(_rows(5000)))
+    with pytest.raises(LimitError, match=r"more than 1,000 rows") as err:
+        EndpointStore(srv.url + "/query").query("SELECT ?a { ?s ?p ?a }")
+    assert "METAPROV_ENDPOINT_MAX_ROWS" in str(err.value)
+    out = _cli_error(["query", "SELECT ?a { ?s ?p ?a }", "--endpoint", srv.url + "/query"], 8)
+    assert "more than 1,000 rows" in out
+    srv = serve(_json_reply(_rows(900)))  # under the cap: read
+    assert len(EndpointStore(srv.url + "/query").query("SELECT ?a { ?s ?p ?a }")) == 900
+    monkeypatch.setenv("METAPROV_ENDPOINT_MAX_ROWS", "lots")
+    with pytest.raises(UsageError, match="METAPROV_ENDPOINT_MAX_ROWS=lots"):
+        EndpointStore(srv.url + "/query").query("SELECT ?a { ?s ?p ?a }")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h:99999/q?x=SECRET123",
+        "ftp://h/q?v=SECRET123",
+        "http://h:abc/q#SECRET123",
+        "http://[::1/q?key=SECRET123",
+    ],
+)
+def test_an_invalid_endpoint_url_never_prints_its_query_string(url: str) -> None:
+    out = _cli_error(["query", "runs", "--endpoint", url], 2)
+    assert "SECRET123" not in out and "?..." in out
