@@ -585,9 +585,10 @@ class _RunSide:
     """What one run's records say beyond its timeline's shares, and how much of its pending
     shares (waiting, transfers, dispatch) it explains.
 
-    ``spill_share``: seconds of the makespan the workers' spilling held up (their disk seconds
-    x their threads / the run's slots: a worker busy spilling leaves its threads idle), at most
-    the run's pending shares; ``ser_fraction``: the share of the time data moved between
+    ``spill_share``: seconds of the makespan the workers' spilling held up (their seconds of
+    disk reads and writes and of (de)serialising outside transfers, x their threads / the
+    run's slots: a worker busy spilling leaves its threads idle), at most the run's pending
+    shares; ``ser_fraction``: the share of the time data moved between
     workers that was spent (de)serialising and (de)compressing it (fine metrics)."""
 
     pending: float = 0.0
@@ -631,7 +632,11 @@ def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
         ser = float(secs.loc[kind.isin(SERIALISATION) & ctx.isin(TRANSFER_CONTEXTS), "value"].sum())
         ev["serialisation_s"] = ser
         side.ser_fraction = min(1.0, ser / xraw) if xraw > 0 else 0.0
-        disk = secs[kind.isin(SPILL_DISK)]
+        # spilled data is serialised before it is written and deserialised when read back:
+        # (de)serialising outside data moved between workers is spilling's too
+        disk = secs[
+            kind.isin(SPILL_DISK) | (kind.isin(SERIALISATION) & ~ctx.isin(TRANSFER_CONTEXTS))
+        ]
         ev["spill_disk_s"] = float(disk["value"].sum())
         by = act[act["unit"].astype(str) == "bytes"]
         ev["spilled_bytes"] = int(by.loc[by["activity"].astype(str) == "disk-write", "value"].sum())
