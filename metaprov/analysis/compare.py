@@ -667,6 +667,15 @@ def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
     return side
 
 
+def _more_tasks_dispatch(b: pd.DataFrame, o: pd.DataFrame) -> pd.Series:
+    """Per prefix: the dispatch seconds of the tasks it gained, at the baseline's dispatch
+    seconds per task (``D = n x d``: the change of ``n`` is more work, the change of ``d`` a
+    slower scheduler)."""
+    nb = b["executions"].astype("float64")
+    per = (b["sched"] / nb.where(nb > 0)).fillna(0.0)
+    return (o["executions"] - b["executions"]).astype("float64") * per
+
+
 def _run_rows(
     base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -678,8 +687,12 @@ def _run_rows(
         return [eb.get(k, 0), eo.get(k, 0)]
 
     rows = []
+    # the dispatch of the tasks a prefix gained (or lost) is that prefix's compute row's
     sched = (
-        float(s.po["sched"].sum() - s.pb["sched"].sum()) + other.startup_sched - base.startup_sched
+        float(s.po["sched"].sum() - s.pb["sched"].sum())
+        - float(_more_tasks_dispatch(s.pb, s.po).sum())
+        + other.startup_sched
+        - base.startup_sched
     )
     # the jitter of a sum of n dispatch delays: sqrt(n) x the delay of the faster run (the
     # slower one's is what is measured: a slow scheduler must not widen its own noise)
@@ -790,6 +803,8 @@ def _prefix_rows(p: str, s: _Sides, al: Alignment, par: _Parallelism) -> list[di
         par_s = 0.0
         k = kb if np.isfinite(kb) else (ko if np.isfinite(ko) else 0.0)
     k0 = k if np.isfinite(k) else 0.0
+    # more (or fewer) tasks also cost their dispatch: with the prefix's compute, not the scheduler
+    comp += float(_more_tasks_dispatch(s.pb.loc[[p]], s.po.loc[[p]]).iloc[0])
     io = (o["io"] - b["io"]) * k if s.both_io else 0.0
     wrk, sd_w, wev = _worker_term(p, s, k, k0)
     sd = float(s.sd_dur.loc[p]) * k0

@@ -330,3 +330,11 @@ def test_the_page_carries_each_cause_with_its_evidence(tmp_path) -> None:
     html = write_page(c, tmp_path / "p.html").read_text()
     assert "what and evidence" in html
     assert "held up by workers spilling to disk" in html and "50.0 MB vs 0 B written" in html
+
+
+def test_more_tasks_dispatch_goes_with_their_compute() -> None:
+    """Twice the tasks, each handed out as slowly as before: more work, not a slower scheduler."""
+    ex = explain(blame(_chain_dispatched(0.1, "a", n=4)), blame(_chain_dispatched(0.1, "b", n=8)))
+    _adds_up(ex)
+    assert ex.top["cause"] == "compute" and ex.top["prefix"] == "step"
+    assert abs(ex.totals["scheduler"]) < 0.11  # the chain's first task has no dispatch wait
