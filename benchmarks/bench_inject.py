@@ -209,6 +209,7 @@ def workload(
         for i, c in enumerate(crunches)
     ]
     prev: Any = sums
+    where = _workers(client)  # name -> address now (a worker started later is not asked for)
     extra = {"straggler": STRAGGLER_S, "slow_prefix": SLOW_PREFIX_S}.get(variant, 0.0)
     for j in range(m):
         prev = client.submit(
@@ -222,8 +223,8 @@ def workload(
             PICKLE_S if variant == "serialisation" else 0.0,
             marker if (marker and j % 2 == 1) else "",
             key=f"step-{j}",
-            workers=[j % 2],
-            allow_other_workers=True,
+            workers=[where[str(j % 2)]] if str(j % 2) in where else None,
+            allow_other_workers=str(j % 2) in where,
             retries=1,
             pure=False,
         )
@@ -555,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ != "__main__":  # imported (tests): the tasks must travel by value to the workers
+if __name__ != "__main__" and __name__ in sys.modules:
+    # imported (tests): the tasks must travel by value to the workers, which cannot import this
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])

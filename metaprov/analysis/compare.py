@@ -585,9 +585,10 @@ class _RunSide:
     """What one run's records say beyond its timeline's shares, and how much of its pending
     shares (waiting, transfers, dispatch) it explains.
 
-    ``spill_share``: seconds of the makespan the workers' spilling held up (their disk seconds
-    x their threads / the run's slots: a worker busy spilling leaves its threads idle), at most
-    the run's pending shares; ``ser_fraction``: the share of the time data moved between
+    ``spill_share``: seconds of the makespan the workers' spilling held up (their seconds of
+    disk reads and writes and of (de)serialising outside transfers, x their threads / the
+    run's slots: a worker busy spilling leaves its threads idle), at most the run's pending
+    shares; ``ser_fraction``: the share of the time data moved between
     workers that was spent (de)serialising and (de)compressing it (fine metrics)."""
 
     pending: float = 0.0
@@ -631,7 +632,11 @@ def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
         ser = float(secs.loc[kind.isin(SERIALISATION) & ctx.isin(TRANSFER_CONTEXTS), "value"].sum())
         ev["serialisation_s"] = ser
         side.ser_fraction = min(1.0, ser / xraw) if xraw > 0 else 0.0
-        disk = secs[kind.isin(SPILL_DISK)]
+        # spilled data is serialised before it is written and deserialised when read back:
+        # (de)serialising outside data moved between workers is spilling's too
+        disk = secs[
+            kind.isin(SPILL_DISK) | (kind.isin(SERIALISATION) & ~ctx.isin(TRANSFER_CONTEXTS))
+        ]
         ev["spill_disk_s"] = float(disk["value"].sum())
         by = act[act["unit"].astype(str) == "bytes"]
         ev["spilled_bytes"] = int(by.loc[by["activity"].astype(str) == "disk-write", "value"].sum())
@@ -662,6 +667,15 @@ def _run_side(bl: Blame, pp: pd.DataFrame) -> _RunSide:
     return side
 
 
+def _more_tasks_dispatch(b: pd.DataFrame, o: pd.DataFrame) -> pd.Series:
+    """Per prefix: the dispatch seconds of the tasks it gained, at the baseline's dispatch
+    seconds per task (``D = n x d``: the change of ``n`` is more work, the change of ``d`` a
+    slower scheduler)."""
+    nb = b["executions"].astype("float64")
+    per = (b["sched"] / nb.where(nb > 0)).fillna(0.0)
+    return (o["executions"] - b["executions"]).astype("float64") * per
+
+
 def _run_rows(
     base: Blame, other: Blame, s: _Sides, par_row: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -673,8 +687,12 @@ def _run_rows(
         return [eb.get(k, 0), eo.get(k, 0)]
 
     rows = []
+    # the dispatch of the tasks a prefix gained (or lost) is that prefix's compute row's
     sched = (
-        float(s.po["sched"].sum() - s.pb["sched"].sum()) + other.startup_sched - base.startup_sched
+        float(s.po["sched"].sum() - s.pb["sched"].sum())
+        - float(_more_tasks_dispatch(s.pb, s.po).sum())
+        + other.startup_sched
+        - base.startup_sched
     )
     # the jitter of a sum of n dispatch delays: sqrt(n) x the delay of the faster run (the
     # slower one's is what is measured: a slow scheduler must not widen its own noise)
@@ -785,6 +803,8 @@ def _prefix_rows(p: str, s: _Sides, al: Alignment, par: _Parallelism) -> list[di
         par_s = 0.0
         k = kb if np.isfinite(kb) else (ko if np.isfinite(ko) else 0.0)
     k0 = k if np.isfinite(k) else 0.0
+    # more (or fewer) tasks also cost their dispatch: with the prefix's compute, not the scheduler
+    comp += float(_more_tasks_dispatch(s.pb.loc[[p]], s.po.loc[[p]]).iloc[0])
     io = (o["io"] - b["io"]) * k if s.both_io else 0.0
     wrk, sd_w, wev = _worker_term(p, s, k, k0)
     sd = float(s.sd_dur.loc[p]) * k0

@@ -148,6 +148,12 @@ _COUNT_SCHEDULER = (
     + """SELECT (COUNT(?t) AS ?n) WHERE { GRAPH %(g)s {
   ?t a mp:Transition ; mp:observer "scheduler" } }"""
 )
+# the first one (an ordered scan: MIN over xsd:dateTime is not answered by every store)
+_FIRST_SCHEDULER = (
+    _P
+    + """SELECT ?first WHERE { GRAPH %(g)s {
+  ?t a mp:Transition ; mp:observer "scheduler" ; prov:atTime ?first } } ORDER BY ?first LIMIT 1"""
+)
 
 
 def _us(col: pd.Series) -> np.ndarray:
@@ -187,7 +193,7 @@ def timeline_from_store(store: Store, run: str) -> Timeline:
     executions, has_transitions = _executions(ask(_EXECUTIONS))
     io = _io(ask(_READS), ask(_WRITES))
     dispatched, lost, n_sched, first_sched = _dispatch(
-        ask(_SCHEDULER_TRANSITIONS), ask(_COUNT_SCHEDULER)
+        ask(_SCHEDULER_TRANSITIONS), ask(_COUNT_SCHEDULER), ask(_FIRST_SCHEDULER)
     )
     notes = _notes(executions, has_transitions)
     if has_transitions and not n_sched:
@@ -251,14 +257,16 @@ def _memory(m: pd.DataFrame) -> pd.DataFrame | None:
     return out.sort_values(["worker", "time"], kind="stable").reset_index(drop=True)
 
 
-def _dispatch(tr: pd.DataFrame, count: pd.DataFrame) -> tuple[pd.Series, pd.Series, int, int]:
+def _dispatch(
+    tr: pd.DataFrame, count: pd.DataFrame, first: pd.DataFrame
+) -> tuple[pd.Series, pd.Series, int, int]:
     """When the scheduler handed each task out, the tasks it took back from a lost worker, how
     many transitions it made and when it made its first (from the mp:Transition events of a run
     loaded with ``--detail transitions``; empty otherwise)."""
     has = len(count) > 0 and "n" in count
     n = int(_int(count["n"])[0]) if has else 0
-    first = _get(count, "first", len(count))
-    first_us = int(_us(first)[0]) if has and n and first.iloc[0] else NAT_US
+    at = _get(first, "first", len(first))
+    first_us = int(_us(at)[0]) if len(at) and at.iloc[0] else NAT_US
     if not len(tr):
         return pd.Series(dtype="int64"), pd.Series(dtype="int64"), n, first_us
     frame = pd.DataFrame(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def injected():
     spec = importlib.util.spec_from_file_location("bench_inject", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
+    sys.modules["bench_inject"] = mod  # its tasks then travel to the workers by value
     spec.loader.exec_module(mod)
     out = Path(tempfile.mkdtemp(prefix="metaprov-inject-"))
     try:

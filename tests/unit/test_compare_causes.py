@@ -320,3 +320,21 @@ def test_nat_dispatch_is_ignored() -> None:
     bl = blame(tl)
     assert bl.parts_total == pytest.approx(bl.makespan, abs=1e-9)
     assert bl.executions["sched"].sum() == pytest.approx(0.0)
+
+
+def test_the_page_carries_each_cause_with_its_evidence(tmp_path) -> None:
+    pytest.importorskip("bokeh")
+    from metaprov.compare.page import write_page
+
+    c = compare([_spilling(0.0, "a"), _spilling(0.6, "b")])
+    html = write_page(c, tmp_path / "p.html").read_text()
+    assert "what and evidence" in html
+    assert "held up by workers spilling to disk" in html and "50.0 MB vs 0 B written" in html
+
+
+def test_more_tasks_dispatch_goes_with_their_compute() -> None:
+    """Twice the tasks, each handed out as slowly as before: more work, not a slower scheduler."""
+    ex = explain(blame(_chain_dispatched(0.1, "a", n=4)), blame(_chain_dispatched(0.1, "b", n=8)))
+    _adds_up(ex)
+    assert ex.top["cause"] == "compute" and ex.top["prefix"] == "step"
+    assert abs(ex.totals["scheduler"]) < 0.11  # the chain's first task has no dispatch wait
