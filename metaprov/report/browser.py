@@ -92,8 +92,7 @@ class Browser:
             # offline: no proxy that answers, no name that resolves
             "--proxy-server=127.0.0.1:9",
             "--proxy-bypass-list=127.0.0.1" if loopback else "--proxy-bypass-list=<-loopback>",
-            "--host-resolver-rules=MAP * ~NOTFOUND"
-            + (", EXCLUDE 127.0.0.1" if loopback else ""),
+            "--host-resolver-rules=MAP * ~NOTFOUND" + (", EXCLUDE 127.0.0.1" if loopback else ""),
             f"--user-data-dir={os.path.join(self._tmp, 'profile')}",
         ):
             opts.add_argument(arg)

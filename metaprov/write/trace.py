@@ -61,6 +61,8 @@ if TYPE_CHECKING:
 LARGE = pa.large_string()
 #: Colour (a name of the Chrome trace viewer's reserved palette) of a failed attempt.
 FAILED_COLOUR = "terrible"
+#: The process of executions (and segments) whose worker the records do not name.
+UNKNOWN_WORKER = "worker unknown"
 #: Separator written before every event but the first.
 _SEP = ",\n"
 
@@ -238,6 +240,8 @@ def _processes(records: RunRecords, tracks: _Tracks) -> None:
     if records.io is not None:
         seen.append(records.io.segments["worker"])
     addresses = sorted(set(pd.concat([s.dropna().astype(str) for s in seen]).unique()))
+    if records.executions["worker"].isna().any():
+        addresses.append(UNKNOWN_WORKER)  # executions whose worker the records do not say
     host = dict(zip(w["address"].astype(str), w["hostname"].fillna(w["host"]), strict=False))
     tracks.add_processes(
         addresses, [f"host {host[a]}" if pd.notna(host.get(a)) else "" for a in addresses]
@@ -276,7 +280,7 @@ def _executions(
     prefix = ex[["key"]].merge(
         records.tasks[["key", "prefix"]].drop_duplicates("key"), on="key", how="left"
     )["prefix"]
-    worker = as_text_array(ex["worker"].astype("string"))
+    worker = as_text_array(ex["worker"].astype("string").fillna(UNKNOWN_WORKER))
     thread = ex["thread"].astype("string")
     pids = _pid_of(tracks, worker)
     names = as_text_array(("thread " + thread).fillna("thread unknown"))
@@ -587,7 +591,9 @@ def _io(
             for name in tracks.proc
             if name.startswith("darshan: ") and name.endswith(")")
         }
-        proc_name[no_worker] = seg["log"][no_worker].astype(str).map(by_log)
+        proc_name[no_worker] = seg["log"][no_worker].astype(str).map(by_log).fillna(UNKNOWN_WORKER)
+        if proc_name.eq(UNKNOWN_WORKER).any() and UNKNOWN_WORKER not in tracks.proc:
+            tracks.add_processes([UNKNOWN_WORKER], [""])
     pids = _pid_of(tracks, as_text_array(proc_name))
     thread = ("thread " + seg["pthread"].astype("string")).fillna("thread unknown")
     track = thread.where(inside, thread + ": I/O outside tasks")

@@ -120,3 +120,17 @@ def test_cli_export_and_compare_write_traces(tmp_path: Path) -> None:
     doc = json.loads(pair.read_text())
     check_trace(doc)
     assert {r["run"] for r in doc["otherData"]["runs"]} == {"run", "run#2"}
+
+
+def test_an_execution_without_a_worker_is_drawn_on_a_worker_unknown_process() -> None:
+    rec = tiny_records()
+    rec.executions.loc[0, "worker"] = None
+    doc = _trace(rec)
+    check_trace(doc)
+    ev = doc["traceEvents"]
+    (pid,) = [
+        e["pid"]
+        for e in ev
+        if e["name"] == "process_name" and e["args"]["name"] == "worker unknown"
+    ]
+    assert [e for e in ev if e.get("cat", "").startswith("execution") and e["pid"] == pid]
