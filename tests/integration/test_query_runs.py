@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DARSHAN_DASK_RUNS, REAL_RUNS, REPO
+from conftest import DARSHAN_DASK_RUNS, REAL_RUNS, REPO, sample_runs
 
 from metaprov.errors import QueryError
 from metaprov.queries import format_result, questions, run_question
@@ -193,9 +193,12 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
 def _real_runs() -> list[Any]:
     from metaprov.ingest import is_run_directory
 
-    runs = list(REAL_RUNS)
+    # by default: PMDA R1 (Darshan), the partial ImageProcessing run (no transition files) and
+    # two runs under real Darshan (metaprov's capture, Mofka's plugins); METAPROV_FULL=1: all
+    runs = sample_runs(list(REAL_RUNS), keep=1)
     if DARSHAN_DASK_RUNS.is_dir():
-        runs += sorted(p for p in DARSHAN_DASK_RUNS.iterdir() if is_run_directory(p))
+        dask_runs = sorted(p for p in DARSHAN_DASK_RUNS.iterdir() if is_run_directory(p))
+        runs += sample_runs(dask_runs, keep=1)
     if not runs:
         from conftest import SKIP_REASON
 
