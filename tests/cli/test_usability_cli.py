@@ -250,7 +250,7 @@ def test_serve_answers_sparql_over_http_on_localhost(example_store: Path) -> Non
             headers={"Accept": "application/sparql-results+json"},
             timeout=30,
         )
-        assert int(resp.json()["results"]["bindings"][0]["n"]["value"]) == 2514
+        assert int(resp.json()["results"]["bindings"][0]["n"]["value"]) == 2526
         assert "Oxigraph" in requests.get(f"http://127.0.0.1:{port}/", timeout=30).text
         res = invoke("runs", "--endpoint", f"http://127.0.0.1:{port}/query", "-f", "json")
         assert json.loads(res.output)[0]["run_id"] == "3a11b3998b3a66d8"
@@ -295,7 +295,7 @@ def test_validate_and_load_json(tmp_path: Path) -> None:
     assert data["counted"] == "records" and data["conforms"]
     assert "PROV-DM records" in invoke("validate", str(out)).output
     res = invoke("load", str(EXAMPLE), "--store", str(tmp_path / "s"), "--json", "-q")
-    assert json.loads(res.output)[0]["triples"] == 2514
+    assert json.loads(res.output)[0]["triples"] == 2526
 
 
 def test_shell_completion_offers_question_names() -> None:

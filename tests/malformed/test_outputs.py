@@ -375,7 +375,7 @@ def test_staging_files_of_a_killed_load_are_removed_by_the_next_load(
 
 
 def test_full_disk_while_staging_a_load(tmp_path: Path) -> None:
-    # No room beside the store for the run's N-Triples (the bundled example: 2,514 triples,
+    # No room beside the store for the run's N-Triples (the bundled example: 2,526 triples,
     # ~580 KB): a clear StoreError saying what a load needs, no staging file left, and the
     # earlier load still complete.
     from metaprov.errors import StoreError
