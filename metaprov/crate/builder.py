@@ -679,9 +679,8 @@ class CrateBuilder:
                     {
                         "@type": "SoftwareApplication",
                         "name": str(r.name),
-                        # both: schema.org's softwareVersion, and the version the Workflow Run
-                        # Crate's competency question 10 asks of a requirement
-                        "softwareVersion": str(r.version),
+                        # `version`, what the Workflow Run Crate's competency question 10 asks
+                        # (Process Run Crate 6.0: not both it and softwareVersion)
                         "version": str(r.version),
                     },
                 )

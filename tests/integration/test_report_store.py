@@ -104,7 +104,7 @@ def test_cli_store_page_and_errors(campaign, tmp_path):
     assert "2 run(s)" in r.output
     assert sorted(x["run_name"] for x in read_facts(out)["store"]["runs"]) == ["run-1", "run-2"]
     r = CliRunner().invoke(
-        cli, ["report", str(campaign["export"]), "--run", "run-1", "-o", str(out)]
+        cli, ["report", str(campaign["export"]), "--run", "run-1", "-o", str(out), "--force"]
     )
     assert r.exit_code == 0, r.output
     assert [x["run_name"] for x in read_facts(out)["store"]["runs"]] == ["run-1"]

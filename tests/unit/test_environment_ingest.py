@@ -151,7 +151,7 @@ def test_crate_names_the_container_image_and_the_packages(tmp_path: Path) -> Non
     tools = [e for e in graph.values() if e.get("softwareRequirements")]
     assert tools and all(e["@type"] == "SoftwareApplication" for e in tools)
     req = graph[tools[0]["softwareRequirements"][0]["@id"]]
-    assert req["@type"] == "SoftwareApplication" and req["softwareVersion"]
+    assert req["@type"] == "SoftwareApplication" and req["version"]
     assert any(i.endswith("packages.csv") for i in graph)
     # CQ1 of the Workflow Run Crate: what container images were used by the run?
     from crategraph import PREFIXES, crate_graph
