@@ -268,7 +268,7 @@ def test_crate_answers_the_competency_questions(crated: Path) -> None:
     req = rows(
         f"SELECT DISTINCT ?name ?version WHERE {{ ?a a s:CreateAction ; s:instrument ?t . "
         f"?t a s:SoftwareApplication ; s:softwareRequirements ?r . "
-        f'?r s:name ?name ; s:softwareVersion ?version . FILTER(?name = "{PROBE}") }}'
+        f'?r s:name ?name ; s:version ?version . FILTER(?name = "{PROBE}") }}'
     )
     assert sorted(str(r[1]) for r in req) == ["1.0.0", "2.1.0"]
 
