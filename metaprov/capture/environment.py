@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from metaprov.hostlist import expand_nodelist
 from metaprov.redact import looks_secret, scrub
 
 #: Version of the per-process environment record (``layout`` field).
@@ -346,30 +347,6 @@ BATCH_VARIABLES: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 _INT_FIELDS = ("nodes", "cores", "tasks", "memory_mb")
-
-
-def expand_nodelist(text: str) -> list[str]:
-    """Slurm's compressed node list (``nid[001-003,007],gpu01``) as host names.
-
-    Example:
-        >>> expand_nodelist("nid[001-003,007],login1")
-        ['nid001', 'nid002', 'nid003', 'nid007', 'login1']
-    """
-    out: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,\[]*)", text or ""):
-        head, ranges, tail = m.group(1), m.group(2), m.group(3)
-        if not head and not ranges:
-            continue
-        if ranges is None:
-            out.append(head + tail)
-            continue
-        for part in ranges.split(","):
-            lo, sep, hi = part.partition("-")
-            if sep and lo.isdigit() and hi.isdigit() and int(hi) - int(lo) < 100_000:
-                out.extend(f"{head}{i:0{len(lo)}d}{tail}" for i in range(int(lo), int(hi) + 1))
-            elif part:
-                out.append(head + part + tail)
-    return out
 
 
 def batch_job(environ: Mapping[str, str], root: Path, *, anonymous: bool = False) -> dict | None:

@@ -27,6 +27,7 @@ RANKS = {
     "timeutil": 0,
     "records": 0,
     "redact": 0,
+    "hostlist": 0,
     "ingest": 1,
     "link": 2,
     "mapping": 3,
