@@ -144,8 +144,12 @@ def test_follow_says_when_its_run_disappears_and_stops(how: str, tmp_path: Path)
         if how == "removed":
             link.unlink()
         else:
-            link.unlink()
-            link.symlink_to(other, target_is_directory=True)
+            # swapped in one step (rename over the link), as `ln -sfn` + `mv -T` do: an
+            # unlink-then-create leaves a moment with no run at all, which follow rightly reports
+            # as "disappeared" if it looks then
+            swap = tmp_path / "now.new"
+            swap.symlink_to(other, target_is_directory=True)
+            os.replace(swap, link)
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
