@@ -26,7 +26,10 @@ REAL_RUNS = PMDA_RUNS + IMAGEPROC_RUNS
 #: ``METAPROV_FULL=1``: the tests that can ask every real run do (minutes each); by default they
 #: ask a few runs that between them hold every kind of data (SAMPLE_RUNS), which keeps the suite
 #: within its time on 2 cores.
-FULL = os.environ.get("METAPROV_FULL", "") not in ("", "0")
+FULL = any(
+    os.environ.get(name, "") not in ("", "0")
+    for name in ("METAPROV_FULL", "METAPROV_ALL_RUNS")  # the second: its name until session 10
+)
 
 
 def sample_runs(runs: list[Path], keep: int = 2) -> list[Path]:
@@ -35,6 +38,7 @@ def sample_runs(runs: list[Path], keep: int = 2) -> list[Path]:
     if FULL or len(runs) <= keep + 1:
         return list(runs)
     return [*runs[:keep], runs[-1]]
+
 
 SKIP_REASON = _SKIP_REASON = (
     f"real run data not found at {SHARED}/data (set METAPROV_SHARED to the shared/ folder)"

@@ -6,18 +6,17 @@ partial ImageProcessing run, 149,000 triples, took 2 minutes in pyshacl alone; t
 engine validates it, and both engines are shown to agree by test_validate_columnar); runs of
 50,000 triples or more are not written in PROV-N/JSON/XML (the prov package's writers and
 reader took 80 s on that run; test_provdm_real compares those formats with the RDF).
-``METAPROV_ALL_RUNS=1`` runs every run in every format, with pyshacl on each.
+``METAPROV_FULL=1`` runs every run in every format, with pyshacl on each.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pyoxigraph as ox
 import pytest
-from conftest import real_run_params
+from conftest import FULL, real_run_params
 from replica_rule import expected_links, exported_links, link_frame, pairs_with_a_replica
 
 from metaprov.ingest import read_run
@@ -36,7 +35,7 @@ OX = {
     "rdf-xml": ox.RdfFormat.RDF_XML,
 }
 PROV_DM = {"provn": "provn", "provjson": "json", "provxml": "xml"}
-ALL_RUNS = os.environ.get("METAPROV_ALL_RUNS") == "1"
+ALL_RUNS = FULL
 
 
 def _every_format_params() -> list:
@@ -51,9 +50,7 @@ def _every_format_params() -> list:
             p = pytest.param(
                 *p.values,
                 id=p.id,
-                marks=[
-                    pytest.mark.skip(reason="like PMDA R1, run by default; METAPROV_ALL_RUNS=1")
-                ],
+                marks=[pytest.mark.skip(reason="like PMDA R1, run by default; METAPROV_FULL=1")],
             )
         out.append(p)
     return out

@@ -4,7 +4,7 @@ relation by relation, on the real runs in ../shared (issue 25, item 1).
 The RDF side is read here from the N-Triples alone (plain PROV-O relation triples and qualified
 nodes), independently of the writer. To keep the suite fast, by default: one run of each
 darshan-dask-runs workload and capture schema pair (mixed-metaprov, burst-mofka) and the first
-PMDA run are compared in PROV-JSON, and the smallest run (long-mofka) in all three formats. ``METAPROV_ALL_RUNS=1`` compares every run in all three
+PMDA run are compared in PROV-JSON, and the smallest run (long-mofka) in all three formats. ``METAPROV_FULL=1`` compares every run in all three
 formats, the four other PMDA runs and the partial ImageProcessing run (149,000 triples) too
 (measured: 12 runs pass in 19 min on 2 cores at load ~20, 8.5 min of it the ImageProcessing run).
 """
@@ -12,11 +12,10 @@ formats, the four other PMDA runs and the partial ImageProcessing run (149,000 t
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
-from conftest import DARSHAN_DASK_RUNS, IMAGEPROC_RUNS, PMDA_RUNS, SKIP_REASON
+from conftest import DARSHAN_DASK_RUNS, FULL, IMAGEPROC_RUNS, PMDA_RUNS, SKIP_REASON
 from provdm_check import assert_same_relations
 
 from metaprov.ingest import read_run
@@ -25,7 +24,7 @@ from metaprov.write import write
 
 pytestmark = pytest.mark.realdata
 
-ALL_RUNS = os.environ.get("METAPROV_ALL_RUNS") == "1"
+ALL_RUNS = FULL
 
 
 def _runs() -> list:
@@ -40,7 +39,7 @@ def _runs() -> list:
             PMDA_RUNS and r == PMDA_RUNS[0]
         )
         if not ALL_RUNS and not default:
-            marks = [pytest.mark.skip(reason="like a run compared by default; METAPROV_ALL_RUNS=1")]
+            marks = [pytest.mark.skip(reason="like a run compared by default; METAPROV_FULL=1")]
         full = ALL_RUNS or r.name == "long-mofka"
         params.append(pytest.param(r, full, marks=marks, id=f"{r.parent.name}-{r.name[-14:]}"))
     return params

@@ -1,16 +1,15 @@
 """The streaming PROV-N, PROV-JSON and PROV-XML files equal, read back by ``prov``, the in-memory
 path's on the real runs in ../shared (issue 39). By default: one darshan-dask-runs run in all
-three formats and the first PMDA run in PROV-JSON; ``METAPROV_ALL_RUNS=1``: every run (the
+three formats and the first PMDA run in PROV-JSON; ``METAPROV_FULL=1``: every run (the
 ImageProcessing run's in-memory document takes minutes), all three formats."""
 
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
-from conftest import DARSHAN_DASK_RUNS, IMAGEPROC_RUNS, PMDA_RUNS, SKIP_REASON
+from conftest import DARSHAN_DASK_RUNS, FULL, IMAGEPROC_RUNS, PMDA_RUNS, SKIP_REASON
 from provdm_check import assert_same_document
 
 from metaprov.ingest import read_run
@@ -19,7 +18,7 @@ from metaprov.write import provdm, provstream
 
 pytestmark = pytest.mark.realdata
 
-ALL_RUNS = os.environ.get("METAPROV_ALL_RUNS") == "1"
+ALL_RUNS = FULL
 FORMATS = ("provn", "provjson", "provxml")
 
 
