@@ -380,6 +380,27 @@ def test_json_schema() -> None:
     import json
 
     json.dumps(d)  # JSON types only
+    # evidence numbers are numbers in Python too (issue 39 saw strings): in the dict and the table
+    evidences = [r["evidence"] for r in d["causes"]] + list(c.pair.causes["evidence"])
+    numbers = [
+        x
+        for ev in evidences
+        for v in ev.values()
+        if isinstance(v, list)
+        for x in v
+        if isinstance(x, (int, float)) and not isinstance(x, bool)
+    ]
+
+    def numeric_text(x: object) -> bool:
+        try:
+            return isinstance(x, str) and bool(float(x) == float(x))
+        except ValueError:
+            return False
+
+    texts = [x for ev in evidences for v in ev.values() if isinstance(v, list) for x in v] + [
+        v for ev in evidences for v in ev.values()
+    ]
+    assert numbers and not [x for x in texts if numeric_text(x)]
 
 
 def test_package_changes_are_evidence() -> None:
