@@ -39,6 +39,14 @@ START_BEFORE_END = (
     ("Transfer", "a transfer has one start, not after its end"),
     ("ProcessActivity", "a process activity starts no later than it ends"),
     ("IOSegment", "an I/O segment has one start, not after its end"),
+    ("Job", "a job has at most one start, not after its end"),
+)
+
+
+#: A batch job submitted after it started (mp:submittedAt sh:lessThanOrEquals prov:startedAtTime).
+JOB_SUBMITTED_AFTER_START = (
+    "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:submittedAt ?s ; prov:startedAtTime ?e . "
+    'FILTER(?s > ?e && (TZ(?s) = "") = (TZ(?e) = "")) }'
 )
 
 
@@ -434,6 +442,47 @@ SPARQL_CHECKS: list[tuple[str, str, str]] = [
         "ClientScriptShape",
         "SELECT DISTINCT ?f WHERE { ?f a mp:ClientScript ; mp:scriptKind ?a, ?b . FILTER(?a != ?b) }",
         "a client script has exactly one mp:scriptKind",
+    ),
+    # batch jobs (metaprov.mapping.job)
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:jobId ?a, ?b . FILTER(?a != ?b) }",
+        "a job has at most one mp:jobId",
+    ),
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:jobName ?a, ?b . FILTER(?a != ?b) }",
+        "a job has at most one mp:jobName",
+    ),
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:partition ?a, ?b . FILTER(?a != ?b) }",
+        "a job has at most one mp:partition",
+    ),
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:jobState ?a, ?b . FILTER(?a != ?b) }",
+        "a job has at most one mp:jobState",
+    ),
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:submittedAt ?a, ?b . FILTER(?a != ?b) }",
+        "a job has at most one mp:submittedAt, not after its start",
+    ),
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:queueWait ?a, ?b . FILTER(?a != ?b) }",
+        "a job has at most one mp:queueWait (xsd:double seconds)",
+    ),
+    (
+        "JobShape",
+        "SELECT DISTINCT ?f WHERE { ?f a mp:Job ; mp:jobScript ?a, ?b . FILTER(?a != ?b) }",
+        "a job ran at most one mp:jobScript",
+    ),
+    (
+        "JobShape",
+        JOB_SUBMITTED_AFTER_START,
+        "a job has at most one mp:submittedAt, not after its start",
     ),
     # where the workers' time went, and their memory (metaprov.mapping.activity)
     (

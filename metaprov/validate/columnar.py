@@ -42,6 +42,7 @@ from metaprov.errors import InputError
 from metaprov.mapping.terms import PROV_NS, RDF_NS, VOCAB, XSD_NS
 from metaprov.validate import constraints
 from metaprov.validate.checks import (
+    JOB_SUBMITTED_AFTER_START,
     PROV_CHECKS,
     SPARQL_CHECKS,
     START_BEFORE_END,
@@ -872,6 +873,16 @@ def _utc_time(g: Graph) -> pl.DataFrame:
     )
     return rows.filter(bad).select("f")
 
+
+def _submitted_after_start(g: Graph) -> pl.DataFrame:
+    """Batch jobs submitted after they started (both zoned or both not)."""
+    df = g.of("mp:Job", "mp:submittedAt", "s").join(
+        g.p("prov:startedAtTime").rename({"s": "f", "o": "e"}), on="f"
+    )
+    return g.gt(df, "s", "e", same_zone=True)
+
+
+_EXPLICIT[JOB_SUBMITTED_AFTER_START] = _submitted_after_start
 
 for _cls, _ in START_BEFORE_END:
     _EXPLICIT[start_after_end(_cls)] = lambda g, c=f"mp:{_cls}": _start_after_end(g, c)

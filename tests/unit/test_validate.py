@@ -14,6 +14,7 @@ from metaprov.validate import validate
 from metaprov.write import write
 
 ENGINES = ["shacl", "sparql", "columnar"]
+XSD = "http://www.w3.org/2001/XMLSchema#"
 
 
 @pytest.fixture()
@@ -179,3 +180,24 @@ def test_large_graphs_switch_to_columnar(monkeypatch: pytest.MonkeyPatch, nt: Pa
     report = validate(ttl)
     assert (report.engine, report.conforms) == ("columnar", True)
     assert any("converted to N-Quads" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_broken_batch_job_is_caught(engine: str, nt: Path) -> None:
+    """Batch jobs (Slurm, PBS) have their shape: one state, submitted no later than started."""
+    mp, prov, xsd = "https://w3id.org/metaprov/ns#", "http://www.w3.org/ns/prov#", XSD
+    job = "<https://example.org/job/42>"
+    bad = nt.with_name("job.nt")
+    bad.write_text(
+        nt.read_text(encoding="utf-8")
+        + f"{job} <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{mp}Job> .\n"
+        + f'{job} <{mp}jobState> "COMPLETED" .\n{job} <{mp}jobState> "CANCELLED" .\n'
+        + f'{job} <{mp}submittedAt> "2030-01-01T00:00:00Z"^^<{xsd}dateTime> .\n'
+        + f'{job} <{prov}startedAtTime> "2020-01-01T00:00:00Z"^^<{xsd}dateTime> .\n',
+        encoding="utf-8",
+    )
+    report = validate(bad, engine=engine)
+    assert not report.conforms
+    found = {v.message for v in report.violations if v.shape == "JobShape"}
+    assert "a job has at most one mp:jobState" in found, report.text()
+    assert "a job has at most one mp:submittedAt, not after its start" in found, report.text()
