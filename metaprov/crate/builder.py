@@ -582,7 +582,7 @@ class CrateBuilder:
                 "actionStatus": FAILED if r.failed else COMPLETED,
             }
             if r.failed:
-                props["error"] = f"{r.failed} of {r.executed} task(s) ended in error"
+                props["error"] = f"{r.failed} of {r.tasks} task(s) ended in error"
             self._when_who(props, int(r.first_start_us), int(r.last_end_us), agent)
             act = self._ctx(f"{r.iri}#execution", props)
             self._set(act, "object", objs)
