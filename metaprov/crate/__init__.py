@@ -44,7 +44,8 @@ class CrateResult:
             with triples, size and sha256) and ``notes`` (formats not written and why).
         entities: entities in the crate's metadata.
         metadata_bytes: size of ``ro-crate-metadata.json``.
-        warnings: what a repository will want and is missing (license, author, ...).
+        warnings: what a repository will want and is missing (license, author, ...), and
+            runs the profile cannot describe (none of whose tasks ran).
         seconds: wall time.
     """
 
@@ -282,6 +283,7 @@ def _build(
         CrateBuilder,
         RunPart,
         folder_name,
+        ran,
         record_digests,
         render_report,
     )
@@ -324,6 +326,12 @@ def _build(
         part.prov, part.notes = write_exports(graph, staging / part.folder, formats)
         graph.release_context()
         builder.add_run(part)
+        if not any(ran(r) for r in part.figures.prefixes.itertuples()):
+            result.warnings.append(
+                f"{path}: no task of the run ran by its records, so it has no step actions: its "
+                "part of the crate does not meet the Provenance Run Crate profile (a workflow's "
+                "tools and the engine's ControlActions are required)"
+            )
         parts.append(part)
         result.runs.append(
             {

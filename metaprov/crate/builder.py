@@ -67,6 +67,8 @@ QUDT = "http://qudt.org/vocab/unit/"
 COMPLETED = "http://schema.org/CompletedActionStatus"
 FAILED = "http://schema.org/FailedActionStatus"
 COUNT, SECONDS, BYTES = QUDT + "NUM", QUDT + "SEC", QUDT + "BYTE"
+#: how a crate names tasks that ran with no record of their execution (docs/records.md, "Counts")
+UNRECORDED = "ran without a record of their execution"
 
 
 def crate_time(us: int, *, up: bool = False) -> str | None:
@@ -445,7 +447,7 @@ class CrateBuilder:
                 props["position"] = str(int(r.position))
             step = self._ctx(f"{r.iri}#step", props)
             wf.append_to("step", step, compact=True)
-            if r.executed:
+            if ran(r):  # a tool in hasPart must be the instrument of an action (profile)
                 wf.append_to("hasPart", tool, compact=True)
             out[str(r.prefix)] = (tool, step)
         return out
@@ -510,7 +512,8 @@ class CrateBuilder:
             "description": (
                 f"Dask run {name}: scheduler {rec.scheduler.get('address', 'unknown')}, "
                 f"{fr['graphs']} task graph(s), {fr['tasks']} tasks ({fr['executed']} executed, "
-                f"{fr['failed']} ended in error) on {fr['workers']} worker(s)"
+                + (f"{fr['unrecorded']} {UNRECORDED}, " if fr["unrecorded"] else "")
+                + f"{fr['failed']} ended in error) on {fr['workers']} worker(s)"
                 + (f"; missing inputs: {', '.join(rec.missing)}" if rec.missing else "")
                 + "."
             ),
@@ -534,7 +537,7 @@ class CrateBuilder:
         name = Path(run.path).name
         controls = []
         for r in figs.prefixes.itertuples():
-            if not r.executed:
+            if not ran(r):
                 continue  # a step that never ran has no action (profile: skipped steps)
             tool, step = steps[str(r.prefix)]
             fig = r._asdict()
@@ -556,6 +559,12 @@ class CrateBuilder:
                 )
             desc = (
                 f"The {r.executed} executed task(s) of prefix {r.prefix!r} in Dask run {name}"
+                + (
+                    f"; {r.unrecorded} {UNRECORDED} (a result size or a transfer shows it; "
+                    "their times are unknown)"
+                    if r.unrecorded
+                    else ""
+                )
                 + (f"; {r.failed} ended in error" if r.failed else "")
                 + (f"; {r.never_ran} never ran" if r.never_ran else "")
             )
@@ -573,7 +582,7 @@ class CrateBuilder:
                 "actionStatus": FAILED if r.failed else COMPLETED,
             }
             if r.failed:
-                props["error"] = f"{r.failed} of {r.executed} task(s) ended in error"
+                props["error"] = f"{r.failed} of {r.tasks} task(s) ended in error"
             self._when_who(props, int(r.first_start_us), int(r.last_end_us), agent)
             act = self._ctx(f"{r.iri}#execution", props)
             self._set(act, "object", objs)
@@ -1042,7 +1051,9 @@ class CrateBuilder:
                 f"- run id `{run.graph.run_id}`, PROV IRI <{run.graph.run_iri}>",
                 f"- from {crate_time(fr['first_us'])} to {crate_time(fr['last_us'], up=True)}",
                 f"- {fr['tasks']} tasks in {len(run.figures.prefixes)} task prefixes, "
-                f"{fr['executed']} executed, {fr['failed']} ended in error, {fr['retried']} retried",
+                f"{fr['executed']} executed, "
+                + (f"{fr['unrecorded']} {UNRECORDED}, " if fr["unrecorded"] else "")
+                + f"{fr['failed']} ended in error, {fr['retried']} retried",
                 f"- {fr['workers']} workers, {fr['threads']} threads, {fr['nodes']} nodes",
             ]
             for e in run.prov:
@@ -1209,3 +1220,10 @@ def _media_type(name: str, path: Path | None = None) -> str:
         except (OSError, UnicodeDecodeError):
             pass
     return "application/octet-stream"
+
+
+def ran(prefix: Any) -> bool:
+    """Whether any task of a prefix row (:class:`~metaprov.crate.figures.RunFigures`) ran: with
+    an execution on record, or without one (a result size or a transfer shows it). Such a step
+    has its actions; a step none of whose tasks ran has none (the profile: skipped steps)."""
+    return bool(prefix.executed or prefix.unrecorded)

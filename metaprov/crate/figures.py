@@ -44,7 +44,10 @@ class RunFigures:
     Attributes:
         prefixes: one row per task prefix (sorted by name): ``prefix``, ``iri``, ``position``
             (topological order of the prefix graph; NA inside a dependency cycle), ``tasks``,
-            ``executed``, ``erred``, ``retried``, ``never_ran``, ``results`` (tasks whose result
+            ``executed`` (tasks with an execution on record), ``unrecorded`` (tasks that ran
+            without a record of their execution: a result size or a transfer shows it),
+            ``erred``, ``retried``, ``never_ran`` (``tasks = executed + unrecorded +
+            never_ran``: docs/records.md, "Counts"), ``results`` (tasks whose result
             was observed), ``result_bytes``, ``first_start_us``/``last_end_us`` (int µs, NAT_US
             when unknown), ``executions``, ``total``/``mean``/``min``/``max`` (seconds),
             ``workers``, ``threads`` and the I/O columns ``file_reads``, ``bytes_read``, ``reads``,
@@ -106,6 +109,7 @@ def run_figures(graph: ProvGraph) -> RunFigures:
             "prefix": names,
             "tasks": np.bincount(c, minlength=n),
             "executed": count(with_ex.to_numpy(dtype=bool)),
+            "unrecorded": count((~with_ex & ~never).to_numpy(dtype=bool)),
             "failed": count(failed),
             "erred": count(tasks["erred"]),
             "retried": count(tasks["retried"]),
@@ -142,6 +146,9 @@ def run_figures(graph: ProvGraph) -> RunFigures:
         ).to_numpy()
         pt = pairs[pairs["t"].notna()].drop_duplicates(["p", "w", "t"])
         df["threads"] = pt["p"].value_counts().reindex(range(n), fill_value=0).to_numpy()
+        # who ran a prefix none of whose tasks has an execution on record is unknown, not none
+        for col in ("workers", "threads"):
+            df[col] = df[col].astype("Int64").where(df["executed"] > 0, pd.NA)
         io = prefix_io(ctx, names)
         for col in ("file_reads", "bytes_read", "reads", "file_writes", "bytes_written", "writes"):
             df[col] = io[col].to_numpy() if io is not None else pd.array([None] * n, "Int64")
@@ -302,12 +309,16 @@ def _run_totals(graph: ProvGraph, df: pd.DataFrame) -> dict[str, Any]:
         "last_us": None if last is None else int(last.value // 1000),
         "tasks": int(df["tasks"].sum()) if len(df) else 0,
         "executed": int(df["executed"].sum()) if len(df) else 0,
+        "unrecorded": int(df["unrecorded"].sum()) if len(df) else 0,
         "erred": int(df["erred"].sum()) if len(df) else 0,
         "failed": int(df["failed"].sum()) if len(df) else 0,
         "results": int(df["results"].sum()) if len(df) else 0,
         "retried": int(df["retried"].sum()) if len(df) else 0,
         "executions": int(df["executions"].sum()) if "executions" in df and len(df) else 0,
-        "total": float(np.nansum(df["total"])) if "total" in df and len(df) else 0.0,
+        # compute seconds: unknown (None), not 0, when no execution has both a start and an end
+        "total": float(np.nansum(df["total"]))
+        if "total" in df and df["total"].notna().any()
+        else None,
         "workers": int(workers["address"].nunique()),
         "threads": int(workers["threads"].fillna(0).sum()) if len(workers) else 0,
         "nodes": int(len(hosts)),

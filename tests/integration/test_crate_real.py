@@ -76,11 +76,6 @@ def test_real_runs_pass_required(campaign: Path, validator_cache: Path) -> None:
     assert validate(campaign, validator_cache) == []
 
 
-@pytest.mark.xfail(
-    reason="found at merge (session 10): the crate of PMDA R2-R5 and ImageProcessing has two "
-    "REQUIRED findings (1.1 tools via hasPart, 8.3 ControlActions): open in issue 39",
-    strict=False,
-)
 def test_every_other_real_run_passes_required(every_other_run: Path, validator_cache: Path) -> None:
     meta = json.loads((every_other_run / "ro-crate-metadata.json").read_text(encoding="utf-8"))
     runs = [

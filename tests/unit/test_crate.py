@@ -332,3 +332,51 @@ def test_software_files_are_not_inputs() -> None:
         ]
     )
     assert is_software(paths, roots).tolist() == [False, True, True, True, True, False]
+
+
+def _without_transitions(path: Path, n_tasks: int) -> Path:
+    """A synthetic Mofka run with its transition files gone (as ImageProcessing R1): what ran
+    shows only in result sizes and transfers, no execution is on record."""
+    from metaprov.synthetic import generate_run
+
+    run = generate_run(path, n_tasks, seed=0)
+    for name in ("scheduler_transition.csv", "worker_transition.csv"):
+        (run / name).unlink()
+    return run
+
+
+def test_steps_that_ran_without_a_record_have_their_actions(tmp_path: Path) -> None:
+    """Issue 39: with executed = tasks with an execution, a run without transition files had no
+    step action and no tool in the workflow's hasPart (roc-validator REQUIRED 1.1 and 8.3)."""
+    run = _without_transitions(tmp_path / "run", 120)
+    tasks = read_run(run).tasks
+    ran = sorted(tasks.loc[~tasks["never_ran"].astype(bool), "prefix"].unique())
+    assert (tasks["n_executions"] == 0).all() and ran and len(ran) < tasks["prefix"].nunique()
+    out = tmp_path / "crate"
+    result = crate([run], out, formats=("turtle",), report=False, license="CC-BY-4.0")
+    assert not [w for w in result.warnings if "no task" in w]
+    g = graph_of(out)
+    (org,) = of_type(g, "OrganizeAction")
+    controls = [g[i] for i in ids(org["object"])]
+    assert all(c["@type"] == "ControlAction" for c in controls)
+    acts = [g[ids(c["object"])[0]] for c in controls]
+    tools = [g[ids(a["instrument"])[0]] for a in acts]
+    assert sorted(t["name"] for t in tools) == ran
+    (wf,) = of_type(g, "ComputationalWorkflow")
+    assert sorted(ids(wf["hasPart"])) == sorted(t["@id"] for t in tools)
+    assert len(ids(wf["step"])) == tasks["prefix"].nunique()  # never-ran steps kept, no action
+    for a in acts:
+        assert "ran without a record of their execution" in a["description"], a["description"]
+        assert "startTime" not in a and "endTime" not in a  # unknown, not invented
+        usage = [g[i]["propertyID"].rsplit("#", 1)[-1] for i in ids(a["resourceUsage"])]
+        assert "Worker" not in usage and "totalDuration" not in usage, usage
+    (action,) = [a for a in of_type(g, "CreateAction") if a.get("identifier")]
+    usage = [g[i]["propertyID"].rsplit("#", 1)[-1] for i in ids(action["resourceUsage"])]
+    assert "totalDuration" not in usage and "ran without a record" in action["description"]
+
+
+def test_a_run_none_of_whose_tasks_ran_is_warned_about(tmp_path: Path) -> None:
+    run = _without_transitions(tmp_path / "run", 60)
+    assert read_run(run).tasks["never_ran"].astype(bool).all()
+    result = crate([run], tmp_path / "crate", formats=("turtle",), report=False)
+    assert [w for w in result.warnings if "no task of the run ran" in w and str(run) in w]
