@@ -135,7 +135,14 @@ def busy_partials(ex: pd.DataFrame) -> pd.DataFrame:
 
     cols = ["worker", "thread", "n", "us"]
     if not len(ex):
-        return pd.DataFrame({c: [] for c in cols})
+        return pd.DataFrame(
+            {
+                "worker": pd.Series([], dtype=object),
+                "thread": pd.array([], dtype="UInt64"),
+                "n": pd.Series([], dtype="int64"),
+                "us": pd.Series([], dtype="int64"),
+            }
+        )[cols]
     start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     keep = (start != NAT_US) & (end != NAT_US) & ex["worker"].notna().to_numpy(dtype=bool)
     d = pd.DataFrame(
