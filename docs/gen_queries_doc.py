@@ -28,7 +28,7 @@ from metaprov.store.sparql import PARAM_TYPES, bind, fill_values, make_term  # n
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "queries.md"
 
-_HEADER_LINE = re.compile(r"^#\s*(title|description|param|example|needs)\s*:")
+_HEADER_LINE = re.compile(r"^#\s*(title|description|param|example|needs|sorted-words)\s*:")
 
 _RUN = "https://w3id.org/metaprov/id/run/3a11b3998b3a66d8"
 _MP = "https://w3id.org/metaprov/ns#"
@@ -139,6 +139,13 @@ metaprov query runs --file run.nq --file other-run.ttl        # export files, lo
   adds a `note:` line for each run that lacks them, saying why (e.g. its transition files were
   missing) and what it means, after the table or instead of `(no results)`; with `-f csv`/`-f
   json` the notes go to stderr.
+- **Lists in one cell**: SPARQL leaves the order of a `GROUP_CONCAT` to the engine (Oxigraph
+  and Virtuoso differ; no ordering of a sub-select reaches the aggregate). A question whose
+  column is such a list says so in its header (`# sorted-words: nodes`), and metaprov sorts the
+  words of that column after the engine answers: the same bytes from every engine, a store or
+  run directories. Where the words come from a small fixed set (the `roles` of `environment`),
+  the question builds the list in SPARQL itself, one `MAX` per word in a fixed order, and any
+  client gets the same bytes.
 - **Values the store does not hold**: a `run_id`, `key` or `prefix` that no run in the store has
   is an error, not an empty answer: `Error: no run 'nope' in the store` with the nearest runs
   (`hint: nearest runs in the store: 3a11b3998b3a66d8 (run)`), `no task key 'nonexistent' in
@@ -401,6 +408,12 @@ def _question(q: Question) -> list[str]:
             f"Needs {', '.join(_NEEDS[n] for n in q.needs)}: for each run that lacks them the "
             "answer says so in a `note:` line (why, and what it means) instead of leaving the run "
             "out silently.\n"
+        )
+    if q.sorted_words:
+        cols = ", ".join(f"`{c}`" for c in q.sorted_words)
+        out.append(
+            f"Sorted words: {cols} (a `GROUP_CONCAT`): metaprov sorts the words after the engine "
+            "answers, so every engine gives the same bytes ([why](#asking-a-question)).\n"
         )
     out.append("```bash\n" + "\n".join(_example(q)) + "\n```\n")
     if q.name == CRITICAL_PATH and not q.text:

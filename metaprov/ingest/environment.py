@@ -62,7 +62,7 @@ def read_environment(run: Path, records: RunRecords) -> dict[str, dict[str, Any]
         _read_captured(d, records, env_rows, pkg_rows, process_jobs)
     if not env_rows:
         _from_job_files(run, records, env_rows, pkg_rows)
-        (env_rows, pkg_rows), withheld = scrub([env_rows, pkg_rows])
+        env_rows, pkg_rows, withheld = _scrubbed(env_rows, pkg_rows)
         if withheld:
             records.accounting.warn(
                 "job files", f"{len(withheld)} value(s) withheld: they look like secrets"
@@ -73,6 +73,35 @@ def read_environment(run: Path, records: RunRecords) -> dict[str, dict[str, Any]
         pkgs = pkgs.sort_values(["process", "manager", "name", "version"], kind="stable")
     records.packages = conform("packages", pkgs)
     return process_jobs
+
+
+#: Columns of the job-file rows that name a record, not what it says: the process a row is of
+#: (``darshan:<log file name>``, ``spack:<name>``) and the file it was read from. They are the
+#: keys that link a row to its process agent and its packages (the PROV names those files
+#: anyway: ``mp:darshanLog``); withholding one would unlink the row, not hide a secret (a
+#: Darshan log name holds a long run of digits and letters the filter takes for a key).
+_KEY_COLUMNS = ("process", "source")
+
+
+def _scrubbed(
+    env_rows: list[dict[str, Any]], pkg_rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The job-file rows with every value that looks like a secret withheld (None), their
+    keys (:data:`_KEY_COLUMNS`) kept; and the places withheld."""
+
+    def split(rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+        keys = [{k: r[k] for k in _KEY_COLUMNS if k in r} for r in rows]
+        rest = [{k: v for k, v in r.items() if k not in _KEY_COLUMNS} for r in rows]
+        return keys, rest
+
+    env_keys, env_rest = split(env_rows)
+    pkg_keys, pkg_rest = split(pkg_rows)
+    (env_rest, pkg_rest), withheld = scrub([env_rest, pkg_rest])
+    return (
+        [{**k, **r} for k, r in zip(env_keys, env_rest, strict=True)],
+        [{**k, **r} for k, r in zip(pkg_keys, pkg_rest, strict=True)],
+        withheld,
+    )
 
 
 def _read_captured(

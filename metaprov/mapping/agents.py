@@ -127,21 +127,30 @@ def thread_table(ctx: MapContext) -> pd.DataFrame:
 def busy_partials(ex: pd.DataFrame) -> pd.DataFrame:
     """Per (worker, thread) of the executions ``ex`` whose start and end were observed (those
     with an mp:duration): ``n`` executions and ``us``, their durations summed in integer
-    microseconds (exact, whatever the order); ``thread`` is null for executions whose thread is
-    unknown. Sorted by worker and thread."""
+    microseconds (exact, whatever the order); ``thread`` (the records' dtype, UInt64) is null for
+    executions whose thread is unknown. Sorted by worker and thread."""
     import numpy as np
 
     from metaprov.timeutil import NAT_US, utc_to_us
 
     cols = ["worker", "thread", "n", "us"]
     if not len(ex):
-        return pd.DataFrame({c: [] for c in cols})
+        return pd.DataFrame(
+            {
+                "worker": pd.Series([], dtype=object),
+                "thread": pd.array([], dtype="UInt64"),
+                "n": pd.Series([], dtype="int64"),
+                "us": pd.Series([], dtype="int64"),
+            }
+        )[cols]
     start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     keep = (start != NAT_US) & (end != NAT_US) & ex["worker"].notna().to_numpy(dtype=bool)
     d = pd.DataFrame(
         {
             "worker": ex["worker"].astype(object).to_numpy()[keep],
-            "thread": ex["thread"].to_numpy()[keep],
+            # the ids as they are (UInt64): through a float, an id past 2^53 (a thread id near
+            # 2^64) is another number and its thread would lose its busy time
+            "thread": ex["thread"].array[keep],
             "us": (end - start)[keep].astype(np.int64),
         }
     )

@@ -136,12 +136,30 @@ def run_question(
         QueryError: unknown question, unknown or missing parameter, invalid value.
     """
     q = question if isinstance(question, Question) else resolve(question)
-    answer = _answer(store, q, dict(params or {}))
+    answer = sorted_words(_answer(store, q, dict(params or {})), q)
     if isinstance(answer, pd.DataFrame) and not len(answer) and q.name != CRITICAL_PATH:
         _explain_empty(store, q, dict(params or {}))
     if q.needs and isinstance(answer, pd.DataFrame):
         run = (params or {}).get("run_id", (params or {}).get("run"))
         answer.attrs["notes"] = gaps(store, q.needs, run=None if run is None else str(run))
+    return answer
+
+
+def sorted_words(answer: pd.DataFrame | bool, q: Question) -> pd.DataFrame | bool:
+    """``answer`` with the words of each ``# sorted-words:`` column of ``q`` sorted (by code
+    point; one space between them). SPARQL leaves the order of a GROUP_CONCAT to the engine
+    (Oxigraph and Virtuoso differ, and so can one engine after another load): sorted, the
+    answer has the same bytes from every engine. The column keeps its dtype; missing values
+    stay missing."""
+    if not isinstance(answer, pd.DataFrame) or not q.sorted_words:
+        return answer
+    for column in q.sorted_words:
+        if column not in answer.columns:
+            continue
+        values = answer[column]
+        known = values.notna()
+        if known.any():
+            answer.loc[known, column] = [" ".join(sorted(str(v).split(" "))) for v in values[known]]
     return answer
 
 
@@ -864,6 +882,7 @@ __all__ = [
     "questions",
     "resolve",
     "run_question",
+    "sorted_words",
     "split_steps",
     "step_variants",
 ]

@@ -135,7 +135,7 @@ def _direct_answer(
     """The direct form's answer, with the notes of what the runs lack (``# needs:``); None when
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
-    from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes
+    from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes, sorted_words
     from metaprov.queries.direct import DirectUnsupported, facts_of_graphs, triple_tables
 
     if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
@@ -159,6 +159,7 @@ def _direct_answer(
         return None
     if not len(answer) and any(params.get(p) not in (None, "") for p in _CHECKED):
         return None
+    answer = sorted_words(answer, q)
     if q.needs:
         run = params.get("run_id", params.get("run"))
         answer.attrs["notes"] = gap_notes(

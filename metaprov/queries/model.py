@@ -1,7 +1,7 @@
 """What a question is: its name, header, parameters and SPARQL text (no store, no running).
 
-Input: the ``# title:`` / ``# description:`` / ``# param:`` / ``# example:`` header of a ``.rq``
-text. Output: :class:`Question` and :class:`Param` values, shared by the registry
+Input: the ``# title:`` / ``# description:`` / ``# param:`` / ``# example:`` / ``# needs:`` /
+``# sorted-words:`` header of a ``.rq`` text. Output: :class:`Question` and :class:`Param` values, shared by the registry
 (:mod:`metaprov.queries`) and the questions answered in Python (:mod:`metaprov.queries.critical_path`).
 """
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from metaprov.errors import QueryError
 from metaprov.store.sparql import PARAM_TYPES
 
-_HEADER = re.compile(r"^#\s*(title|description|param|example|needs)\s*:\s*(.*?)\s*$")
+_HEADER = re.compile(r"^#\s*(title|description|param|example|needs|sorted-words)\s*:\s*(.*?)\s*$")
+_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: What a question's answer depends on that some runs lack (``# needs:`` header): for each run
 #: without it, the answer says so instead of silently leaving the run out (or counting 0).
@@ -67,6 +68,10 @@ class Question:
     path: str = ""
     examples: tuple[str, ...] = field(default_factory=tuple)
     needs: tuple[str, ...] = ()
+    #: Columns holding a space-separated list (a GROUP_CONCAT, whose order SPARQL leaves to the
+    #: engine): their words are sorted after the engine answers (``# sorted-words:`` header), so
+    #: every engine gives the same bytes.
+    sorted_words: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param | None:
         """The declared parameter called ``name``."""
@@ -84,6 +89,7 @@ def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
     params: list[Param] = []
     examples: list[str] = []
     needs: list[str] = []
+    sorted_words: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
@@ -108,6 +114,15 @@ def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
                         hint=f"use any of: {', '.join(NEEDS)}",
                     )
                 needs.append(need)
+        elif key == "sorted-words":
+            for column in (c.strip() for c in value.split(",") if c.strip()):
+                if not _COLUMN.match(column):
+                    raise QueryError(
+                        f"{path or name}: bad '# sorted-words:' column {column!r}",
+                        hint="name the answer's columns (SPARQL variables without '?'), "
+                        "separated by commas",
+                    )
+                sorted_words.append(column)
         else:
             params.append(_parse_param(value, where=path or name))
     return Question(
@@ -119,6 +134,7 @@ def parse_header(text: str, *, name: str = "", path: str = "") -> Question:
         path=path,
         examples=tuple(examples),
         needs=tuple(needs),
+        sorted_words=tuple(sorted_words),
     )
 
 

@@ -120,11 +120,6 @@ def _n(value: object) -> int:
 
 
 @pytest.mark.realdata
-@pytest.mark.xfail(
-    reason="found at merge (session 10): on PMDA R1 the environment question counts 0 processes "
-    "where inspect counts 24 (the branches passed alone; open in issue 39)",
-    strict=False,
-)
 def test_every_count_agrees_across_inspect_prov_questions_and_report(
     runs: dict[str, Path], surfaces: dict
 ) -> None:

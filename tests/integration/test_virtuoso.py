@@ -90,23 +90,12 @@ def loaded(virtuoso: Virtuoso) -> tuple[EndpointStore, EmbeddedStore, list]:
     return remote, local, reports
 
 
-#: Columns of the packaged questions that are a GROUP_CONCAT (jobs' nodes, environment's roles).
-CONCATENATED = ("nodes", "roles")
-
-
 def _same(got: pd.DataFrame, want: pd.DataFrame, name: str) -> None:
     """Equal answers: same columns and dtypes (Int64 integers, UTC times), same rows; floats to
     15 significant digits. Rows are compared in the engines' order, except that Virtuoso sorts
     strings by its own collation: rows equal as a sorted set when the order differs."""
     assert list(got.columns) == list(want.columns), name
     assert got.dtypes.to_dict() == want.dtypes.to_dict(), name
-    # GROUP_CONCAT's order is the engine's (SPARQL leaves it undefined): compare its words sorted
-    got, want = got.copy(), want.copy()
-    for col in set(CONCATENATED) & set(want.columns):
-        for df in (got, want):
-            df[col] = df[col].map(
-                lambda v: " ".join(sorted(v.split())) if isinstance(v, str) else v
-            )
     if not got.reset_index(drop=True).astype(str).equals(want.reset_index(drop=True).astype(str)):
         keys = [c for c in want.columns if want[c].dtype != "float64"]
         got = got.sort_values(keys, kind="stable").reset_index(drop=True)
@@ -274,12 +263,6 @@ def _password_prompt_on_a_terminal(virtuoso: Virtuoso, tmp_path: Path) -> None:
 
 
 @pytest.mark.realdata
-@pytest.mark.xfail(
-    reason="found at merge (session 10): the environment question's roles column comes back "
-    "as strings from one engine and objects from the other (with the processes count of "
-    "test_counts_agree: open in issue 39)",
-    strict=False,
-)
 def test_virtuoso_end_to_end(
     virtuoso: Virtuoso, loaded: tuple, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

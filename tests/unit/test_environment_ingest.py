@@ -126,6 +126,11 @@ def test_a_real_mofka_run_gets_its_software_from_its_own_files() -> None:
     text = buf.getvalue().decode()
     assert '<https://w3id.org/metaprov/ns#spackEnvironment> "mofkadask"' in text
     assert "/package/spack/py-numpy/1.26.4>" in text
+    # each traced process keeps its key (``darshan:<log>``: a Darshan log's name looks like a
+    # key to the secret filter) and so its link to the environment: the 24 Python processes
+    assert workers["process"].str.startswith("darshan:").all() and e["source"].notna().all()
+    linked = [ln for ln in text.splitlines() if "<https://w3id.org/metaprov/ns#environment> " in ln]
+    assert len(linked) == 24 == int(e["environment"].notna().sum()) - 1
 
 
 def test_crate_names_the_container_image_and_the_packages(tmp_path: Path) -> None:

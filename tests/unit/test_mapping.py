@@ -106,6 +106,15 @@ def test_execution_window_duration_and_association(g: rdflib.Graph) -> None:
     assert g.value(thread, MPN.threadId).toPython() == TH2
 
 
+def test_a_thread_with_a_64_bit_id_keeps_its_busy_time(g: rdflib.Graph) -> None:
+    """The busy time of each thread is summed per (worker, thread id): an id past 2^53 (the
+    tiny run's thread near 2^64) is matched exactly, never through a float."""
+    thread = URIRef(f"{worker(W2)}/thread/{TH2}")
+    assert TH2 > 2**53
+    assert int(g.value(thread, MPN.busyExecutionCount)) == 2
+    assert float(g.value(thread, MPN.busySeconds)) == pytest.approx(0.375)
+
+
 def test_agent_chain_thread_process_worker_scheduler_client_user(g: rdflib.Graph) -> None:
     thread = URIRef(f"{worker(W2)}/thread/{TH2}")
     process = g.value(thread, PROVN.actedOnBehalfOf)

@@ -257,6 +257,31 @@ def test_header_parsing_and_user_files(tmp_path: Path) -> None:
     assert list(df["v"]) == [4]
 
 
+def test_sorted_words_give_one_answer_whatever_the_engines_order(tmp_path: Path) -> None:
+    """A ``# sorted-words:`` column (a GROUP_CONCAT) has its words sorted after the engine
+    answers; its dtype and missing values kept; a bad column name is refused."""
+    text = (
+        "# sorted-words: hosts\n"
+        'SELECT ?j (GROUP_CONCAT(?h; separator=" ") AS ?hosts) '
+        "WHERE { GRAPH ?g { ?j <urn:node> ?n . OPTIONAL { ?n <urn:host> ?h } } } GROUP BY ?j"
+    )
+    q = parse_header(text, name="hosts")
+    assert q.sorted_words == ("hosts",)
+    st = EmbeddedStore(None)
+    nt = "".join(
+        f"<urn:j1> <urn:node> <urn:{h}> .\n<urn:{h}> <urn:host> {json.dumps(h)} .\n"
+        for h in ("n10", "n02", "b", "n1")
+    )
+    st.load_chunks("urn:g", [nt.encode(), b"<urn:j2> <urn:node> <urn:none> .\n"])
+    got = run_question(st, q).set_index("j")["hosts"]
+    assert got["urn:j1"] == "b n02 n1 n10"
+    raw = st.query(text).set_index("j")["hosts"]  # what the engine said, same words
+    assert sorted(raw["urn:j1"].split()) == got["urn:j1"].split()
+    assert got.dtype == raw.dtype and got["urn:j2"] == raw["urn:j2"]
+    with pytest.raises(QueryError, match="bad '# sorted-words:' column"):
+        parse_header("# sorted-words: ?hosts\nSELECT * WHERE {}")
+
+
 def test_format_result() -> None:
     df = pd.DataFrame(
         {
