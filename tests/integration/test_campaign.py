@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DARSHAN_DASK_RUNS, REAL_RUNS, REPO, XPDAMODA
+from conftest import DARSHAN_DASK_RUNS, FULL, REAL_RUNS, REPO, XPDAMODA
 
 from metaprov.errors import CampaignError
 from metaprov.export import export
@@ -67,11 +67,13 @@ def entries(manifest: dict) -> dict[str, dict]:
 def test_real_runs_in_parallel_equal_the_sequential_exports(tmp_path: Path, scheduler: str) -> None:
     if not REAL_RUNS:
         pytest.skip("real runs absent")
-    result = export_campaign([XPDAMODA], tmp_path / "out", scheduler=scheduler)
+    # by default the first two PMDA runs (minutes less); METAPROV_FULL=1: the whole folder
+    runs = REAL_RUNS if FULL else REAL_RUNS[:2]
+    result = export_campaign([XPDAMODA] if FULL else runs, tmp_path / "out", scheduler=scheduler)
     got = entries(result.manifest)
-    assert sorted(got) == sorted(r.name for r in REAL_RUNS)
+    assert sorted(got) == sorted(r.name for r in runs)
     sequential = []
-    for run in REAL_RUNS:
+    for run in runs:
         single = tmp_path / f"{run.name}.nq"
         export(run, single)
         sequential.append(single)
@@ -115,16 +117,20 @@ def test_partitioned_run_equals_the_single_process_export(tmp_path: Path, schedu
 def test_partitioned_darshan_runs_equal_their_unpartitioned_exports(
     tmp_path: Path, scheduler: str
 ) -> None:
-    """The six real LocalCluster runs under Darshan, each in 3 partitions on the cluster: the
-    I/O linked against every partition's windows gives exactly the unpartitioned shards."""
+    """Real LocalCluster runs under Darshan, each in 3 partitions on the cluster: the I/O
+    linked against every partition's windows gives exactly the unpartitioned shards."""
     if not DARSHAN_DASK_RUNS.is_dir():
         pytest.skip(f"{DARSHAN_DASK_RUNS} absent")
-    whole = export_campaign([DARSHAN_DASK_RUNS], tmp_path / "whole", backend="in-process")
-    parted = export_campaign(
-        [DARSHAN_DASK_RUNS], tmp_path / "parted", scheduler=scheduler, partitions=3
+    # by default one run of each capture schema; METAPROV_FULL=1: all six
+    roots = (
+        [DARSHAN_DASK_RUNS]
+        if FULL
+        else [DARSHAN_DASK_RUNS / "mixed-metaprov", DARSHAN_DASK_RUNS / "mixed-mofka"]
     )
+    whole = export_campaign(roots, tmp_path / "whole", backend="in-process")
+    parted = export_campaign(roots, tmp_path / "parted", scheduler=scheduler, partitions=3)
     want, got = entries(whole.manifest), entries(parted.manifest)
-    assert sorted(got) == sorted(want) and len(got) == 6
+    assert sorted(got) == sorted(want) and len(got) == (6 if FULL else 2)
     for name, e in got.items():
         w = want[name]
         assert e["status"] == "ok" and e["partitions"] == 3, e.get("error")
