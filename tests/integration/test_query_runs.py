@@ -2,7 +2,8 @@
 straight of the run directories gives the same bytes (csv and json) and the same notes.
 
 Both ways are asked on the example run, on synthetic runs with retries, errors, Darshan I/O
-and missing files, on two runs at once, and (``realdata``) on every real run in ../shared. The
+and missing files, on two runs at once, and (``realdata``) on PMDA R1 and a run under real
+Darshan; ``METAPROV_FULL=1``: on every real run in ../shared. The
 run-directory answer is asked twice: through the in-memory store (``engine="store"``) and the
 default way (a question's direct form where it has one).
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DARSHAN_DASK_RUNS, REAL_RUNS, REPO, sample_runs
+from conftest import DARSHAN_DASK_RUNS, FULL, REAL_RUNS, REPO
 
 from metaprov.errors import QueryError
 from metaprov.queries import format_result, questions, run_question
@@ -193,12 +194,12 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
 def _real_runs() -> list[Any]:
     from metaprov.ingest import is_run_directory
 
-    # by default: PMDA R1 (Darshan), the partial ImageProcessing run (no transition files) and
-    # two runs under real Darshan (metaprov's capture, Mofka's plugins); METAPROV_FULL=1: all
-    runs = sample_runs(list(REAL_RUNS), keep=1)
+    # by default: PMDA R1 (Darshan) and one run under real Darshan (Mofka's plugins) -- runs
+    # without transition files are the synthetic "bare" run above; METAPROV_FULL=1: every run
+    runs = list(REAL_RUNS) if FULL else list(REAL_RUNS[:1])
     if DARSHAN_DASK_RUNS.is_dir():
         dask_runs = sorted(p for p in DARSHAN_DASK_RUNS.iterdir() if is_run_directory(p))
-        runs += sample_runs(dask_runs, keep=1)
+        runs += dask_runs if FULL else dask_runs[-1:]
     if not runs:
         from conftest import SKIP_REASON
 
