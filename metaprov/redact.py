@@ -94,7 +94,18 @@ def _secret_text(text: str) -> bool:
     if _SECRET_VALUE.search(text):
         return True
     text = _UUID.sub("-", text)  # a Dask client or key id, not a key
-    return any(looks_secret(part) for part in text.split("/"))
+    parts = text.split("/")
+    return any(looks_secret(_STORE_HASH.sub(r"\1", part)) for part in parts[:-1]) or (
+        bool(parts) and looks_secret(parts[-1])
+    )
 
+
+#: A package store's hash as a whole folder name or its tail (Spack installs every package in
+#: ``<name>-<version>-<32 base32 letters>`` and views in ``._view/<hash>``; Nix in
+#: ``/nix/store/<32 nix-base32 letters>-<name>``): a folder named by its build, not a key. Only
+#: a folder of a path (never the last part, never a bare value) is judged this way, and the
+#: alphabets leave out the digits 0, 1, 8, 9 (Spack) or e, o, u, t (Nix) that a random hex or
+#: alphanumeric token of this length is almost sure to hold.
+_STORE_HASH = re.compile(r"(^|-)[a-z2-7]{32}$|^()[0-9a-df-np-sv-z]{32}(?=-[A-Za-z])")
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

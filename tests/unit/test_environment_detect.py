@@ -22,6 +22,7 @@ from metaprov.capture.environment import (
     git_state,
     host,
     looks_secret,
+    scrub,
     virtualenv,
     write_record,
 )
@@ -300,6 +301,26 @@ def test_looks_secret() -> None:
     assert not looks_secret("/opt/conda/envs/analysis")
     assert not looks_secret("0123456789abcdef" * 4)  # a container id / sha256 is kept
     assert not looks_secret("docker.io/library/python:3.12")
+
+
+def test_package_store_folders_are_paths_not_keys() -> None:
+    """A Spack or Nix build hash names a folder of a path; a key-like folder or last part, a
+    token anywhere, are still withheld."""
+    spack = "ycbghmgvq7z34ridg4nntzus2jsgkcos"
+    kept = [
+        f"/soft/._view/{spack}/bin/python3.10",
+        f"/opt/spack/linux-x86_64/gcc-12/python-3.10.8-{spack}/bin/python3.10",
+        "/nix/store/0c5jp9d9h9818arz8zr5fnh3hy9sqqzw-python3-3.11.6/bin/python3",
+    ]
+    withheld = [
+        f"/data/{spack}",  # a last part named by a hash: anything
+        "/x/3f9a0c2e8b7d41a6b5c9e0f1a2b3c4d5/y",  # hex: a key
+        "/x/a8Xk29LmQp03ZzR7yT6uV5wW4sS3rR2q/y",  # mixed case: a key
+        f"/soft/._view/{spack}/ghp_16C7e42F292c6912E7710c838347Ae178B4a/x",
+    ]
+    got, where = scrub({"paths": kept + withheld})
+    assert got["paths"] == kept + [None] * len(withheld)
+    assert where == [f"paths[{i}]" for i in range(len(kept), len(kept) + len(withheld))]
 
 
 def test_collect_never_writes_planted_secrets(tmp_path: Path) -> None:
