@@ -69,11 +69,13 @@ def imageproc_r1() -> Path:
     return IMAGEPROC_RUNS[0]
 
 
-def real_run_params() -> list:
-    """pytest params over every real run (one skipped param when the data is absent)."""
+def real_run_params(sample: bool = False) -> list:
+    """pytest params over every real run (one skipped param when the data is absent);
+    ``sample``: the runs of :func:`sample_runs` (every run with METAPROV_FULL=1)."""
     if not REAL_RUNS:
         return [pytest.param(None, marks=pytest.mark.skip(reason=_SKIP_REASON), id="no-real-data")]
-    return [pytest.param(p, id=f"{p.parent.name}-{p.name.split('_')[-2]}") for p in REAL_RUNS]
+    runs = sample_runs(list(REAL_RUNS), keep=1) if sample else REAL_RUNS
+    return [pytest.param(p, id=f"{p.parent.name}-{p.name.split('_')[-2]}") for p in runs]
 
 
 @pytest.fixture(scope="session")
