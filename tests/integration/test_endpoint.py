@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 import requests
 from click.testing import CliRunner
-from conftest import PMDA_RUNS, REAL_RUNS
+from conftest import FULL, PMDA_RUNS, REAL_RUNS
 
 import metaprov
 from metaprov.cli import cli
@@ -167,13 +167,18 @@ def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
 
 
+#: The real runs loaded into the server: two PMDA runs (two graphs of one workflow) by default,
+#: every real run with METAPROV_FULL=1 (the ImageProcessing run alone is 149,000 triples).
+ENDPOINT_RUNS = REAL_RUNS if FULL else PMDA_RUNS[:2]
+
+
 @pytest.fixture(scope="module")
 def graphs() -> list:
-    """PROV graphs of every real run (read once; loaded into the server and an embedded store)."""
-    if not REAL_RUNS:
+    """PROV graphs of the real runs (read once; loaded into the server and an embedded store)."""
+    if not ENDPOINT_RUNS:
         pytest.skip("real run data not found (set METAPROV_SHARED to the shared/ folder)")
     out = []
-    for run in REAL_RUNS:
+    for run in ENDPOINT_RUNS:
         records = metaprov.read_run(run)
         if records.darshan is not None:
             metaprov.link_io(records)
@@ -233,7 +238,7 @@ def test_report_of_the_server_equals_the_embedded_stores(
     _, local, _ = loaded
     got = write_store_report(tmp_path / "remote.html", endpoint=server + "/query").facts["store"]
     want = write_store_report(tmp_path / "local.html", store=local).facts["store"]
-    assert len(got["runs"]) == len(REAL_RUNS)
+    assert len(got["runs"]) == len(ENDPOINT_RUNS)
     assert got["notes"] == want["notes"]
     for part in ("runs", "prefixes", "slowest"):  # averages: the servers may sum in any order
         assert len(got[part]) == len(want[part]), part
