@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +36,8 @@ from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, l
 log = logging.getLogger("metaprov")
 
 MAX_BODY = 1 << 20
+#: Seconds a query may run on the server (``serve --timeout``; 0 there: no limit).
+DEFAULT_QUERY_TIMEOUT = 60.0
 #: Largest answer the server builds for one query (bytes); above it: 413.
 MAX_ANSWER = 256 << 20
 
@@ -101,14 +104,22 @@ class AnswerTooLarge(Exception):
 
 
 class _Capped:
-    """A bytes buffer that refuses to grow past ``cap`` (pyoxigraph serialises into it)."""
+    """A bytes buffer that refuses to grow past ``cap`` (pyoxigraph serialises into it), nor
+    to be written after ``deadline`` (monotonic seconds; the query is then ended from here:
+    the engine computes the rows as they are written)."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, deadline: float | None = None, seconds: float = 0.0) -> None:
         self.cap = cap
         self.parts: list[bytes] = []
         self.size = 0
+        self.deadline = deadline
+        self.seconds = seconds
 
     def write(self, data: bytes) -> int:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            from metaprov.store.offline import TimedOut
+
+            raise TimedOut(self.seconds)
         self.size += len(data)
         if self.size > self.cap:
             raise AnswerTooLarge
@@ -134,9 +145,11 @@ class LiveServer:
         lock: ReadWriteLock | None = None,
         run: str = "",
         max_answer: int = MAX_ANSWER,
+        timeout: float | None = DEFAULT_QUERY_TIMEOUT,
     ) -> None:
         self.store = store
         self.max_answer = max_answer
+        self.timeout = timeout or None  # seconds a query may run (None or 0: no limit)
         self.lock = lock or ReadWriteLock()
         self.run = run
         handler = _handler(self)
@@ -185,7 +198,7 @@ class LiveServer:
     def _answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
         import pyoxigraph as ox
 
-        from metaprov.store.offline import offline
+        from metaprov.store.offline import EngineBusy, TimedOut, offline_within
         from metaprov.store.sparql import QueryRefused, checked_query
 
         try:
@@ -193,6 +206,8 @@ class LiveServer:
         except QueryRefused as exc:
             return exc.status, "text/plain", f"refused: {exc}\n".encode()
         accept = accept or ""
+        seconds = self.timeout
+        deadline = None if seconds is None else time.monotonic() + seconds
 
         def run() -> tuple[int, str, bytes]:
             res = self._query(checked.text)
@@ -201,13 +216,28 @@ class LiveServer:
             else:
                 name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
                 fmt = getattr(ox.QueryResultsFormat, name)
-            out = _Capped(self.max_answer)
+            out = _Capped(self.max_answer, deadline, seconds or 0.0)
             res.serialize(out, format=fmt)
             return 200, fmt.media_type, out.value()
 
         with self.lock.read():
             try:
-                return offline(run)
+                return offline_within(seconds, run)
+            except TimedOut:
+                # the engine's thread is left to end (or ended by the deadline between rows);
+                # other queries run on the other threads meanwhile
+                return (
+                    503,
+                    "text/plain",
+                    f"refused: the query ran longer than {seconds:g} s, this server's limit "
+                    "(serve --timeout); narrow it (fewer patterns joined, a LIMIT)\n".encode(),
+                )
+            except EngineBusy as exc:
+                return (
+                    503,
+                    "text/plain",
+                    f"refused: {exc}; try again later\n".encode(),
+                )
             except SyntaxError as exc:
                 return 400, "text/plain", f"the query does not parse: {exc}\n".encode()
             except AnswerTooLarge:
@@ -348,10 +378,12 @@ def serve_follow(
     on_refresh: Callable[[Refresh], None] | None = None,
     on_complete: Callable[[FollowResult], None] | None = None,
     stop: threading.Event | None = None,
+    timeout: float | None = DEFAULT_QUERY_TIMEOUT,
 ) -> FollowResult:
     """Follow ``run`` into the embedded store ``store`` and serve the store meanwhile.
 
-    Serves until ``stop`` is set (Ctrl-C in the CLI), also after the run is complete.
+    Serves until ``stop`` is set (Ctrl-C in the CLI), also after the run is complete. A query
+    that runs longer than ``timeout`` seconds (None or 0: no limit) is answered 503.
 
     Raises:
         StoreError: the store is served or followed by another process, or the port is taken.
@@ -373,7 +405,9 @@ def serve_follow(
         stack.enter_context(owning(path, role="follow", run=str(run)))
         # a graph an earlier follow was bulk-loading when it was killed is not whole: not shown
         lock.set_hidden(loading_graphs(st))
-        server = LiveServer(st, host=host, port=port, lock=lock, run=str(run)).start()
+        server = LiveServer(
+            st, host=host, port=port, lock=lock, run=str(run), timeout=timeout
+        ).start()
         stack.callback(server.stop)
         update_owner(path, url=server.url)
         if on_listen is not None:
