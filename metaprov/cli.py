@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from metaprov._version import __version__, docs_url
-from metaprov.errors import MetaprovError
+from metaprov.errors import MetaprovError, terminal_safe
 
 
 class Context:
@@ -44,7 +44,7 @@ class _Group(click.Group):
             obj = ctx.find_object(Context)
             if obj is not None and obj.debug:
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {terminal_safe(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -88,9 +88,18 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
     for handler in root.handlers:
         if handler not in before:
             handler.setLevel(level)
+            # messages name files of runs, crates, stores: their names may hold escapes
+            handler.setFormatter(_SafeFormatter("%(levelname)s: %(message)s"))
             _OWN_HANDLERS.append(handler)
     logging.getLogger("metaprov").setLevel(level)
     ctx.obj = Context(quiet=quiet, debug=debug, verbose=verbose)
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines with control characters escaped (:func:`~metaprov.errors.terminal_safe`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
 
 
 #: The stderr handler(s) this process's CLI installed (``-q`` after a command raises their level).
@@ -232,7 +241,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     if as_json:
         _echo_json(summary)
     else:
-        click.echo(format_summary(summary))
+        click.echo(terminal_safe(format_summary(summary)))
         click.echo(f"see it     metaprov report {run} -o report.html  (an HTML page of the run)")
 
 
