@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from metaprov.errors import StoreError, UsageError
 from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, loading_graphs
@@ -36,6 +36,8 @@ from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, l
 log = logging.getLogger("metaprov")
 
 MAX_BODY = 1 << 20
+#: Seconds a client may stay silent in the middle of its request (then its thread is freed).
+CLIENT_SILENCE = 60.0
 #: Seconds a query may run on the server (``serve --timeout``; 0 there: no limit).
 DEFAULT_QUERY_TIMEOUT = 60.0
 #: Largest answer the server builds for one query (bytes); above it: 413.
@@ -133,6 +135,22 @@ class _Capped:
         return b"".join(self.parts)
 
 
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server whose failed requests (a client that went away mid-answer or
+    stayed silent past its time) are a debug log line, not a traceback on stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # broken pipe, reset, timeout: the client's doing
+            log.debug("http: request from %s ended: %s", client_address, exc)
+            return
+        log.warning("http: request from %s failed: %s", client_address, exc)
+
+
 class LiveServer:
     """The HTTP side of ``serve --follow`` over an open embedded store."""
 
@@ -154,7 +172,7 @@ class LiveServer:
         self.run = run
         handler = _handler(self)
         try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
+            self.httpd = QuietHTTPServer((host, port), handler)
         except OSError as exc:
             raise StoreError(
                 f"cannot listen on {host}:{port}: {exc}", hint="is the port in use? try --port 0"
@@ -270,6 +288,9 @@ class LiveServer:
 def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "metaprov-live"
+        # a client that stops sending (a body shorter than its length, a request never ended)
+        # frees its thread after this many seconds of silence
+        timeout = CLIENT_SILENCE
 
         def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the CLI prints refreshes
             log.debug("http: " + fmt, *args)
@@ -306,14 +327,12 @@ def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
                     run=html.escape(server.run),
                     endpoint=html.escape(server.query_url),
                 )
-                self._send(200, "text/html; charset=utf-8", page.encode())
+                self._send(
+                    200, "text/html; charset=utf-8", page.encode("utf-8", "backslashreplace")
+                )
                 return
             if parts.path == "/query":
-                q = parse_qs(parts.query).get("query")
-                if not q:
-                    self._send(400, "text/plain", b"give the query in the 'query' parameter\n")
-                    return
-                self._send(*server.answer(q[0], self.headers.get("Accept", "")))
+                self._one_query(parse_qsl(parts.query, keep_blank_values=True))
                 return
             self._send(404, "text/plain", b"not found: this server has / and /query\n")
 
@@ -339,20 +358,27 @@ def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
             except UnicodeDecodeError:
                 self._send(400, "text/plain", b"the body is not UTF-8\n")
                 return
+            params = parse_qsl(urlsplit(self.path).query, keep_blank_values=True)
             if ctype == "application/sparql-query":
-                query = text
+                self._one_query(params, text)
             elif ctype == "application/x-www-form-urlencoded":
-                q = parse_qs(text).get("query")
-                if not q:
-                    self._send(400, "text/plain", b"give the query in the 'query' parameter\n")
-                    return
-                query = q[0]
+                self._one_query(params + parse_qsl(text, keep_blank_values=True))
             else:
                 self._send(
                     415, "text/plain", b"POST application/sparql-query or a form with 'query'\n"
                 )
+
+        def _one_query(self, params: list[tuple[str, str]], body: str | None = None) -> None:
+            """Answer the request's one query (as the guard of ``metaprov serve`` does: two
+            queries, which a proxy and this server could pick differently, are refused)."""
+            if any(k == "update" for k, _ in params):
+                self._send(405, "text/plain", b"read-only: no updates\n")
                 return
-            self._send(*server.answer(query, self.headers.get("Accept", "")))
+            texts = [v for k, v in params if k == "query"] + ([body] if body is not None else [])
+            if len(texts) != 1:
+                self._send(400, "text/plain", b"give exactly one query (the 'query' parameter)\n")
+                return
+            self._send(*server.answer(texts[0], self.headers.get("Accept", "")))
 
         def _refuse(self) -> None:
             if self._host_ok():

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -411,7 +413,9 @@ class EmbeddedStore(Store):
         # or replaces the graph.
         entry = self._entry(graph)
         found = entry.get("critical_path") if entry is not None else None
-        return found if isinstance(found, dict) else None
+        # the catalog is a file anyone with write access to the store can forge: a path of
+        # another shape is no path (computed again from the graph)
+        return found if _path_shaped(found) else None
 
     def _remove_quietly(self, node: Any) -> None:
         try:
@@ -637,3 +641,25 @@ def _named_node(iri: str) -> Any:
         return ox.NamedNode(iri)
     except ValueError as exc:
         raise StoreError(f"{iri!r} is not a valid graph IRI: {exc}") from exc
+
+
+#: An absolute IRI as N-Triples and SPARQL write it between ``<>`` (nothing that would end it).
+_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20<>"{}|^`\\]*\Z')
+
+
+def _path_shaped(found: Any) -> bool:
+    """Is ``found`` a recorded critical path: ``tasks`` (IRIs) and ``weights`` (finite
+    numbers), lists of the same length?"""
+    if not isinstance(found, dict):
+        return False
+    tasks, weights = found.get("tasks"), found.get("weights")
+    return (
+        isinstance(tasks, list)
+        and isinstance(weights, list)
+        and len(tasks) == len(weights)
+        and all(isinstance(t, str) and _IRI.match(t) for t in tasks)
+        and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+            for w in weights
+        )
+    )
