@@ -584,3 +584,25 @@ def test_the_row_cap_holds_for_csv_and_construct_answers(serve, monkeypatch) -> 
     monkeypatch.setenv("METAPROV_ENDPOINT_MAX_ROWS", "1001")  # exactly the cap: read
     assert len(st.select_strings("SELECT ?a { ?a ?b ?c }")) == 1001
     assert len(st.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }")) == 1001
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'a\r\n"unclosed\r\nx\r\n', b"a,b\r\n1,2,3,4\r\n", b"a\r\n\xff\xfe\r\n"],
+    ids=["unclosed-quote", "more-fields-than-the-header", "not-utf8"],
+)
+def test_malformed_csv_results_are_a_clear_error(serve, body: bytes) -> None:  # noqa: ANN001
+    """Issue 36 round 3: a CSV answer with an unclosed quote or bytes that are not UTF-8 was a
+    ParserError / UnicodeDecodeError traceback; a row of more fields than the header silently
+    became an index (its first fields lost)."""
+
+    def behave(sock: socket.socket, req: bytes, _s: _Server) -> bool:
+        if b"text/csv" in req:
+            _reply(sock, "200 OK", body, "text/csv")
+        else:
+            _reply(sock, "200 OK", b'{"head":{},"boolean":true}', "application/sparql-results+json")
+        return True
+
+    st = EndpointStore(serve(behave).url + "/query")
+    with pytest.raises(StoreError, match="CSV results that cannot be read"):
+        st.select_strings("SELECT ?a { ?a ?b ?c }")
