@@ -219,3 +219,19 @@ def test_live_server_edge_requests(live: int, capfd: pytest.CaptureFixture[str])
     assert out.startswith(b"HTTP/1.0 200"), out
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception occurred" not in err, err
+
+
+def test_crate_include_inputs_never_writes_out_a_sparse_file(tmp_path: Path) -> None:
+    """A 3 GiB sparse config.txt became 3.1 GB of zeros on disk in the crate."""
+    run = write_run(tmp_path / "R1", tiny_files())
+    _sparse(run / "config.txt")
+    if not _holes_kept(run / "config.txt"):
+        pytest.skip("this file system does not keep holes")
+    out = tmp_path / "crate"
+    res = CliRunner().invoke(cli, ["crate", str(run), "--include-inputs", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    used = sum(p.stat().st_blocks * 512 for p in out.rglob("*") if p.is_file())
+    assert used < 64 << 20, used
+    meta = (out / "ro-crate-metadata.json").read_text()
+    assert "not included: a sparse file, only its first 0 of 3,221,225,472 bytes" in meta
+    assert not list(out.rglob("config.txt"))
