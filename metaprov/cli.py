@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from metaprov._version import __version__, docs_url
-from metaprov.errors import MetaprovError
+from metaprov.errors import MetaprovError, terminal_safe
 
 
 class Context:
@@ -44,7 +44,7 @@ class _Group(click.Group):
             obj = ctx.find_object(Context)
             if obj is not None and obj.debug:
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {terminal_safe(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -88,9 +88,18 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
     for handler in root.handlers:
         if handler not in before:
             handler.setLevel(level)
+            # messages name files of runs, crates, stores: their names may hold escapes
+            handler.setFormatter(_SafeFormatter("%(levelname)s: %(message)s"))
             _OWN_HANDLERS.append(handler)
     logging.getLogger("metaprov").setLevel(level)
     ctx.obj = Context(quiet=quiet, debug=debug, verbose=verbose)
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines with control characters escaped (:func:`~metaprov.errors.terminal_safe`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
 
 
 #: The stderr handler(s) this process's CLI installed (``-q`` after a command raises their level).
@@ -139,7 +148,8 @@ timeout_option = click.option(
     expose_value=False,
     callback=_set_endpoint_timeout,
     help="With --endpoint: the longest one request to the server may take, whatever it does "
-    "[default: $METAPROV_ENDPOINT_TIMEOUT or 600].",
+    "[default: $METAPROV_ENDPOINT_TIMEOUT or 600]. With an embedded store: the longest a query "
+    "may run [default: no limit].",
 )
 
 
@@ -231,7 +241,7 @@ def inspect_cmd(ctx: click.Context, run: Path, as_json: bool, no_darshan: bool) 
     if as_json:
         _echo_json(summary)
     else:
-        click.echo(format_summary(summary))
+        click.echo(terminal_safe(format_summary(summary)))
         click.echo(f"see it     metaprov report {run} -o report.html  (an HTML page of the run)")
 
 
@@ -1172,7 +1182,15 @@ def records_cmd(
     show_default=True,
     help="TCP port (0: any free port).",
 )
-@click.option("--timeout", type=float, default=None, help="Seconds a query may run.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds a query may run; a longer one is refused (HTTP 503) while the server goes on "
+    "answering others (0: no limit).",
+)
 @click.option("--cors", is_flag=True, help="Allow cross-origin requests (a web page elsewhere).")
 @click.option(
     "--follow",
@@ -1240,9 +1258,9 @@ def serve_cmd(
 
     path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
     if follow_run is not None:
-        _serve_follow(ctx, follow_run, path, host, port, interval, quiet_period)
+        _serve_follow(ctx, follow_run, path, host, port, interval, quiet_period, timeout=timeout)
         return
-    server = serve(path, host=host, port=port, timeout=timeout, cors=cors)
+    server = serve(path, host=host, port=port, timeout=timeout or None, cors=cors)
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(
             f"warning: listening on {host}: anyone who reaches this address can read the store "
@@ -1281,11 +1299,12 @@ def _serve_follow(
     base: str | None = None,
     detail: str = "tasks",
     darshan: bool = True,
+    timeout: float | None = None,
 ) -> None:
     import signal
     import threading
 
-    from metaprov.live.server import describe_refresh, serve_follow
+    from metaprov.live.server import DEFAULT_QUERY_TIMEOUT, describe_refresh, serve_follow
 
     stop = threading.Event()
     talk = not (ctx.obj and ctx.obj.quiet)
@@ -1325,6 +1344,7 @@ def _serve_follow(
         darshan=darshan,
         on_listen=listening,
         on_refresh=refreshed,
+        timeout=DEFAULT_QUERY_TIMEOUT if timeout is None else timeout or None,
         on_complete=complete,
         stop=stop,
     )

@@ -10,6 +10,28 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def terminal_safe(text: str) -> str:
+    """``text`` safe to print on a terminal: control and format characters but line ends and
+    tabs (escape sequences, bidi overrides: a file name of a run can hold them) written as
+    ``\\xNN`` / ``\\uNNNN``."""
+    if text.isprintable():
+        return text
+    import unicodedata
+
+    out = []
+    for ch in text:
+        if (
+            ch in "\n\t"
+            or not unicodedata.category(ch).startswith("C")
+            and ch not in "\u2028\u2029"
+        ):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
 class MetaprovError(Exception):
     """Root of all metaprov errors.
 

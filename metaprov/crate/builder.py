@@ -883,7 +883,8 @@ class CrateBuilder:
                 "encodingFormat": _media_type(rel, p),
                 "about": action,
             }
-            if self.include_inputs:
+            sparse = self.include_inputs and _sparse(p)
+            if self.include_inputs and not sparse:
                 dest = self.staging / run.folder / "records" / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(p, dest)
@@ -906,6 +907,15 @@ class CrateBuilder:
                         "description": "A record file of the run, not included (metaprov crate --include-inputs copies it).",
                     }
                 )
+                if not digest:
+                    del props["sha256"]
+                if sparse:
+                    # a hole (truncate -s 3T): copying it would write its zeros out in full
+                    props["description"] = (
+                        f"A record file of the run, not included: a sparse file, only its first "
+                        f"{sparse - 1:,} of {size:,} bytes were ever written."
+                    )
+                    log.warning("%s: a sparse file; not copied into the crate", p)
                 f = self._ctx(f"#{run.graph.run_id}/record/{quote(rel, safe='')}", props)
                 run.dataset.append_to("mentions", f, compact=True)
 
@@ -1227,3 +1237,15 @@ def ran(prefix: Any) -> bool:
     an execution on record, or without one (a result size or a transfer shows it). Such a step
     has its actions; a step none of whose tasks ran has none (the profile: skipped steps)."""
     return bool(prefix.executed or prefix.unrecorded)
+
+
+def _sparse(path: Path) -> int:
+    """1 + the offset of the first hole of ``path`` when it has one (a sparse file), else 0."""
+    from metaprov.ingest.csvread import first_hole
+
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    hole = first_hole(path, size)
+    return hole + 1 if hole < size else 0

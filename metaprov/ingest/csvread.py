@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ import pyarrow.csv as pacsv
 
 from metaprov.errors import InputError
 from metaprov.records import Accounting
+
+log = logging.getLogger(__name__)
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 # Parse block: small blocks keep each thread's working set in cache (measured at 10^6 tasks:
@@ -245,6 +248,8 @@ class _Parsed:
     bad_rows: list[tuple[int, str]]
     blank: np.ndarray
     memo: dict[str, Any] | None = None  # (see CsvTable.derived; set when a cache keeps it)
+    #: rows never parsed because their line is over a limit (line, reason): see _cut_appended
+    oversized: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _parse_plain(
@@ -297,6 +302,8 @@ def _result(name: str, parsed: _Parsed, acct: Accounting) -> CsvTable:
     _drop_malformed(name, parsed.bad_rows, acct)
     if len(parsed.blank):
         acct.drop(name, "blank line", parsed.blank)
+    for line, reason in parsed.oversized:
+        acct.drop(name, reason, [line], detail=_OVERSIZED_DETAIL)
     return CsvTable(name, parsed.table, parsed.lines, parsed.memo)
 
 
@@ -310,6 +317,7 @@ def _join(head: _Parsed, tail: _Parsed) -> _Parsed:
         head.total + tail.total,
         head.bad_rows + [(r + off, d) for r, d in tail.bad_rows],
         np.concatenate([head.blank, tail.blank + off]),
+        oversized=head.oversized + [(r + off, d) for r, d in tail.oversized],
     )
 
 
@@ -391,9 +399,11 @@ class ParseCache:
                 # the kept bytes, checked on this file's bytes (read in pieces: no copy of them)
                 _hash_prefix(fh, entry.size, digest)
                 if digest.digest() == entry.digest:
-                    rest = fh.read()  # to the end: the bytes hashed next are the bytes parsed
+                    # the bytes after them, streamed: hashed, and a line over the limits
+                    # (:func:`_oversized_lines`) never read whole
+                    cuts = _oversized_lines(fh, entry.size, size, digest, len(header), large_rows)
                     return self._appended(
-                        key, entry, rest, digest, header, known, dictionary, large_rows
+                        key, entry, fh, size, cuts, digest, header, known, dictionary, large_rows
                     )
                 fh.seek(0)
                 digest = hashlib.sha256()
@@ -425,35 +435,144 @@ class ParseCache:
         self,
         key: tuple,
         entry: _Entry,
-        rest: bytes,
+        fh: Any,
+        size: int,
+        cuts: list[tuple[int, int, str]],
         digest: Any,
         header: list[str],
         known: set[str],
         dictionary: tuple[str, ...],
         large_rows: bool,
     ) -> _Parsed | None:
+        """The kept parse joined with the parse of the bytes ``entry.size .. size`` of ``fh``
+        (already fed to ``digest``); the lines ``cuts`` (start, end, reason) among them are
+        counted as rows not used and never read."""
         if _header_of(entry.head) != header:  # (the file changed since its header was read)
             self.stats["uncached"] += 1
             return None
-        if not rest:
+        if size == entry.size:
             self.stats["unchanged"] += 1
             self._entries[key] = entry
             return entry.parsed
-        keep = rest.endswith(b"\n")
-        buf = bytearray(len(entry.head) + len(rest) + 1)  # header line, new rows, room for one
-        buf[: len(entry.head)] = entry.head
-        buf[len(entry.head) : -1] = rest
-        tail = _parse_text(buf, len(buf) - 1, keep, header, known, dictionary, large_rows)
-        if tail is None:
-            self.stats["uncached"] += 1
-            return None
-        parsed = _join(entry.parsed, tail)
+        parsed = entry.parsed
+        at = entry.size
+        keep = True  # the bytes so far end between rows
+        for start, end, reason in [*cuts, (size, size, "")]:
+            if start > at:
+                # the rows up to the next cut line, parsed with the header line in front; the
+                # rows before a cut must end between rows (its line is a row of its own)
+                rest = os.pread(fh.fileno(), start - at, at)
+                keep = start < size or rest.endswith((b"\n", b"\r"))
+                buf = bytearray(len(entry.head) + len(rest) + 1)  # header, rows, room for one
+                buf[: len(entry.head)] = entry.head
+                buf[len(entry.head) : -1] = rest
+                del rest
+                tail = _parse_text(buf, len(buf) - 1, keep, header, known, dictionary, large_rows)
+                del buf
+                if tail is None:
+                    self.stats["uncached"] += 1
+                    return None
+                parsed = _join(parsed, tail)
+            if end > start:  # a line over the limits: one row read, not used
+                empty = np.zeros(0, np.int64)
+                cut = _Parsed(
+                    _empty_like(parsed.table), empty, 1, [], empty, oversized=[(2, reason)]
+                )
+                parsed = _join(parsed, cut)
+                keep = os.pread(fh.fileno(), 1, end - 1) in (b"\n", b"\r")
+                log.warning(
+                    "%s line %d: %s; row not used (read in pieces, never held whole)",
+                    key[0],
+                    parsed.total + 1,
+                    reason,
+                )
+            at = max(at, end)
         self.stats["appended"] += 1
         if keep:
-            digest.update(rest)
             parsed.memo = {}
-            self._entries[key] = _Entry(entry.size + len(rest), digest.digest(), entry.head, parsed)
+            self._entries[key] = _Entry(size, digest.digest(), entry.head, parsed)
         return parsed
+
+
+#: Parse the bytes appended to a kept file in pieces of at most this many bytes (hashed and
+#: scanned for lines over the limits as they are read).
+_SCAN = 1 << 22
+_OVERSIZED_DETAIL = "row not used"
+
+
+def _oversized_lines(
+    fh: Any, start: int, end: int, digest: Any, columns: int, large_rows: bool
+) -> list[tuple[int, int, str]]:
+    """Feed the bytes ``start .. end`` of the open file ``fh`` to ``digest`` in pieces, and find
+    the lines among them no parse of the file would use, whose text is therefore never read
+    whole: (first byte, byte after its line end, reason), in order.
+
+    Decided on bytes alone, whatever the quoting: a run of more than ``2 * MAX_FIELD_BYTES + 2``
+    bytes without a comma or line end lies in one field whose value is longer than
+    :data:`MAX_FIELD_BYTES` (a quoted value's text is at most twice its length plus its two
+    quotes); a line longer than ``columns`` such fields holds one, or more fields than the
+    header. A line end is LF, CR or CR LF. Files whose rows may be large (graph.csv's key
+    lists, :data:`LIST_COLUMNS`) are only hashed."""
+    max_gap = 2 * MAX_FIELD_BYTES + 2
+    max_line = columns * (max_gap + 1)
+    field_reason = f"a field longer than {MAX_FIELD_BYTES:,} bytes"
+    line_reason = f"a line longer than {max_line:,} bytes (more than {columns} fields may hold)"
+    cuts: list[tuple[int, int, str]] = []
+    line_start = start  # first byte of the line still open
+    last_sep = start - 1  # the last comma or line end seen
+    open_reason = ""  # why the open line is cut ("": not cut so far)
+    pos = start
+    buf = bytearray(_SCAN)
+    view = memoryview(buf)
+    while pos < end:
+        n = os.preadv(fh.fileno(), [view[: min(_SCAN, end - pos)]], pos)
+        if not n:
+            break
+        digest.update(view[:n])
+        if large_rows:
+            pos += n
+            continue
+        a = np.frombuffer(buf, dtype=np.uint8, count=n)
+        is_end = (a == 0x0A) | (a == 0x0D)
+        ends = np.flatnonzero(is_end) + pos
+        seps = np.flatnonzero(is_end | (a == 0x2C)) + pos
+        starts = np.concatenate([[line_start], ends[:-1] + 1]).astype(np.int64)[: len(ends)]
+        reasons = np.where(ends - starts > max_line, line_reason, "").astype(object)
+        if len(ends) and open_reason:
+            reasons[0] = open_reason
+        # a run without a separator longer than a field may be: its line is cut
+        bounds = np.concatenate([[last_sep], seps])
+        gap_at = bounds[1:][np.diff(bounds) - 1 > max_gap]
+        where = np.searchsorted(ends, gap_at)
+        reasons[where[where < len(ends)]] = field_reason
+        for i in np.flatnonzero(reasons != ""):
+            cuts.append((int(starts[i]), int(ends[i]) + 1, str(reasons[i])))
+        if len(ends):
+            line_start, open_reason = int(ends[-1]) + 1, ""
+        if (where >= len(ends)).any():
+            open_reason = field_reason
+        if len(seps):
+            last_sep = int(seps[-1])
+        pos += n
+        # the line still open at the end of this piece
+        if not open_reason and pos - 1 - last_sep > max_gap:
+            open_reason = field_reason
+        if not open_reason and pos - line_start > max_line:
+            open_reason = line_reason
+    if open_reason and line_start < end:  # a last line without a line end
+        cuts.append((line_start, end, open_reason))
+    # CR LF is one line end: the LF after a cut line's CR belongs to the cut
+    crlf: list[tuple[int, int, str]] = []
+    for a0, b0, why in cuts:
+        if b0 < end and os.pread(fh.fileno(), 2, b0 - 1) == b"\r\n":
+            b0 += 1
+        crlf.append((a0, b0, why))
+    return crlf
+
+
+def _empty_like(table: pa.Table) -> pa.Table:
+    """A table of no rows with ``table``'s columns and types (dictionaries kept)."""
+    return table.slice(0, 0)
 
 
 def _parse_text(

@@ -42,6 +42,8 @@ import pandas as pd
 import pyarrow as pa
 
 from metaprov.errors import InputError
+from metaprov.ingest.csvread import first_hole
+from metaprov.ingest.smallfiles import read_head
 from metaprov.records import STR, Accounting, conform, empty_table
 
 log = logging.getLogger("metaprov")
@@ -580,7 +582,19 @@ def _read_one(path: Path) -> _LogResult:
     }
     res = _LogResult(row)
     try:
-        data = path.read_bytes()
+        size = path.stat().st_size
+        hole = first_hole(path, size)
+        if hole < size:
+            # a hole: its size is not data (truncate -s 3G); reading it would expand gigabytes
+            # of zeros in memory (a Darshan log is written whole, without holes)
+            row["status"] = "unreadable"
+            res.problem(
+                "not a readable Darshan log",
+                f"a sparse file: only its first {hole:,} of {size:,} bytes were ever written; "
+                "not read",
+            )
+            return res
+        data = read_head(path, size)[0]
     except OSError as exc:
         row["status"] = "unreadable"
         res.problem("cannot read the file", str(exc))

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from metaprov.ingest.smallfiles import read_small
 from metaprov.records import RunRecords, conform
 from metaprov.redact import scrub
 
@@ -328,10 +329,11 @@ def _from_job_files(
 ) -> None:
     spack_env = None
     for p in sorted(run.glob("*.OU")):
-        if not re.match(r"^\d+\..+\.OU$", p.name) or p.stat().st_size > 64 << 20:
+        if not re.match(r"^\d+\..+\.OU$", p.name):
             continue
         try:
-            text = p.read_text(encoding="utf-8", errors="replace")
+            # a regular file of at most 64 MiB (not a FIFO or a link to a device: never a hang)
+            text = read_small(p, 64 << 20).decode("utf-8", errors="replace")
         except OSError:
             continue
         name, pkgs = spack_packages(text)

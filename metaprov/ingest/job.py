@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from metaprov.ingest.smallfiles import read_head, read_small
 from metaprov.records import Accounting, RunRecords, conform
 
 _NODE_FILE = re.compile(r"^([A-Za-z]+)Nodes?$")
@@ -40,6 +41,10 @@ _MEM_UNITS = {
     "TB": 10**12,
 }
 _MAX_TEXT = 1 << 20
+#: Largest configuration file or metaprov-run.json read (real ones: kilobytes).
+_MAX_CONFIG = 16 << 20
+#: Most bytes read of a job log (scheduler.e, worker.e, *.OU): the facts are near its start.
+_MAX_LOG = 64 << 20
 
 _RE_SCHED_AT = re.compile(r"Scheduler at:\s+(\S+)")
 _RE_DASH_AT = re.compile(r"dashboard at:\s+(\S+)")
@@ -52,11 +57,15 @@ _RE_LOGTIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
 
 
 def _read_text(path: Path, acct: Accounting) -> str | None:
+    """A job log's text: its first :data:`_MAX_LOG` bytes (a larger log is named in the
+    accounting); a FIFO, a device, an unreadable file: None, with a warning."""
     try:
-        data = path.read_bytes()
+        data, size = read_head(path, _MAX_LOG)
     except OSError as exc:
-        acct.warn(path.name, f"cannot read: {exc}")
+        acct.warn(path.name, f"cannot read: {exc.strerror or exc}")
         return None
+    if size > len(data):
+        acct.warn(path.name, f"larger than {_MAX_LOG:,} bytes ({size:,}): only its start read")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -89,7 +98,7 @@ def _configs(run: Path, acct: Accounting) -> pd.DataFrame:
         if kind is None:
             continue
         try:
-            data = p.read_bytes()
+            data = read_small(p, _MAX_CONFIG)
         except OSError as exc:
             acct.warn(name, f"cannot read the file: {exc.strerror or exc}; left out")
             continue
@@ -226,7 +235,7 @@ def _capture_info(run: Path, records: RunRecords) -> None:
     meta = run / "metaprov-run.json"
     if meta.is_file():
         try:
-            data = json.loads(meta.read_text(encoding="utf-8"))
+            data = json.loads(read_small(meta, _MAX_CONFIG).decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             records.accounting.warn(meta.name, f"not valid JSON: {exc}")
             data = {}

@@ -22,12 +22,13 @@ from __future__ import annotations
 import html
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from metaprov.errors import StoreError, UsageError
 from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, loading_graphs
@@ -35,6 +36,10 @@ from metaprov.live.follow import FollowResult, ReadWriteLock, Refresh, follow, l
 log = logging.getLogger("metaprov")
 
 MAX_BODY = 1 << 20
+#: Seconds a client may stay silent in the middle of its request (then its thread is freed).
+CLIENT_SILENCE = 60.0
+#: Seconds a query may run on the server (``serve --timeout``; 0 there: no limit).
+DEFAULT_QUERY_TIMEOUT = 60.0
 #: Largest answer the server builds for one query (bytes); above it: 413.
 MAX_ANSWER = 256 << 20
 
@@ -101,14 +106,22 @@ class AnswerTooLarge(Exception):
 
 
 class _Capped:
-    """A bytes buffer that refuses to grow past ``cap`` (pyoxigraph serialises into it)."""
+    """A bytes buffer that refuses to grow past ``cap`` (pyoxigraph serialises into it), nor
+    to be written after ``deadline`` (monotonic seconds; the query is then ended from here:
+    the engine computes the rows as they are written)."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, deadline: float | None = None, seconds: float = 0.0) -> None:
         self.cap = cap
         self.parts: list[bytes] = []
         self.size = 0
+        self.deadline = deadline
+        self.seconds = seconds
 
     def write(self, data: bytes) -> int:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            from metaprov.store.offline import TimedOut
+
+            raise TimedOut(self.seconds)
         self.size += len(data)
         if self.size > self.cap:
             raise AnswerTooLarge
@@ -120,6 +133,22 @@ class _Capped:
 
     def value(self) -> bytes:
         return b"".join(self.parts)
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server whose failed requests (a client that went away mid-answer or
+    stayed silent past its time) are a debug log line, not a traceback on stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):  # broken pipe, reset, timeout: the client's doing
+            log.debug("http: request from %s ended: %s", client_address, exc)
+            return
+        log.warning("http: request from %s failed: %s", client_address, exc)
 
 
 class LiveServer:
@@ -134,14 +163,16 @@ class LiveServer:
         lock: ReadWriteLock | None = None,
         run: str = "",
         max_answer: int = MAX_ANSWER,
+        timeout: float | None = DEFAULT_QUERY_TIMEOUT,
     ) -> None:
         self.store = store
         self.max_answer = max_answer
+        self.timeout = timeout or None  # seconds a query may run (None or 0: no limit)
         self.lock = lock or ReadWriteLock()
         self.run = run
         handler = _handler(self)
         try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
+            self.httpd = QuietHTTPServer((host, port), handler)
         except OSError as exc:
             raise StoreError(
                 f"cannot listen on {host}:{port}: {exc}", hint="is the port in use? try --port 0"
@@ -185,7 +216,7 @@ class LiveServer:
     def _answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
         import pyoxigraph as ox
 
-        from metaprov.store.offline import offline
+        from metaprov.store.offline import EngineBusy, TimedOut, offline_within
         from metaprov.store.sparql import QueryRefused, checked_query
 
         try:
@@ -193,6 +224,8 @@ class LiveServer:
         except QueryRefused as exc:
             return exc.status, "text/plain", f"refused: {exc}\n".encode()
         accept = accept or ""
+        seconds = self.timeout
+        deadline = None if seconds is None else time.monotonic() + seconds
 
         def run() -> tuple[int, str, bytes]:
             res = self._query(checked.text)
@@ -201,13 +234,28 @@ class LiveServer:
             else:
                 name = next((n for m, n in _RESULT_TYPES if m in accept), "JSON")
                 fmt = getattr(ox.QueryResultsFormat, name)
-            out = _Capped(self.max_answer)
+            out = _Capped(self.max_answer, deadline, seconds or 0.0)
             res.serialize(out, format=fmt)
             return 200, fmt.media_type, out.value()
 
         with self.lock.read():
             try:
-                return offline(run)
+                return offline_within(seconds, run)
+            except TimedOut:
+                # the engine's thread is left to end (or ended by the deadline between rows);
+                # other queries run on the other threads meanwhile
+                return (
+                    503,
+                    "text/plain",
+                    f"refused: the query ran longer than {seconds:g} s, this server's limit "
+                    "(serve --timeout); narrow it (fewer patterns joined, a LIMIT)\n".encode(),
+                )
+            except EngineBusy as exc:
+                return (
+                    503,
+                    "text/plain",
+                    f"refused: {exc}; try again later\n".encode(),
+                )
             except SyntaxError as exc:
                 return 400, "text/plain", f"the query does not parse: {exc}\n".encode()
             except AnswerTooLarge:
@@ -240,6 +288,9 @@ class LiveServer:
 def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "metaprov-live"
+        # a client that stops sending (a body shorter than its length, a request never ended)
+        # frees its thread after this many seconds of silence
+        timeout = CLIENT_SILENCE
 
         def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the CLI prints refreshes
             log.debug("http: " + fmt, *args)
@@ -276,14 +327,12 @@ def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
                     run=html.escape(server.run),
                     endpoint=html.escape(server.query_url),
                 )
-                self._send(200, "text/html; charset=utf-8", page.encode())
+                self._send(
+                    200, "text/html; charset=utf-8", page.encode("utf-8", "backslashreplace")
+                )
                 return
             if parts.path == "/query":
-                q = parse_qs(parts.query).get("query")
-                if not q:
-                    self._send(400, "text/plain", b"give the query in the 'query' parameter\n")
-                    return
-                self._send(*server.answer(q[0], self.headers.get("Accept", "")))
+                self._one_query(parse_qsl(parts.query, keep_blank_values=True))
                 return
             self._send(404, "text/plain", b"not found: this server has / and /query\n")
 
@@ -309,20 +358,27 @@ def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
             except UnicodeDecodeError:
                 self._send(400, "text/plain", b"the body is not UTF-8\n")
                 return
+            params = parse_qsl(urlsplit(self.path).query, keep_blank_values=True)
             if ctype == "application/sparql-query":
-                query = text
+                self._one_query(params, text)
             elif ctype == "application/x-www-form-urlencoded":
-                q = parse_qs(text).get("query")
-                if not q:
-                    self._send(400, "text/plain", b"give the query in the 'query' parameter\n")
-                    return
-                query = q[0]
+                self._one_query(params + parse_qsl(text, keep_blank_values=True))
             else:
                 self._send(
                     415, "text/plain", b"POST application/sparql-query or a form with 'query'\n"
                 )
+
+        def _one_query(self, params: list[tuple[str, str]], body: str | None = None) -> None:
+            """Answer the request's one query (as the guard of ``metaprov serve`` does: two
+            queries, which a proxy and this server could pick differently, are refused)."""
+            if any(k == "update" for k, _ in params):
+                self._send(405, "text/plain", b"read-only: no updates\n")
                 return
-            self._send(*server.answer(query, self.headers.get("Accept", "")))
+            texts = [v for k, v in params if k == "query"] + ([body] if body is not None else [])
+            if len(texts) != 1:
+                self._send(400, "text/plain", b"give exactly one query (the 'query' parameter)\n")
+                return
+            self._send(*server.answer(texts[0], self.headers.get("Accept", "")))
 
         def _refuse(self) -> None:
             if self._host_ok():
@@ -348,10 +404,12 @@ def serve_follow(
     on_refresh: Callable[[Refresh], None] | None = None,
     on_complete: Callable[[FollowResult], None] | None = None,
     stop: threading.Event | None = None,
+    timeout: float | None = DEFAULT_QUERY_TIMEOUT,
 ) -> FollowResult:
     """Follow ``run`` into the embedded store ``store`` and serve the store meanwhile.
 
-    Serves until ``stop`` is set (Ctrl-C in the CLI), also after the run is complete.
+    Serves until ``stop`` is set (Ctrl-C in the CLI), also after the run is complete. A query
+    that runs longer than ``timeout`` seconds (None or 0: no limit) is answered 503.
 
     Raises:
         StoreError: the store is served or followed by another process, or the port is taken.
@@ -373,7 +431,9 @@ def serve_follow(
         stack.enter_context(owning(path, role="follow", run=str(run)))
         # a graph an earlier follow was bulk-loading when it was killed is not whole: not shown
         lock.set_hidden(loading_graphs(st))
-        server = LiveServer(st, host=host, port=port, lock=lock, run=str(run)).start()
+        server = LiveServer(
+            st, host=host, port=port, lock=lock, run=str(run), timeout=timeout
+        ).start()
         stack.callback(server.stop)
         update_owner(path, url=server.url)
         if on_listen is not None:

@@ -116,8 +116,11 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 def read_status(run: Path) -> tuple[str | None, dict[str, Any]]:
     """The capture's ``status`` and its whole ``metaprov-run.json`` (None, {} without one)."""
+    from metaprov.ingest.smallfiles import read_small
+
     try:
-        data = json.loads((run / RUN_JSON).read_text(encoding="utf-8"))
+        # a regular file of at most 16 MiB (a FIFO or a link to /dev/zero would hang the read)
+        data = json.loads(read_small(run / RUN_JSON, 16 << 20).decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # not ours to judge here: the reader reports it
         return None, {}
     if not isinstance(data, dict):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from metaprov.errors import QueryError
+from metaprov.errors import QueryError, StoreError
 from metaprov.store.catalog import run_fingerprint
 from metaprov.store.files import _file_graphs, _rdf_format
 
@@ -410,9 +410,35 @@ class Store(ABC):
         data = self._select_csv(check_syntax(sparql))
         if not data.strip():
             return pd.DataFrame()
-        return pd.read_csv(
-            io.BytesIO(data), dtype=str, keep_default_na=False, na_filter=False, engine="c"
-        )
+        import warnings
+
+        try:
+            # index_col=False: a row of more fields than the header is never an index; its
+            # "loss of data" warning is an error here (nothing dropped silently)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                return pd.read_csv(
+                    io.BytesIO(data),
+                    dtype=str,
+                    keep_default_na=False,
+                    na_filter=False,
+                    engine="c",
+                    index_col=False,
+                    encoding="utf-8",
+                )
+        except (
+            pd.errors.ParserError,
+            pd.errors.ParserWarning,
+            UnicodeDecodeError,
+            ValueError,
+        ) as exc:
+            # a server's answer is untrusted input: not SPARQL CSV results is a clear error
+            from metaprov.store.http import clean
+
+            raise StoreError(
+                f"the store answered CSV results that cannot be read: {clean(str(exc), limit=200)}",
+                hint="is the endpoint URL the server's SPARQL query endpoint?",
+            ) from exc
 
     @abstractmethod
     def _construct(self, text: str) -> pd.DataFrame: ...

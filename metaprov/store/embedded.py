@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
-from metaprov.errors import QueryError, StoreError
+from metaprov.errors import LimitError, QueryError, StoreError
 from metaprov.store.base import LOAD_PART_BYTES, LoadReport, Store, _triples_frame, _unlink_quietly
 from metaprov.store.catalog import Catalog
 from metaprov.store.owner import check_not_owned
@@ -40,11 +42,20 @@ class EmbeddedStore(Store):
     Args:
         path: the store directory (created when absent); None for an in-memory store.
         read_only: open for queries only (other processes may keep it open for writing).
+        query_timeout: seconds a query may run (None: the running command's ``--timeout``, or
+            no limit); a longer one is a :class:`~metaprov.errors.LimitError`.
     """
 
-    def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        read_only: bool = False,
+        query_timeout: float | None = None,
+    ) -> None:
         import pyoxigraph as ox
 
+        self.query_timeout = query_timeout
         self.path = None if path is None else Path(path)
         self.location = "memory" if path is None else str(self.path)
         self.read_only = read_only
@@ -402,7 +413,9 @@ class EmbeddedStore(Store):
         # or replaces the graph.
         entry = self._entry(graph)
         found = entry.get("critical_path") if entry is not None else None
-        return found if isinstance(found, dict) else None
+        # the catalog is a file anyone with write access to the store can forge: a path of
+        # another shape is no path (computed again from the graph)
+        return found if _path_shaped(found) else None
 
     def _remove_quietly(self, node: Any) -> None:
         try:
@@ -436,13 +449,24 @@ class EmbeddedStore(Store):
     def _run(self, text: str, read: Callable[[Any], T]) -> T:
         """``read(answer)`` of a query, computed on an engine thread without network (the
         answer of a SELECT is computed as it is read: the reading runs there too)."""
-        from metaprov.store.offline import offline
+        from metaprov.store.http import TIMEOUT_OVERRIDE
+        from metaprov.store.offline import EngineBusy, TimedOut, offline_within
 
         def run() -> T:
             return read(self._store.query(text, use_default_graph_as_union=True))
 
+        # the command's --timeout: the longest a query may run (none by default)
+        seconds = self.query_timeout if self.query_timeout else TIMEOUT_OVERRIDE.get()
         try:
-            return offline(run)
+            return offline_within(seconds, run)
+        except (TimedOut, EngineBusy) as exc:
+            raise LimitError(
+                f"the query on the store {self.location} ran longer than {seconds:g} s (the "
+                "time limit given) and was abandoned"
+                if isinstance(exc, TimedOut)
+                else f"the query on the store {self.location} was not started: {exc}",
+                hint="narrow the query (fewer patterns joined, a LIMIT), or raise --timeout",
+            ) from exc
         except SyntaxError as exc:
             raise QueryError(f"the SPARQL query does not parse: {exc}") from exc
         except RuntimeError as exc:
@@ -617,3 +641,25 @@ def _named_node(iri: str) -> Any:
         return ox.NamedNode(iri)
     except ValueError as exc:
         raise StoreError(f"{iri!r} is not a valid graph IRI: {exc}") from exc
+
+
+#: An absolute IRI as N-Triples and SPARQL write it between ``<>`` (nothing that would end it).
+_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20<>"{}|^`\\]*\Z')
+
+
+def _path_shaped(found: Any) -> bool:
+    """Is ``found`` a recorded critical path: ``tasks`` (IRIs) and ``weights`` (finite
+    numbers), lists of the same length?"""
+    if not isinstance(found, dict):
+        return False
+    tasks, weights = found.get("tasks"), found.get("weights")
+    return (
+        isinstance(tasks, list)
+        and isinstance(weights, list)
+        and len(tasks) == len(weights)
+        and all(isinstance(t, str) and _IRI.match(t) for t in tasks)
+        and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+            for w in weights
+        )
+    )

@@ -6,9 +6,11 @@ query results. Credentials come from the environment or ``~/.netrc``, never the 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import pandas as pd
 
-from metaprov.errors import QueryError, StoreError, UsageError
+from metaprov.errors import LimitError, QueryError, StoreError, UsageError
 from metaprov.store.base import (
     _NTRIPLES,
     _RESULTS_JSON,
@@ -36,6 +38,7 @@ from metaprov.store.http import (
     Answer,
     Credentials,
     HttpClient,
+    RowCounter,
     clean,
     env_timeout,
     redact,
@@ -100,42 +103,133 @@ DEFAULT_MAX_ROWS = 2_000_000
 ENV_MAX_ROWS = "METAPROV_ENDPOINT_MAX_ROWS"
 
 
-def _check_rows(body: bytes, where: str) -> None:
-    """Refuse a SPARQL JSON answer of more rows than the cap, counted by a streaming parse
-    (pyoxigraph's, one row at a time) before the answer is read into Python objects.
+def max_rows() -> int:
+    """The row cap: ``$METAPROV_ENDPOINT_MAX_ROWS`` or :data:`DEFAULT_MAX_ROWS`.
 
     Raises:
-        LimitError: more rows than the cap (naming it and how to raise it).
         UsageError: ``METAPROV_ENDPOINT_MAX_ROWS`` is not a positive integer.
     """
-    import pyoxigraph as ox
-
-    from metaprov.errors import LimitError
-
     raw = os.environ.get(ENV_MAX_ROWS)
-    cap = DEFAULT_MAX_ROWS
-    if raw:
-        cap = int(raw) if raw.strip().isdigit() else 0
-        if cap <= 0:
-            raise UsageError(f"{ENV_MAX_ROWS}={clean(raw, limit=40)} is not a positive integer")
-    if len(body) <= 3 * cap:  # a row takes at least 3 bytes ("{},"): no need to count
-        return
-    try:
-        answer = ox.parse_query_results(body, format=ox.QueryResultsFormat.JSON)
-        if isinstance(answer, ox.QueryBoolean):
+    if not raw:
+        return DEFAULT_MAX_ROWS
+    cap = int(raw) if raw.strip().isdigit() else 0
+    if cap <= 0:
+        raise UsageError(f"{ENV_MAX_ROWS}={clean(raw, limit=40)} is not a positive integer")
+    return cap
+
+
+#: The start of SPARQL JSON results whose head comes first (a UTF-8 byte order mark allowed).
+_HEAD_FIRST = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"head"\s*:')
+
+
+class _Prefixed(io.RawIOBase):
+    """``first``, then the rest of ``body`` (bytes already read from it put back in front)."""
+
+    def __init__(self, first: bytes, body: io.RawIOBase) -> None:
+        super().__init__()
+        self._first, self._body = memoryview(first), body
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._first:
+            n = min(len(b), len(self._first))
+            b[:n] = self._first[:n]
+            self._first = self._first[n:]
+            return n
+        return self._body.readinto(b)
+
+
+class _Rows(RowCounter):
+    """The rows of an answer in ``fmt`` (``json``: SPARQL JSON results, counted by pyoxigraph's
+    streaming parser one row at a time; ``csv``: SPARQL CSV results, records counted by their
+    line ends outside quotes (RFC 4180, as the CSV reader reads them); ``nt``: N-Triples
+    lines), counted while the answer arrives: more than the cap is a :class:`LimitError` as
+    soon as the row after the cap has been read, before the rest is."""
+
+    def __init__(self, fmt: str, where: str) -> None:
+        self.fmt, self.where, self.cap = fmt, where, max_rows()
+        self.unread = False  # the streaming parser could not read the answer (JSON)
+
+    def cannot_exceed(self, size: int) -> bool:
+        return size <= 3 * self.cap  # a row takes at least 3 bytes ("{},", "x\r\n")
+
+    def count(self, body: io.RawIOBase) -> None:
+        if self.fmt == "json":
+            self._json(body)
+        else:
+            self._lines(body, quoted=self.fmt == "csv")
+
+    def _too_many(self, read: int) -> LimitError:
+        return LimitError(
+            f"the SPARQL server at {self.where} answered more than {self.cap:,} rows (found "
+            f"after {read:,} bytes; the rest was not read): more than metaprov reads into memory",
+            hint=f"ask for fewer rows (LIMIT, a narrower pattern), or raise {ENV_MAX_ROWS} "
+            "if this machine has the memory (about 300 bytes a cell)",
+        )
+
+    def _json(self, body: io.RawIOBase) -> None:
+        import pyoxigraph as ox
+
+        # pyoxigraph keeps every row of an answer whose rows come before its head (SPARQL
+        # allows either order; servers write the head first) until it reads the head: such
+        # an answer is not counted, and read only while it cannot hold too many rows
+        first = bytearray()
+        piece = bytearray(1 << 12)
+        while len(first) < 64 and (n := body.readinto(piece)):
+            first += piece[:n]
+        if not _HEAD_FIRST.match(bytes(first)):
+            self._uncounted(body)
             return
-        rows = 0
-        for _ in answer:
-            rows += 1
-            if rows > cap:
-                raise LimitError(
-                    f"the SPARQL server at {where} answered more than {cap:,} rows "
-                    f"({len(body):,} bytes): more than metaprov reads into memory",
-                    hint=f"ask for fewer rows (LIMIT, a narrower pattern), or raise {ENV_MAX_ROWS} "
-                    "if this machine has the memory (about 300 bytes a cell)",
+        try:
+            answer = ox.parse_query_results(
+                io.BufferedReader(_Prefixed(bytes(first), body), 1 << 16),
+                format=ox.QueryResultsFormat.JSON,
+            )
+            if isinstance(answer, ox.QueryBoolean):
+                return
+            rows = 0
+            for _ in answer:
+                rows += 1
+                if rows > self.cap:
+                    raise self._too_many(len(body.buf))  # type: ignore[attr-defined]
+        except (SyntaxError, ValueError, OSError):
+            self._uncounted(body)  # not SPARQL JSON: the reading after says what it is
+
+    def _uncounted(self, body: io.RawIOBase) -> None:
+        """An answer whose rows cannot be counted: read on only while it cannot hold more rows
+        than the cap (a small one is then read as before, and says what it is)."""
+        self.unread = True
+        piece = bytearray(1 << 20)
+        while body.readinto(piece):
+            got = len(body.buf)  # type: ignore[attr-defined]
+            if not self.cannot_exceed(got):
+                tail = bytes(body.buf[-200:]).decode("utf-8", "replace")  # type: ignore[attr-defined]
+                raise StoreError(
+                    f"the SPARQL server at {self.where} sent more than {got:,} bytes that are not "
+                    "SPARQL JSON results with their head first (whose rows metaprov counts as "
+                    f"they arrive); the rest was not read. They end with: {clean(tail, limit=200)}",
+                    hint="is this URL the query endpoint? (a server that fails while sending cuts "
+                    "its answer off; its message is at the end)",
                 )
-    except (SyntaxError, ValueError, OSError):
-        return  # not SPARQL JSON: the reading below says what it is
+
+    def _lines(self, body: io.RawIOBase, *, quoted: bool) -> None:
+        import numpy as np
+
+        rows = -1 if quoted else 0  # (a CSV answer's first record is its header)
+        inside = 0  # quotes seen so far, mod 2: inside a quoted value when 1
+        chunk = bytearray(1 << 20)
+        while n := body.readinto(chunk):
+            a = np.frombuffer(chunk, dtype=np.uint8, count=n)
+            ends = a == 0x0A
+            if quoted:
+                parity = (np.cumsum(a == 0x22) + inside) & 1
+                inside = int(parity[-1])
+                ends &= parity == 0
+            rows += int(np.count_nonzero(ends))
+            if rows > self.cap:
+                raise self._too_many(len(body.buf))  # type: ignore[attr-defined]
 
 
 def _check_url(url: str) -> None:
@@ -432,13 +526,19 @@ class EndpointStore(Store):
         return True
 
     # --- reading -------------------------------------------------------------------------------
-    def _post_query(self, text: str, accept: str) -> Answer:
+    def _post_query(self, text: str, accept: str, rows: _Rows | None = None) -> Answer:
+        """Run a query; ``rows`` counts the answer's rows as it arrives (by default, in the
+        format asked for: the cap holds however the answer is read)."""
+        if rows is None:
+            fmt = {_RESULTS_JSON: "json", "text/csv": "csv", _NTRIPLES: "nt"}.get(accept, "nt")
+            rows = _Rows(fmt, redact(self.endpoint.query))
         resp = self._request(
             "POST",
             self.endpoint.query,
             what="running a query",
             body=urlencode({"query": text}).encode("ascii"),
             headers={"Accept": accept, "Content-Type": "application/x-www-form-urlencoded"},
+            rows=rows,
         )
         if resp.status >= 300:
             self._fail(resp, "running a query", query=True)
@@ -457,9 +557,19 @@ class EndpointStore(Store):
         return data
 
     def _select_json_once(self, text: str) -> dict[str, Any]:
-        resp = self._post_query(text, _RESULTS_JSON)
         where = redact(self.endpoint.query)
-        _check_rows(resp.body, where)
+        rows = _Rows("json", where)
+        resp = self._post_query(text, _RESULTS_JSON, rows)
+        if rows.unread and not rows.cannot_exceed(len(resp.body)):
+            # no streaming parser counted its rows, and it could hold more than the cap: not
+            # read into Python objects (about 8 bytes of memory a byte)
+            raise StoreError(
+                f"the SPARQL server at {where} sent {len(resp.body):,} bytes that are not SPARQL "
+                "JSON results with their head first (whose rows metaprov counts as they "
+                f"arrive); they end with: {clean(resp.body[-200:].decode('utf-8', 'replace'), limit=200)}",
+                hint="is this URL the query endpoint? (a server that fails while sending cuts "
+                "its answer off; its message is at the end)",
+            )
         try:
             data = json.loads(resp.body)
         except RecursionError as exc:

@@ -75,6 +75,10 @@ def _names(bind_host: str) -> set[str]:
 class _Handler(BaseHTTPRequestHandler):
     """One request to the guard: checked, then forwarded to the backend or refused."""
 
+    #: seconds a client may stay silent mid-request (a body shorter than its length): then its
+    #: thread is freed
+    timeout = 60.0
+
     server: _Server
 
     server_version = "metaprov-serve"
@@ -212,6 +216,14 @@ class _Server(ThreadingHTTPServer):
     """The guard's listening socket; its handlers read ``names`` and ``backend`` from it."""
 
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that went away or stayed silent: not a traceback on the server's stderr
+        import sys
+
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handle_error(request, client_address)
 
     def __init__(self, host: str, port: int, names: set[str], backend: tuple[str, int]) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET

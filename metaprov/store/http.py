@@ -31,6 +31,7 @@ import base64
 import contextvars
 import hashlib
 import http.client
+import io
 import os
 import re
 import socket
@@ -42,7 +43,7 @@ from email.message import Message
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
-from metaprov.errors import StoreError
+from metaprov.errors import MetaprovError, StoreError
 
 #: Largest answer read into memory (bytes); ``METAPROV_ENDPOINT_MAX_BYTES`` overrides it.
 DEFAULT_MAX_ANSWER_BYTES = 1 << 30
@@ -315,6 +316,67 @@ def env_max_bytes() -> int:
     return value
 
 
+class _Body(io.RawIOBase):
+    """An answer's body as a file: read in pieces of at most 1 MiB, each kept in :attr:`buf`;
+    it ends early (as if the body ended) when the deadline passed or the cap is exceeded
+    (:attr:`over`; an error body is cut at the cap instead, ``keep_cut``)."""
+
+    def __init__(
+        self, resp: http.client.HTTPResponse, cap: int, timer: _Timer, *, keep_cut: bool
+    ) -> None:
+        super().__init__()
+        self.buf = bytearray()
+        self.over = False
+        self.error: BaseException | None = None
+        self._resp, self._cap, self._timer, self._keep_cut = resp, cap, timer, keep_cut
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._done:
+            return 0
+        try:
+            chunk = self._resp.read1(min(len(b), 1 << 20))
+        except (OSError, http.client.HTTPException) as exc:
+            # kept for the caller: a parser reading this file would hide what went wrong
+            self.error, self._done = exc, True
+            return 0
+        if self._timer.fired or not chunk:
+            self._done = True
+            return 0
+        self.buf += chunk
+        if len(self.buf) > self._cap:
+            self._done = True
+            if self._keep_cut:
+                del self.buf[self._cap :]
+                self._resp.close()
+            else:
+                self.over = True
+            return 0
+        b[: len(chunk)] = chunk
+        return len(chunk)
+
+    def drain(self) -> None:
+        """Read what is left of the body (under the same cap and deadline)."""
+        scratch = bytearray(1 << 20)
+        while self.readinto(scratch):
+            pass
+
+
+class RowCounter:
+    """Counts the rows of an answer while it is read (:meth:`count` reads the body as a file
+    and raises once the rows are too many); :meth:`cannot_exceed` says when an answer of a
+    known size cannot hold too many (then nothing is counted)."""
+
+    def cannot_exceed(self, size: int) -> bool:
+        return False
+
+    def count(self, body: io.RawIOBase) -> None:
+        raise NotImplementedError
+
+
 class HttpClient:
     """Requests under the policy above. Thread-safe: one kept-alive connection per thread and
     origin.
@@ -429,8 +491,12 @@ class HttpClient:
         params: dict[str, str] | None = None,
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
+        rows: RowCounter | None = None,
     ) -> Answer:
         """Send one request (following same-origin redirects, answering one auth challenge).
+
+        ``rows``: counts the rows of a successful answer while it is read (see
+        :class:`RowCounter`); it stops the read with its error once they are too many.
 
         Raises:
             StoreError: unreachable, too slow, too large, redirected elsewhere; the message
@@ -442,10 +508,14 @@ class HttpClient:
         first_url = url
         challenged = False
         for _hop in range(MAX_REDIRECTS + 1):
-            answer = self._once(method, url, body, headers or {}, what=what, started=started)
+            answer = self._once(
+                method, url, body, headers or {}, what=what, started=started, rows=rows
+            )
             if answer.status == 401 and not challenged and self._challenged(answer, url):
                 challenged = True
-                answer = self._once(method, url, body, headers or {}, what=what, started=started)
+                answer = self._once(
+                    method, url, body, headers or {}, what=what, started=started, rows=rows
+                )
             if answer.status not in (301, 302, 303, 307, 308):
                 return answer
             location = answer.headers.get("Location")
@@ -485,6 +555,7 @@ class HttpClient:
         *,
         what: str,
         started: float,
+        rows: RowCounter | None = None,
     ) -> Answer:
         parts = urlsplit(url)
         key = origin(url)
@@ -515,8 +586,8 @@ class HttpClient:
                     resp.will_close = True
                 else:
                     resp = conn.getresponse()
-                data = self._read(resp, url, what, timer)
-            except StoreError:
+                data = self._read(resp, url, what, timer, rows)
+            except MetaprovError:
                 self._forget(key)
                 raise
             except (
@@ -559,27 +630,34 @@ class HttpClient:
             return Answer(resp.status, clean(resp.reason or "", limit=80), resp.msg, data, url)
         raise AssertionError("unreachable")
 
-    def _read(self, resp: http.client.HTTPResponse, url: str, what: str, timer: _Timer) -> bytes:
+    def _read(
+        self,
+        resp: http.client.HTTPResponse,
+        url: str,
+        what: str,
+        timer: _Timer,
+        rows: RowCounter | None = None,
+    ) -> bytes:
+        """The answer's body, read in pieces under the size cap and the deadline; a successful
+        answer's rows counted by ``rows`` as they arrive (its error ends the read)."""
         cap = self.max_answer_bytes if resp.status < 300 else MAX_ERROR_BYTES
         length = resp.getheader("Content-Length")
         if length and length.strip().isdigit() and int(length) > cap and resp.status < 300:
             raise self._too_large(url, what, int(length))
-        buf = bytearray()
-        while True:
-            chunk = resp.read1(1 << 20)
-            if timer.fired:
-                raise self._too_slow(url, what)
-            if not chunk:
-                break
-            buf += chunk
-            if len(buf) > cap:
-                if resp.status >= 300:
-                    del buf[cap:]
-                    resp.close()
-                    break
-                raise self._too_large(url, what, None)
+        body = _Body(resp, cap, timer, keep_cut=resp.status >= 300)
+        if rows is not None and resp.status < 300:
+            announced = int(length) if length and length.strip().isdigit() else None
+            if announced is None or not rows.cannot_exceed(announced):
+                rows.count(body)
+        body.drain()
+        if body.error is not None:
+            raise body.error
+        if timer.fired:
+            raise self._too_slow(url, what)
+        if body.over:
+            raise self._too_large(url, what, None)
         resp.close()  # read to its end: the connection can carry the next request
-        return bytes(buf)
+        return bytes(body.buf)
 
     def _too_slow(self, url: str, what: str) -> StoreError:
         return StoreError(

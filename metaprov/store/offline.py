@@ -149,8 +149,39 @@ def _drop_locals(exc: BaseException) -> None:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
 
 
+class TimedOut(Exception):
+    """A query ran longer than its time limit: its caller stopped waiting (:func:`offline`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the query ran longer than {seconds:g} s")
+        self.seconds = seconds
+
+
+class EngineBusy(Exception):
+    """Too many queries past their time limit are still running: no more is started."""
+
+
+#: Most queries past their time limit left running at once (each keeps one core busy until
+#: the engine ends it); beyond them, a query with a limit is refused at once.
+MAX_ABANDONED = WORKERS
+
+
+class _Job:
+    __slots__ = ("abandoned", "box", "done", "fn")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.box: list[tuple[bool, Any]] = []
+        self.done = threading.Event()
+        self.abandoned = False
+
+
 class _Pool:
-    """Engine threads, each with the network filter and a large stack, started on first use."""
+    """Engine threads, each with the network filter and a large stack, started on first use.
+
+    A query past its time limit is abandoned, not stopped (pyoxigraph cannot interrupt a
+    query): its thread goes on until the engine ends it, then exits, and a new thread takes
+    its place at once, so the other queries never wait for it."""
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -158,6 +189,8 @@ class _Pool:
         self.started = 0
         self.blocked: bool | None = None
         self.reason = ""
+        self.abandoned = 0  # queries past their limit still running
+        self._serial = 0
 
     def _work(self, ready: threading.Event) -> None:
         try:
@@ -170,15 +203,51 @@ class _Pool:
                 self.blocked, self.reason = blocked, reason
         ready.set()
         while True:
-            fn, box, done = self.jobs.get()
+            job = self.jobs.get()
             try:
-                box.append((True, fn()))
+                job.box.append((True, job.fn()))
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller
                 _drop_locals(exc)
-                box.append((False, exc))
-            finally:
-                done.set()
-                del fn, box, done
+                job.box.append((False, exc))
+            with self.lock:
+                job.done.set()
+                gone = job.abandoned
+                if gone:
+                    self.abandoned -= 1
+            if gone:
+                # no one waits for it: dropped here (pyoxigraph answers may only be dropped on
+                # the thread that made them); a new thread already took this one's place
+                job.box.clear()
+                return
+            del job
+
+    def _spawn(self, n: int) -> None:
+        """Start ``n`` engine threads (each with the large stack where possible) and wait until
+        each has its filter."""
+        before = threading.stack_size()
+        waits = []
+        try:
+            big = True
+            for _ in range(n):
+                ready = threading.Event()
+                self._serial += 1
+                name = f"metaprov-sparql-{self._serial}"
+                try:
+                    threading.stack_size(STACK_BYTES if big else 0)
+                    threading.Thread(
+                        target=self._work, args=(ready,), name=name, daemon=True
+                    ).start()
+                except (ValueError, RuntimeError):  # no such stack here: the default one
+                    big = False
+                    threading.stack_size(0)
+                    threading.Thread(
+                        target=self._work, args=(ready,), name=name, daemon=True
+                    ).start()
+                waits.append(ready)
+        finally:
+            threading.stack_size(before)
+        for ready in waits:
+            ready.wait()
 
     def start(self) -> None:
         with self.lock:
@@ -187,36 +256,28 @@ class _Pool:
             # first use, or a forked child (threads do not survive a fork): start the workers
             self.started = os.getpid()
             self.jobs = queue.SimpleQueue()
-        before = threading.stack_size()
-        waits = []
-        try:
-            threading.stack_size(STACK_BYTES)
-            for i in range(WORKERS):
-                ready = threading.Event()
-                threading.Thread(
-                    target=self._work, args=(ready,), name=f"metaprov-sparql-{i}", daemon=True
-                ).start()
-                waits.append(ready)
-        except (ValueError, RuntimeError):  # no such stack here: the default one
-            threading.stack_size(0)
-            for i in range(WORKERS - len(waits)):
-                ready = threading.Event()
-                threading.Thread(
-                    target=self._work, args=(ready,), name=f"metaprov-sparql-s{i}", daemon=True
-                ).start()
-                waits.append(ready)
-        finally:
-            threading.stack_size(before)
-        for ready in waits:
-            ready.wait()
+            self.abandoned = 0
+        self._spawn(WORKERS)
 
-    def run(self, fn: Callable[[], T]) -> T:
+    def run(self, fn: Callable[[], T], seconds: float | None = None) -> T:
         self.start()
-        box: list[tuple[bool, Any]] = []
-        done = threading.Event()
-        self.jobs.put((fn, box, done))
-        done.wait()
-        ok, value = box[0]
+        job = _Job(fn)
+        if seconds is not None:
+            with self.lock:
+                if self.abandoned >= MAX_ABANDONED:
+                    raise EngineBusy(
+                        f"{self.abandoned} earlier queries past their time limit are still running"
+                    )
+        self.jobs.put(job)
+        if not job.done.wait(seconds):
+            with self.lock:
+                if not job.done.is_set():
+                    job.abandoned = True
+                    self.abandoned += 1
+            if job.abandoned:
+                self._spawn(1)  # its place in the pool
+                raise TimedOut(seconds or 0.0)
+        ok, value = job.box[0]
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
@@ -232,9 +293,21 @@ def offline(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     reading or serialising of its answer (a ``SELECT`` answer is computed as it is read).
     The exception ``fn`` raises is raised here.
     """
+    return offline_within(None, fn, *args, **kwargs)
+
+
+def offline_within(seconds: float | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """:func:`offline`, waiting at most ``seconds`` (None: no limit) for the result.
+
+    Raises:
+        TimedOut: ``fn`` did not end in time. Its thread is left to finish (the engine cannot be
+            interrupted; a ``fn`` that checks the time itself, between the rows it reads,
+            ends sooner) and another takes its place.
+        EngineBusy: with a limit, while :data:`MAX_ABANDONED` such threads still run.
+    """
     if threading.current_thread().name.startswith("metaprov-sparql-"):
         return fn(*args, **kwargs)  # already on one (a nested call)
-    return _POOL.run(lambda: fn(*args, **kwargs))
+    return _POOL.run(lambda: fn(*args, **kwargs), seconds)
 
 
 def network_blocked() -> bool:
@@ -273,4 +346,14 @@ if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
 
 
-__all__ = ["STACK_BYTES", "install_filter", "network_blocked", "offline", "offline_command"]
+__all__ = [
+    "MAX_ABANDONED",
+    "STACK_BYTES",
+    "EngineBusy",
+    "TimedOut",
+    "install_filter",
+    "network_blocked",
+    "offline",
+    "offline_command",
+    "offline_within",
+]

@@ -15,6 +15,7 @@ the union of all runs' graphs as the default graph, as ``metaprov query`` does.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
@@ -182,7 +183,7 @@ def serve(
     if cors:
         cmd.append("--cors")
     if timeout is not None:
-        cmd += ["--timeout-s", str(int(timeout))]
+        cmd += ["--timeout-s", str(max(1, math.ceil(timeout)))]
     from metaprov.store.offline import offline_command
 
     # no outgoing connection from the server (a SERVICE the guard missed fails there), and a

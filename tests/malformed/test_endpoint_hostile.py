@@ -470,3 +470,139 @@ def test_an_answer_of_more_rows_than_the_cap_is_refused_before_it_is_read(
 def test_an_invalid_endpoint_url_never_prints_its_query_string(url: str) -> None:
     out = _cli_error(["query", "runs", "--endpoint", url], 2)
     assert "SECRET123" not in out and "?..." in out
+
+
+# --- huge answers streamed (issue 36): counted while read, never read whole -------------------
+
+HUGE_ROWS = 12_000_000  # about 430 MB in either format: under the 1 GiB byte cap
+
+
+def _streaming(sent: list[int]) -> Callable[[socket.socket, bytes, _Server], None]:
+    """A server that generates (never stores) an answer of 12 M tiny rows in the format the
+    request asks for, 1 MiB at a time, and records the bytes it could send."""
+    json_row = b'{"a":{"type":"literal","value":"1"}},'
+    csv_row = b"http://example.org/a/000000001,1\r\n"
+
+    def behave(sock: socket.socket, req: bytes, _s: _Server) -> bool | None:
+        if b"text/csv" in req:
+            ctype, head, row, tail = "text/csv", b"a,b\r\n", csv_row, b""
+        elif b"ASK" in req:
+            _reply(sock, "200 OK", b'{"head":{},"boolean":true}', "application/sparql-results+json")
+            return True
+        elif b"first" in req:  # the rows before the head (SPARQL allows either order)
+            ctype, row, tail = "application/sparql-results+json", json_row, b'{}]},"head":{}}'
+            head = b'{"results":{"bindings":['
+        else:
+            ctype, row, tail = "application/sparql-results+json", json_row, b"{}]}}"
+            head = b'{"head":{"vars":["a"]},"results":{"bindings":['
+        size = len(head) + len(row) * HUGE_ROWS + len(tail)
+        sock.sendall(
+            f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {size}\r\n\r\n".encode()
+            + head
+        )
+        piece = row * ((1 << 20) // len(row))
+        per = (1 << 20) // len(row)
+        done = 0
+        try:
+            while done < HUGE_ROWS:
+                n = min(per, HUGE_ROWS - done)
+                sock.sendall(piece if n == per else row * n)
+                done += n
+                sent[0] = done * len(row)
+            sock.sendall(tail)
+        except OSError:
+            return None  # the client hung up
+        return None
+
+    return behave
+
+
+@pytest.mark.parametrize("form", ["json", "csv", "json-rows-first"])
+def test_a_huge_answer_of_tiny_rows_fails_fast_while_it_is_read(
+    serve,  # noqa: ANN001
+    form: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 430 MB answer of 12 M tiny rows took 3.6 GB then a MemoryError (JSON), and CSV
+    answers had no row cap: the rows are counted as the answer arrives (JSON by pyoxigraph's
+    streaming parser, CSV by record ends outside quotes); over the cap the read stops at once,
+    with a clear error, having held only what it read. (The default cap, 2,000,000 rows, stops
+    the JSON answer after 74 MB, 9 s on a loaded machine; the test uses 200,000.)"""
+    import tracemalloc
+
+    monkeypatch.setenv("METAPROV_ENDPOINT_MAX_ROWS", "200000")
+    sent = [0]
+    srv = serve(_streaming(sent))
+    st = EndpointStore(srv.url + "/query")
+    tracemalloc.start()
+    t0 = time.monotonic()
+    try:
+        if form == "json-rows-first":
+            # pyoxigraph would keep every row until the head (105 MB of them took 1.3 GB):
+            # not counted, read only while it cannot hold more rows than the cap
+            with pytest.raises(StoreError, match=r"not SPARQL JSON results with their head"):
+                st.query("SELECT ?first { ?s ?p ?first }")
+        else:
+            with pytest.raises(LimitError, match=r"more than 200,000 rows \(found after") as err:
+                if form == "json":
+                    st.query("SELECT ?a { ?s ?p ?a }")
+                else:
+                    st.select_strings("SELECT ?a ?b { ?a ?b ?c }")
+            assert "METAPROV_ENDPOINT_MAX_ROWS" in str(err.value)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - t0 < 60
+    # it stopped reading early: at most a twentieth of the answer was ever sent, and memory held
+    # about what was read (the answer is 430 MB; json.loads of it took 3.6 GB)
+    assert sent[0] < 430_000_000 // 20, sent[0]
+    assert peak < 64 << 20, peak
+    # the connection is not reused with the rest of that answer on it: the next query works
+    srv2 = serve(_json_reply(_rows(3)))
+    assert len(EndpointStore(srv2.url + "/query").query("SELECT ?a { ?s ?p ?a }")) == 3
+
+
+def test_the_row_cap_holds_for_csv_and_construct_answers(serve, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("METAPROV_ENDPOINT_MAX_ROWS", "1000")
+
+    def behave(sock: socket.socket, req: bytes, _s: _Server) -> bool:
+        if b"text/csv" in req:
+            # a quoted value holding line ends is one record: 1,001 records, 3,001 line ends
+            body = b"a\r\n" + b'"x\r\ny\r\n"\r\n' * 1001
+            _reply(sock, "200 OK", body, "text/csv")
+        elif b"n-triples" in req:
+            _reply(sock, "200 OK", NT * 1001, "application/n-triples")
+        else:
+            _reply(sock, "200 OK", b'{"head":{},"boolean":true}', "application/sparql-results+json")
+        return True
+
+    st = EndpointStore(serve(behave).url + "/query")
+    with pytest.raises(LimitError, match=r"more than 1,000 rows"):
+        st.select_strings("SELECT ?a { ?a ?b ?c }")
+    with pytest.raises(LimitError, match=r"more than 1,000 rows"):
+        st.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }")
+    monkeypatch.setenv("METAPROV_ENDPOINT_MAX_ROWS", "1001")  # exactly the cap: read
+    assert len(st.select_strings("SELECT ?a { ?a ?b ?c }")) == 1001
+    assert len(st.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }")) == 1001
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'a\r\n"unclosed\r\nx\r\n', b"a,b\r\n1,2,3,4\r\n", b"a\r\n\xff\xfe\r\n"],
+    ids=["unclosed-quote", "more-fields-than-the-header", "not-utf8"],
+)
+def test_malformed_csv_results_are_a_clear_error(serve, body: bytes) -> None:  # noqa: ANN001
+    """Issue 36 round 3: a CSV answer with an unclosed quote or bytes that are not UTF-8 was a
+    ParserError / UnicodeDecodeError traceback; a row of more fields than the header silently
+    became an index (its first fields lost)."""
+
+    def behave(sock: socket.socket, req: bytes, _s: _Server) -> bool:
+        if b"text/csv" in req:
+            _reply(sock, "200 OK", body, "text/csv")
+        else:
+            _reply(sock, "200 OK", b'{"head":{},"boolean":true}', "application/sparql-results+json")
+        return True
+
+    st = EndpointStore(serve(behave).url + "/query")
+    with pytest.raises(StoreError, match="CSV results that cannot be read"):
+        st.select_strings("SELECT ?a { ?a ?b ?c }")

@@ -132,3 +132,65 @@ def test_a_sparse_csv_is_never_expanded(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "No space" not in res.stderr, res.stderr
     assert sparse.stat().st_size == 3 << 30  # the run's file is as it was
+
+
+def _hwm_kib(pid: int) -> int:
+    """The peak resident memory of a live process (VmHWM, KiB)."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_a_200_mb_row_appended_during_follow_is_dropped_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    """A 200 MB row appended to a followed run made 9.9 GB RSS: the appended bytes are read
+    in pieces, the row counted and dropped with its file and line (a warning), never parsed."""
+    import signal
+    import threading
+    import time
+
+    run = write_run(tmp_path / "R1", tiny_files())
+    proc = subprocess.Popen(
+        [*EXE, "follow", str(run), "--store", str(tmp_path / "st"), "--interval", "0.3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    out: list[str] = []
+    errs: list[str] = []
+    for stream, into in ((proc.stdout, out), (proc.stderr, errs)):
+        threading.Thread(target=lambda s=stream, i=into: i.extend(s), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 120
+        while not out and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert out, "the follow never refreshed"
+        before = _hwm_kib(proc.pid)
+        first = tiny_files()["scheduler_transition.csv"].splitlines()[1].split(",")
+        row = b"6," + b"k" * (200 << 20) + ",".join(["", *first[2:]]).encode() + b"\n"
+        with (run / "scheduler_transition.csv").open("ab") as fh:
+            fh.write(row)  # line 8
+        del row
+        while not any("line 8" in e for e in errs) and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        peak = _hwm_kib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    time.sleep(0.2)  # the readers take the last lines
+    err = "".join(errs)
+    assert "Traceback" not in err and "MemoryError" not in err, err
+    assert "scheduler_transition.csv line 8: a field longer than 4,194,304 bytes" in err, err
+    # the row is 200 MiB; the follow's peak grew by less than half of it (it was 9.9 GB)
+    assert peak - before < 100 << 10, (before, peak)

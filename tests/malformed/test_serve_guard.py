@@ -186,3 +186,30 @@ def test_a_bad_listen_address_is_a_usage_error(served: tuple[str, int], host: st
     )
     assert res.exit_code == UsageError.exit_code, res.output
     assert "Error: " in res.output and "Traceback" not in res.output, res.output
+
+
+def test_a_silent_client_is_let_go_without_a_traceback(
+    served: tuple[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 36 round 3: a body shorter than its Content-Length held a guard thread forever
+    (no socket timeout): now the client is let go after the handler's timeout (60 s; 1 s
+    here), quietly, and the guard goes on answering."""
+    import socket
+    import time
+
+    from metaprov.store.guard import _Handler
+
+    monkeypatch.setattr(_Handler, "timeout", 1.0)
+    s = socket.create_connection(served, timeout=30)
+    s.sendall(
+        f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{served[1]}\r\n".encode()
+        + b"Content-Type: application/sparql-query\r\nContent-Length: 100\r\n\r\nASK {}"
+    )
+    t0 = time.monotonic()
+    assert s.recv(100) == b"" and time.monotonic() - t0 < 10
+    s.close()
+    status, _ = request(served, "GET", "/query?query=" + quote(COUNT))
+    assert status == 200
+    assert "Traceback" not in capfd.readouterr().err

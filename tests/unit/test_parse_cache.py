@@ -362,3 +362,38 @@ def test_a_line_end_inside_a_quoted_value_is_never_a_cut(tmp_path: Path) -> None
         fh.write(_rows(5, 6) + b'6,"a\nb",processing,memory,3.5,w,s\n')
     ct, _ = _same(f, cache)
     assert cache.stats["uncached"] == 3 and len(cache) == 0 and len(ct) == 7
+
+
+def test_appended_lines_over_the_field_limit_are_cut_in_bounded_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 36: a 200 MB row appended during follow made 9.9 GB RSS. A line holding a run of
+    bytes longer than a field may be (or a line longer than its fields may hold) is counted and
+    dropped with its line, never parsed; the rows around it keep their lines and equal a fresh
+    parse (LF, CR LF, a quoted value)."""
+    from metaprov.ingest.csvread import MAX_FIELD_BYTES
+
+    big = b"k" * (2 * MAX_FIELD_BYTES + 3)
+    f = tmp_path / "scheduler_transition.csv"
+    f.write_bytes(HEADER + _rows(0, 5))
+    cache = ParseCache()
+    _same(f, cache)
+    with f.open("ab") as fh:
+        fh.write(b"5," + big + b",processing,memory,1,w,s\n")  # line 7
+        fh.write(_rows(6, 8))
+        fh.write(b'8,"' + big + b'",processing,memory,1,w,s\r\n')  # line 10, CR LF
+        fh.write(b"9,b," + big + b",memory,1,w,s\n")  # line 11, not the first field
+        fh.write(_rows(10, 12))
+    fresh, fa = _read(f, None)
+    got, ga = _read(f, cache)
+    assert cache.stats["appended"] == 1 and cache.stats["uncached"] == 0
+    np.testing.assert_array_equal(got.lines, fresh.lines)
+    assert got.lines.tolist() == [2, 3, 4, 5, 6, 8, 9, 12, 13]
+    assert got.arrow("key").to_pylist() == fresh.arrow("key").to_pylist()
+    reason = f"a field longer than {MAX_FIELD_BYTES:,} bytes"
+    assert _issue_lines(ga, reason) == _issue_lines(fa, reason) == [7, 10, 11]
+    assert ga.files == fa.files  # rows read and not used, by reason
+    assert "scheduler_transition.csv line 10: a field longer than" in caplog.text
+    # kept: read again, the cut rows are still counted (and nothing parsed again)
+    again, aa = _read(f, cache)
+    assert cache.stats["unchanged"] == 1 and _issue_lines(aa, reason) == [7, 10, 11]
