@@ -101,8 +101,14 @@ def _clock_cost(n: int = 20_000) -> float:
 
 
 class _Timed:
+    """Thread CPU of the hooks, kept apart: per event (a transition, a graph, an execution's
+    metrics: grows with the tasks) and periodic (flushes, memory samples: grows with the run's
+    duration, so a run slowed down by a loaded machine pays more of them per task)."""
+
     spent = 0.0
     calls = 0
+    periodic = 0.0
+    periodic_calls = 0
 
     def _timed(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         t = time.thread_time()
@@ -112,8 +118,21 @@ class _Timed:
             self.spent += time.thread_time() - t
             self.calls += 1
 
+    def _timed_periodic(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.periodic += time.thread_time() - t
+            self.periodic_calls += 1
+
     def net_spent(self) -> float:
+        """Per-event hooks, less the clock's own cost."""
         return max(0.0, self.spent - self.calls * _clock_cost())
+
+    def net_periodic(self) -> float:
+        """Flushes and samples, less the clock's own cost."""
+        return max(0.0, self.periodic - self.periodic_calls * _clock_cost())
 
 
 class TimedSchedulerCapture(_Timed, SchedulerCapture):
@@ -126,10 +145,10 @@ class TimedSchedulerCapture(_Timed, SchedulerCapture):
         self._timed(super().update_graph, *args, **kwargs)
 
     def flush(self) -> None:
-        self._timed(super().flush)
+        self._timed_periodic(super().flush)
 
     def sample(self) -> None:
-        self._timed(super().sample)
+        self._timed_periodic(super().sample)
 
 
 class TimedWorkerCapture(_Timed, WorkerCapture):
@@ -139,11 +158,11 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
         self._timed(super().transition, *args, **kwargs)
 
     def flush(self) -> None:
-        self._timed(super().flush)
+        self._timed_periodic(super().flush)
 
     def teardown(self, worker: Any) -> None:
-        self._timed(super().teardown, worker)
-        worker._metaprov_bench_spent = self.net_spent()
+        self._timed_periodic(super().teardown, worker)
+        worker._metaprov_bench_spent = (self.net_spent(), self.net_periodic())
 
     def _execution_rows(self, *args: Any) -> None:
         # one execution's metrics, written when Dask finalises them (the per-metric sum in the
@@ -151,16 +170,18 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
         self._timed(super()._execution_rows, *args)
 
 
-def _worker_spent(dask_worker: Any) -> float:
-    return float(getattr(dask_worker, "_metaprov_bench_spent", 0.0))
+def _worker_spent(dask_worker: Any) -> tuple[float, float]:
+    return getattr(dask_worker, "_metaprov_bench_spent", (0.0, 0.0))
 
 
 async def _finalize(dask_scheduler: Any) -> dict[str, Any]:
     plugin = dask_scheduler.plugins.pop(PLUGIN_NAME)
     t = time.thread_time()
     summary = await plugin.finalize()
+    timed = isinstance(plugin, _Timed)
     return {
-        "spent": plugin.net_spent() if isinstance(plugin, _Timed) else 0.0,
+        "spent": plugin.net_spent() if timed else 0.0,
+        "periodic": plugin.net_periodic() if timed else 0.0,
         "finalize_cpu": time.thread_time() - t,
         "files": summary["files"],
     }
@@ -198,7 +219,7 @@ def run_once(
     dsk, out = build_graph(n)
     half = max(2, n // 2)
     expected = sum((i + 1) + ((i + 1) % half + 1) for i in range(half))
-    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0}
+    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0, "periodic_cpu": 0.0}
     res.update(scheduler_hooks_cpu=0.0, finalize_cpu=0.0)
     sched_cls, worker_cls = (
         (TimedSchedulerCapture, TimedWorkerCapture) if timed else (SchedulerCapture, WorkerCapture)
@@ -230,8 +251,13 @@ def run_once(
         res["rows"] = sum(fin["files"].values())
         res["finalize_cpu"] = fin["finalize_cpu"]
         if timed:
-            res["scheduler_hooks_cpu"] = fin["spent"]
-            res["hooks_cpu"] = fin["spent"] + sum(client.run(_worker_spent).values())
+            workers = list(client.run(_worker_spent).values())
+            # hooks_cpu: everything the capture spent (events, flushes, samples), as before;
+            # periodic_cpu: of it, the flushes (formatting the buffered rows, the run's JSON)
+            # and the memory samples
+            res["periodic_cpu"] = fin["periodic"] + sum(w[1] for w in workers)
+            res["scheduler_hooks_cpu"] = fin["spent"] + fin["periodic"]
+            res["hooks_cpu"] = sum(w[0] for w in workers) + fin["spent"] + res["periodic_cpu"]
     t2 = time.perf_counter()
     assert value == expected, (value, expected)
     res.update(compute=t1 - t_in, total=t2 - t0, cpu=_cpu(client) - cpu0, startup=t_in - t0)
@@ -378,6 +404,7 @@ def main() -> None:
                     print(
                         f"rep {r} {v:11s} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
                         f"  cpu {res['cpu']:7.3f} s  in hooks {res['hooks_cpu']:6.3f} s"
+                        f" (periodic {res['periodic_cpu']:6.3f} s)"
                         f"  start-up {res.get('startup', 0.0):6.3f} s"
                         f"  rows {res['rows']:.0f}",
                         flush=True,
@@ -419,6 +446,14 @@ def main() -> None:
         "scheduler_hooks_cpu_s": med(lambda p, c: c["scheduler_hooks_cpu"], timed),
         "finalize_cpu_s": med(lambda p, c: c["finalize_cpu"]),
         "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"], timed),
+        # flushes and memory samples: CPU per second of the run, not per task
+        "periodic_cpu_s": med(lambda p, c: c["periodic_cpu"], timed),
+        "periodic_cpu_pct_of_plain": med(lambda p, c: 100 * c["periodic_cpu"] / p["cpu"], timed),
+        "periodic_ms_per_s": med(
+            lambda p, c: 1e3 * c["periodic_cpu"] / (c["compute"] or float("nan")), timed
+        ),
+        "metrics_periodic_cpu_s": med(lambda p, c: c["periodic_cpu"], metric_timed),
+        "metrics_off_periodic_cpu_s": med(lambda p, c: p["periodic_cpu"], metric_timed),
         # the environment records: the capture with them against the capture without
         "env_off_startup_s": med(lambda p, c: p["startup"], env_pairs),
         "env_on_startup_s": med(lambda p, c: c["startup"], env_pairs),
@@ -473,6 +508,10 @@ def main() -> None:
         f"  hooks  {summary['hooks_cpu_s']:.3f} s CPU = {summary['hooks_cpu_pct_of_plain']:.1f} % of the "
         f"plain run's CPU ({summary['hooks_us_per_task']:.0f} us per task; scheduler "
         f"{summary['scheduler_hooks_cpu_s']:.3f} s); finalize (merge) {summary['finalize_cpu_s']:.3f} s\n"
+        f"  of which flushes and memory samples {summary['periodic_cpu_s']:.3f} s CPU = "
+        f"{summary['periodic_cpu_pct_of_plain']:.1f} % of the plain run's CPU "
+        f"({summary['periodic_ms_per_s']:.1f} ms per second of the run; without the metrics "
+        f"{summary['metrics_off_periodic_cpu_s']:.3f} s)\n"
         f"  facts  {summary['facts_rows_written']:.0f} rows; wall {summary['facts_compute_s']:.2f} s "
         f"({summary['facts_overhead_compute_pct']:+.1f} % vs captured without facts), CPU "
         f"{summary['facts_cpu_s']:.2f} s ({summary['facts_overhead_cpu_pct']:+.1f} %); hooks "
