@@ -333,6 +333,133 @@ def metrics_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
     return {"plain_us": plain, "captured_us": tapped, "metrics_us_per_execution": tapped - plain}
 
 
+def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
+    """The capture's per-event work for one task, in this process (no cluster: thread CPU,
+    robust on a loaded machine), rows formatted and written to real files: on a worker, six
+    transitions (released -> waiting -> ready -> executing -> memory -> released -> forgotten)
+    and the execution's row, with and without Dask's fine performance metrics (5 per execution,
+    through the capture's wrappers); on the scheduler, five transitions, one with the
+    execution's details as Dask passes them. Stand-in task and worker states; best of
+    ``repeat``."""
+    from types import SimpleNamespace as NS
+
+    from distributed.metrics import DelayedMetricsLedger
+
+    from metaprov.capture._files import (
+        SCHEDULER_TRANSITION,
+        WORKER_EXECUTION,
+        WORKER_METRIC,
+        WORKER_TRANSITION,
+        CsvSink,
+        TextSink,
+        fast_scheduler_transition,
+        fast_worker_transition,
+    )
+
+    keys = [f"('add-1f3a9c0e', {i})" for i in range(n)]
+    labels = (
+        ("thread-cpu", 0.01, "seconds"),
+        ("thread-noncpu", 0.002, "seconds"),
+        ("executor", 0.001, "seconds"),
+        ("other", 0.0005, "seconds"),
+        ("memory-read", 1, "count"),
+    )
+
+    class StandIn:  # what Worker does: _finalize_metrics digests each metric of the ledger
+        scheduler_delay = 0.0
+        address = "tcp://127.0.0.1:40001"
+
+        def digest_metric(self, name: Any, value: float) -> None:
+            pass
+
+        def _finalize_metrics(self, stim: Any, ledger: Any, span_id: Any = None) -> None:
+            for label, value, unit in labels:
+                self.digest_metric(("execute", span_id, "add", label, unit), value)
+
+    def worker(d: Path, metrics: bool) -> float:
+        t0 = time.time()
+        w = StandIn()
+        w.state = NS(
+            tasks={
+                k: NS(run_id=i, startstops=[{"action": "compute", "start": t0, "stop": t0 + 1e-3}])
+                for i, k in enumerate(keys)
+            },
+            threads={k: 140_000_000 + i % 2 for i, k in enumerate(keys)},
+        )
+        cap = WorkerCapture(d, metrics=metrics, results=False, environment=False)
+        cap.worker, cap.address, cap._closed, cap._pending = w, w.address, False, {}
+        cap._sinks = {
+            "worker_transition": CsvSink(
+                d / "wt.csv", WORKER_TRANSITION, index=False, fast=fast_worker_transition
+            ),
+            "worker_execution": CsvSink(d / "we.csv", WORKER_EXECUTION, index=False),
+        }
+        cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
+        if metrics:
+            cap._sinks["worker_metric"] = TextSink(d / "wm.csv", WORKER_METRIC)
+            cap._address_cell = w.address
+            cap._tap_metrics(w)
+        ledgers = [DelayedMetricsLedger() for _ in range(n)]
+        stims = [NS(key=k) for k in keys]
+        tr = cap.transition
+        t = time.thread_time()
+        for k, stim, ledger in zip(keys, stims, ledgers, strict=True):
+            tr(k, "released", "waiting")
+            tr(k, "waiting", "ready")
+            tr(k, "ready", "executing")
+            tr(k, "executing", "memory")
+            w._finalize_metrics(stim, ledger, "span-1")
+            tr(k, "memory", "released")
+            tr(k, "released", "forgotten")
+        for sink in cap._sinks.values():
+            sink.close()
+        return (time.thread_time() - t) / n * 1e6
+
+    def scheduler(d: Path) -> float:
+        prefix, group = NS(name="add"), NS(name="add-1f3a9c0e")
+        cap = SchedulerCapture(d, environment=False)
+        cap._tasks = {k: NS(prefix=prefix, group=group) for k in keys}
+        cap._summary, cap._address = None, "tcp://127.0.0.1:8786"
+        sink = CsvSink(
+            d / "st.csv", SCHEDULER_TRANSITION, index=True, fast=fast_scheduler_transition
+        )
+        cap._transition_rows = sink.append
+        t0, tr = time.time(), cap.transition
+        done = {"worker": "tcp://127.0.0.1:40001", "nbytes": 28, "thread": 140_000_000}
+        t = time.thread_time()
+        for k in keys:
+            tr(k, "released", "waiting", stimulus_id="update-graph-1")
+            tr(k, "waiting", "processing", stimulus_id="update-graph-1")
+            tr(
+                k,
+                "processing",
+                "memory",
+                stimulus_id="task-finished-1",
+                startstops=({"action": "compute", "start": t0, "stop": t0 + 1e-3},),
+                **done,
+            )
+            tr(k, "memory", "released", stimulus_id="client-releases-1")
+            tr(k, "released", "forgotten", stimulus_id="client-releases-1")
+        sink.close()
+        return (time.thread_time() - t) / n * 1e6
+
+    def best(f: Any) -> float:
+        out = []
+        for _ in range(repeat):
+            d = Path(tempfile.mkdtemp(prefix="metaprov-bench-hooks-"))
+            try:
+                out.append(f(d))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+        return min(out)
+
+    return {
+        "worker_us": best(lambda d: worker(d, False)),
+        "worker_metrics_us": best(lambda d: worker(d, True)),
+        "scheduler_us": best(scheduler),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="tasks in the graph (about)")
@@ -348,7 +475,23 @@ def main() -> None:
         action="store_true",
         help="only the per-execution cost of the fine performance metrics, in this process",
     )
+    parser.add_argument(
+        "--hooks-micro",
+        action="store_true",
+        help="only the per-task CPU of the worker and scheduler hooks, in this process",
+    )
     args = parser.parse_args()
+    if args.hooks_micro:
+        load0 = os.getloadavg()[0]
+        got = hooks_micro()
+        print(
+            f"hooks per task (load average {load0:.1f} on {os.cpu_count()} CPUs): worker "
+            f"{got['worker_us']:.1f} us ({got['worker_metrics_us']:.1f} us with the fine "
+            f"metrics), scheduler {got['scheduler_us']:.1f} us; rows formatted and written"
+        )
+        if args.json:
+            print(json.dumps(got, indent=2))
+        return
     if args.metrics_micro:
         load0 = os.getloadavg()[0]
         got = metrics_micro()
