@@ -101,8 +101,14 @@ def _clock_cost(n: int = 20_000) -> float:
 
 
 class _Timed:
+    """Thread CPU of the hooks, kept apart: per event (a transition, a graph, an execution's
+    metrics: grows with the tasks) and periodic (flushes, memory samples: grows with the run's
+    duration, so a run slowed down by a loaded machine pays more of them per task)."""
+
     spent = 0.0
     calls = 0
+    periodic = 0.0
+    periodic_calls = 0
 
     def _timed(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         t = time.thread_time()
@@ -112,8 +118,21 @@ class _Timed:
             self.spent += time.thread_time() - t
             self.calls += 1
 
+    def _timed_periodic(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.periodic += time.thread_time() - t
+            self.periodic_calls += 1
+
     def net_spent(self) -> float:
+        """Per-event hooks, less the clock's own cost."""
         return max(0.0, self.spent - self.calls * _clock_cost())
+
+    def net_periodic(self) -> float:
+        """Flushes and samples, less the clock's own cost."""
+        return max(0.0, self.periodic - self.periodic_calls * _clock_cost())
 
 
 class TimedSchedulerCapture(_Timed, SchedulerCapture):
@@ -126,10 +145,10 @@ class TimedSchedulerCapture(_Timed, SchedulerCapture):
         self._timed(super().update_graph, *args, **kwargs)
 
     def flush(self) -> None:
-        self._timed(super().flush)
+        self._timed_periodic(super().flush)
 
     def sample(self) -> None:
-        self._timed(super().sample)
+        self._timed_periodic(super().sample)
 
 
 class TimedWorkerCapture(_Timed, WorkerCapture):
@@ -139,11 +158,11 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
         self._timed(super().transition, *args, **kwargs)
 
     def flush(self) -> None:
-        self._timed(super().flush)
+        self._timed_periodic(super().flush)
 
     def teardown(self, worker: Any) -> None:
-        self._timed(super().teardown, worker)
-        worker._metaprov_bench_spent = self.net_spent()
+        self._timed_periodic(super().teardown, worker)
+        worker._metaprov_bench_spent = (self.net_spent(), self.net_periodic())
 
     def _execution_rows(self, *args: Any) -> None:
         # one execution's metrics, written when Dask finalises them (the per-metric sum in the
@@ -151,16 +170,18 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
         self._timed(super()._execution_rows, *args)
 
 
-def _worker_spent(dask_worker: Any) -> float:
-    return float(getattr(dask_worker, "_metaprov_bench_spent", 0.0))
+def _worker_spent(dask_worker: Any) -> tuple[float, float]:
+    return getattr(dask_worker, "_metaprov_bench_spent", (0.0, 0.0))
 
 
 async def _finalize(dask_scheduler: Any) -> dict[str, Any]:
     plugin = dask_scheduler.plugins.pop(PLUGIN_NAME)
     t = time.thread_time()
     summary = await plugin.finalize()
+    timed = isinstance(plugin, _Timed)
     return {
-        "spent": plugin.net_spent() if isinstance(plugin, _Timed) else 0.0,
+        "spent": plugin.net_spent() if timed else 0.0,
+        "periodic": plugin.net_periodic() if timed else 0.0,
         "finalize_cpu": time.thread_time() - t,
         "files": summary["files"],
     }
@@ -198,7 +219,7 @@ def run_once(
     dsk, out = build_graph(n)
     half = max(2, n // 2)
     expected = sum((i + 1) + ((i + 1) % half + 1) for i in range(half))
-    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0}
+    res: dict[str, float] = {"tasks": len(dsk), "rows": 0, "hooks_cpu": 0.0, "periodic_cpu": 0.0}
     res.update(scheduler_hooks_cpu=0.0, finalize_cpu=0.0)
     sched_cls, worker_cls = (
         (TimedSchedulerCapture, TimedWorkerCapture) if timed else (SchedulerCapture, WorkerCapture)
@@ -230,8 +251,13 @@ def run_once(
         res["rows"] = sum(fin["files"].values())
         res["finalize_cpu"] = fin["finalize_cpu"]
         if timed:
-            res["scheduler_hooks_cpu"] = fin["spent"]
-            res["hooks_cpu"] = fin["spent"] + sum(client.run(_worker_spent).values())
+            workers = list(client.run(_worker_spent).values())
+            # hooks_cpu: everything the capture spent (events, flushes, samples), as before;
+            # periodic_cpu: of it, the flushes (formatting the buffered rows, the run's JSON)
+            # and the memory samples
+            res["periodic_cpu"] = fin["periodic"] + sum(w[1] for w in workers)
+            res["scheduler_hooks_cpu"] = fin["spent"] + fin["periodic"]
+            res["hooks_cpu"] = sum(w[0] for w in workers) + fin["spent"] + res["periodic_cpu"]
     t2 = time.perf_counter()
     assert value == expected, (value, expected)
     res.update(compute=t1 - t_in, total=t2 - t0, cpu=_cpu(client) - cpu0, startup=t_in - t0)
@@ -307,6 +333,133 @@ def metrics_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
     return {"plain_us": plain, "captured_us": tapped, "metrics_us_per_execution": tapped - plain}
 
 
+def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
+    """The capture's per-event work for one task, in this process (no cluster: thread CPU,
+    robust on a loaded machine), rows formatted and written to real files: on a worker, six
+    transitions (released -> waiting -> ready -> executing -> memory -> released -> forgotten)
+    and the execution's row, with and without Dask's fine performance metrics (5 per execution,
+    through the capture's wrappers); on the scheduler, five transitions, one with the
+    execution's details as Dask passes them. Stand-in task and worker states; best of
+    ``repeat``."""
+    from types import SimpleNamespace as NS
+
+    from distributed.metrics import DelayedMetricsLedger
+
+    from metaprov.capture._files import (
+        SCHEDULER_TRANSITION,
+        WORKER_EXECUTION,
+        WORKER_METRIC,
+        WORKER_TRANSITION,
+        CsvSink,
+        TextSink,
+        fast_scheduler_transition,
+        fast_worker_transition,
+    )
+
+    keys = [f"('add-1f3a9c0e', {i})" for i in range(n)]
+    labels = (
+        ("thread-cpu", 0.01, "seconds"),
+        ("thread-noncpu", 0.002, "seconds"),
+        ("executor", 0.001, "seconds"),
+        ("other", 0.0005, "seconds"),
+        ("memory-read", 1, "count"),
+    )
+
+    class StandIn:  # what Worker does: _finalize_metrics digests each metric of the ledger
+        scheduler_delay = 0.0
+        address = "tcp://127.0.0.1:40001"
+
+        def digest_metric(self, name: Any, value: float) -> None:
+            pass
+
+        def _finalize_metrics(self, stim: Any, ledger: Any, span_id: Any = None) -> None:
+            for label, value, unit in labels:
+                self.digest_metric(("execute", span_id, "add", label, unit), value)
+
+    def worker(d: Path, metrics: bool) -> float:
+        t0 = time.time()
+        w = StandIn()
+        w.state = NS(
+            tasks={
+                k: NS(run_id=i, startstops=[{"action": "compute", "start": t0, "stop": t0 + 1e-3}])
+                for i, k in enumerate(keys)
+            },
+            threads={k: 140_000_000 + i % 2 for i, k in enumerate(keys)},
+        )
+        cap = WorkerCapture(d, metrics=metrics, results=False, environment=False)
+        cap.worker, cap.address, cap._closed, cap._pending = w, w.address, False, {}
+        cap._sinks = {
+            "worker_transition": CsvSink(
+                d / "wt.csv", WORKER_TRANSITION, index=False, fast=fast_worker_transition
+            ),
+            "worker_execution": CsvSink(d / "we.csv", WORKER_EXECUTION, index=False),
+        }
+        cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
+        if metrics:
+            cap._sinks["worker_metric"] = TextSink(d / "wm.csv", WORKER_METRIC)
+            cap._address_cell = w.address
+            cap._tap_metrics(w)
+        ledgers = [DelayedMetricsLedger() for _ in range(n)]
+        stims = [NS(key=k) for k in keys]
+        tr = cap.transition
+        t = time.thread_time()
+        for k, stim, ledger in zip(keys, stims, ledgers, strict=True):
+            tr(k, "released", "waiting")
+            tr(k, "waiting", "ready")
+            tr(k, "ready", "executing")
+            tr(k, "executing", "memory")
+            w._finalize_metrics(stim, ledger, "span-1")
+            tr(k, "memory", "released")
+            tr(k, "released", "forgotten")
+        for sink in cap._sinks.values():
+            sink.close()
+        return (time.thread_time() - t) / n * 1e6
+
+    def scheduler(d: Path) -> float:
+        prefix, group = NS(name="add"), NS(name="add-1f3a9c0e")
+        cap = SchedulerCapture(d, environment=False)
+        cap._tasks = {k: NS(prefix=prefix, group=group) for k in keys}
+        cap._summary, cap._address = None, "tcp://127.0.0.1:8786"
+        sink = CsvSink(
+            d / "st.csv", SCHEDULER_TRANSITION, index=True, fast=fast_scheduler_transition
+        )
+        cap._transition_rows = sink.append
+        t0, tr = time.time(), cap.transition
+        done = {"worker": "tcp://127.0.0.1:40001", "nbytes": 28, "thread": 140_000_000}
+        t = time.thread_time()
+        for k in keys:
+            tr(k, "released", "waiting", stimulus_id="update-graph-1")
+            tr(k, "waiting", "processing", stimulus_id="update-graph-1")
+            tr(
+                k,
+                "processing",
+                "memory",
+                stimulus_id="task-finished-1",
+                startstops=({"action": "compute", "start": t0, "stop": t0 + 1e-3},),
+                **done,
+            )
+            tr(k, "memory", "released", stimulus_id="client-releases-1")
+            tr(k, "released", "forgotten", stimulus_id="client-releases-1")
+        sink.close()
+        return (time.thread_time() - t) / n * 1e6
+
+    def best(f: Any) -> float:
+        out = []
+        for _ in range(repeat):
+            d = Path(tempfile.mkdtemp(prefix="metaprov-bench-hooks-"))
+            try:
+                out.append(f(d))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+        return min(out)
+
+    return {
+        "worker_us": best(lambda d: worker(d, False)),
+        "worker_metrics_us": best(lambda d: worker(d, True)),
+        "scheduler_us": best(scheduler),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="tasks in the graph (about)")
@@ -322,7 +475,23 @@ def main() -> None:
         action="store_true",
         help="only the per-execution cost of the fine performance metrics, in this process",
     )
+    parser.add_argument(
+        "--hooks-micro",
+        action="store_true",
+        help="only the per-task CPU of the worker and scheduler hooks, in this process",
+    )
     args = parser.parse_args()
+    if args.hooks_micro:
+        load0 = os.getloadavg()[0]
+        got = hooks_micro()
+        print(
+            f"hooks per task (load average {load0:.1f} on {os.cpu_count()} CPUs): worker "
+            f"{got['worker_us']:.1f} us ({got['worker_metrics_us']:.1f} us with the fine "
+            f"metrics), scheduler {got['scheduler_us']:.1f} us; rows formatted and written"
+        )
+        if args.json:
+            print(json.dumps(got, indent=2))
+        return
     if args.metrics_micro:
         load0 = os.getloadavg()[0]
         got = metrics_micro()
@@ -378,6 +547,7 @@ def main() -> None:
                     print(
                         f"rep {r} {v:11s} compute {res['compute']:7.3f} s  total {res['total']:7.3f} s"
                         f"  cpu {res['cpu']:7.3f} s  in hooks {res['hooks_cpu']:6.3f} s"
+                        f" (periodic {res['periodic_cpu']:6.3f} s)"
                         f"  start-up {res.get('startup', 0.0):6.3f} s"
                         f"  rows {res['rows']:.0f}",
                         flush=True,
@@ -419,6 +589,14 @@ def main() -> None:
         "scheduler_hooks_cpu_s": med(lambda p, c: c["scheduler_hooks_cpu"], timed),
         "finalize_cpu_s": med(lambda p, c: c["finalize_cpu"]),
         "hooks_us_per_task": med(lambda p, c: 1e6 * c["hooks_cpu"] / c["tasks"], timed),
+        # flushes and memory samples: CPU per second of the run, not per task
+        "periodic_cpu_s": med(lambda p, c: c["periodic_cpu"], timed),
+        "periodic_cpu_pct_of_plain": med(lambda p, c: 100 * c["periodic_cpu"] / p["cpu"], timed),
+        "periodic_ms_per_s": med(
+            lambda p, c: 1e3 * c["periodic_cpu"] / (c["compute"] or float("nan")), timed
+        ),
+        "metrics_periodic_cpu_s": med(lambda p, c: c["periodic_cpu"], metric_timed),
+        "metrics_off_periodic_cpu_s": med(lambda p, c: p["periodic_cpu"], metric_timed),
         # the environment records: the capture with them against the capture without
         "env_off_startup_s": med(lambda p, c: p["startup"], env_pairs),
         "env_on_startup_s": med(lambda p, c: c["startup"], env_pairs),
@@ -473,6 +651,10 @@ def main() -> None:
         f"  hooks  {summary['hooks_cpu_s']:.3f} s CPU = {summary['hooks_cpu_pct_of_plain']:.1f} % of the "
         f"plain run's CPU ({summary['hooks_us_per_task']:.0f} us per task; scheduler "
         f"{summary['scheduler_hooks_cpu_s']:.3f} s); finalize (merge) {summary['finalize_cpu_s']:.3f} s\n"
+        f"  of which flushes and memory samples {summary['periodic_cpu_s']:.3f} s CPU = "
+        f"{summary['periodic_cpu_pct_of_plain']:.1f} % of the plain run's CPU "
+        f"({summary['periodic_ms_per_s']:.1f} ms per second of the run; without the metrics "
+        f"{summary['metrics_off_periodic_cpu_s']:.3f} s)\n"
         f"  facts  {summary['facts_rows_written']:.0f} rows; wall {summary['facts_compute_s']:.2f} s "
         f"({summary['facts_overhead_compute_pct']:+.1f} % vs captured without facts), CPU "
         f"{summary['facts_cpu_s']:.2f} s ({summary['facts_overhead_cpu_pct']:+.1f} %); hooks "

@@ -19,8 +19,11 @@ variant          what changes                                           injected
 ``slow_worker``  ``step`` tasks on worker 1 sleep ``x`` longer          ``m x / 2``
 ``retries``      every other ``step`` fails once (after ``d + 0.1``)    the retried steps' time from
                  and is retried                                         first to last start (measured)
-``transfers``    each ``step`` returns ``payload`` MB instead of 1 KB   the change in Dask's transfer
-                                                                        durations (measured)
+``transfers``    each ``step`` returns ``payload`` MB (40) instead of   the change in the seconds the
+                 1 KB                                                   chain's inputs spent on the
+                                                                        network: Dask's transfer
+                                                                        durations less its
+                                                                        (de)serialising (measured)
 ===============  =====================================================  ===========================
 
 "Slower file I/O" cannot be told from compute without Darshan tracing the workers
@@ -85,7 +88,7 @@ def step(
             flag.write_text("failed once")
             time.sleep(FAILED_EXTRA)
             raise RuntimeError(f"step {j} fails on its first attempt")
-    return b"x" * payload
+    return bytes(payload)  # calloc: no page touched, so no compute added (moving it is the cost)
 
 
 def _workers(client: Any) -> list[str]:
@@ -102,7 +105,7 @@ def workload(
     m: int = 8,
     d: float = 0.05,
     x: float = 0.15,
-    payload_mb: float = 20.0,
+    payload_mb: float = 40.0,
     workdir: str | None = None,
 ) -> list[Any]:
     """Run the workflow once on ``client`` with ``variant``'s injected cause.
@@ -201,23 +204,59 @@ def injected_seconds(variant: str, *, m: int = 8, x: float = 0.15, **_: Any) -> 
     }.get(variant)
 
 
+#: Dask's fine-metric activities of (de)serialising and (de)compressing data moved between
+#: workers, in the contexts of a transfer (the receiver's ``gather-dep``, the sender's
+#: ``get-data``): time inside a transfer's duration that is not the network's
+SERIALISING = ("serialize", "deserialize", "compress", "decompress")
+TRANSFER_CONTEXTS = ("gather-dep", "get-data")
+
+
+def network_seconds(path: Path, prefix: str = "step-") -> float:
+    """Seconds the inputs of ``prefix`` tasks spent moving over the network, from Dask's own
+    records: the durations of the transfers of those keys to the worker that needed them
+    (Dask's incoming transfer log: the receiver's ``gather_dep``, from the request to the data
+    deserialised), less the seconds Dask's fine performance metrics measured (de)serialising
+    and (de)compressing in transfers (``gather-dep``, ``get-data``), which ``compare`` names
+    ``serialisation``, not ``transfers``.
+
+    The transfers into a chain follow one another (each step needs the one before it), so
+    their durations add up to the time the chain waited for them; the fine metrics are per
+    worker and interval (not per transfer), so the run's whole (de)serialising is taken off:
+    the workflow's other transfers (into ``step-0``) move a few bytes each."""
+    import metaprov
+
+    r = metaprov.read_run(path, darshan=False)
+    tr = r.transfers
+    into = tr["key"].astype(str).str.startswith(prefix) & tr["destination"].notna()
+    moved = float(tr.loc[into, "duration"].sum())
+    act = r.activity
+    if act is None or not len(act):
+        return moved
+    ser = (
+        (act["unit"].astype(str) == "seconds")
+        & act["context"].astype(str).isin(TRANSFER_CONTEXTS)
+        & act["activity"].astype(str).isin(SERIALISING)
+    )
+    return moved - float(act.loc[ser, "value"].sum())
+
+
 def measured_injection(variant: str, base: Path, other: Path) -> float:
     """The injected seconds measured independently of ``compare`` from what Dask recorded:
     ``threads``: the change in the span of the ``crunch`` stage (first start to last end);
-    ``transfers``: the change in the summed durations of the transfers feeding the chain (every
-    step waits for its input); ``retries``: the change in the time from the first attempt's
-    start to the last attempt's start of the retried steps."""
+    ``transfers``: the change in the seconds the chain's inputs spent on the network
+    (:func:`network_seconds`: Dask's transfer durations less its (de)serialising seconds);
+    ``retries``: the change in the time from the first attempt's start to the last attempt's
+    start of the retried steps."""
     import metaprov
+
+    if variant == "transfers":
+        return network_seconds(other) - network_seconds(base)
 
     def one(path: Path) -> float:
         r = metaprov.read_run(path, darshan=False)
         if variant == "threads":
             ex = r.executions[r.executions["key"].astype(str).str.startswith("crunch-")]
             return float((ex["end"].max() - ex["start"].min()).total_seconds())
-        if variant == "transfers":
-            tr = r.transfers
-            on_chain = tr["key"].astype(str).str.startswith("step-") & tr["destination"].notna()
-            return float(tr.loc[on_chain, "duration"].sum())
         ex = r.executions
         g = ex.groupby(ex["key"].astype(str))["start"].agg(["min", "max", "size"])
         g = g[g["size"] > 1]

@@ -461,13 +461,16 @@ def _worker_excess(bl: Blame) -> pd.DataFrame:
     return top[cols]
 
 
-def _paired_sd(al: Alignment, tb: _Keys, to: _Keys, col: str) -> pd.Series:
-    """Per prefix: sqrt(n) x standard deviation of the matched tasks' differences in ``col``."""
+def _paired_sd(
+    al: Alignment, tb: _Keys, to: _Keys, col: str, fb: float = 1.0, fo: float = 1.0
+) -> pd.Series:
+    """Per prefix: sqrt(n) x standard deviation of the matched tasks' differences in ``col``
+    (each run's values x its factor ``fb``/``fo``: the part of them its row keeps)."""
     p = al.pairs
     if not len(p):
         return pd.Series(dtype="float64")
     rb, ro = p["row_b"].to_numpy(), p["row_o"].to_numpy()
-    diff = getattr(to, col)[ro] - getattr(tb, col)[rb]
+    diff = getattr(to, col)[ro] * fo - getattr(tb, col)[rb] * fb
     codes, uniq = pd.factorize(_obj(p["prefix"]))
     n = np.bincount(codes, minlength=len(uniq)).astype("float64")
     s1 = np.bincount(codes, weights=diff, minlength=len(uniq))
@@ -552,11 +555,15 @@ def _sides(base: Blame, other: Blame, al: Alignment) -> _Sides:
     prefixes = sorted(set(pb.index) | set(po.index))
     kb, ko = _tasks(base), _tasks(other)
 
-    def sd(col: str) -> pd.Series:
-        return _paired_sd(al, kb, ko, col).reindex(prefixes).fillna(0.0)
-
     pb, po = pb.reindex(prefixes).fillna(0.0), po.reindex(prefixes).fillna(0.0)
     rb, ro = _run_side(base, pb), _run_side(other, po)
+
+    def sd(col: str) -> pd.Series:
+        # in the units of the rows: the pending shares less what spill and serialisation
+        # took out of them (a transfer row's noise must not keep the serialising it lost)
+        f = (rb.factor(col), ro.factor(col))
+        return _paired_sd(al, kb, ko, col, *f).reindex(prefixes).fillna(0.0)
+
     return _Sides(
         prefixes=prefixes,
         pb=rb.attribute(pb),
@@ -597,11 +604,22 @@ class _RunSide:
     ser_share: float = 0.0
     evidence: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def keep(self) -> float:
+        """The share of every pending share left once spill is taken out."""
+        return 1.0 - (self.spill_share / self.pending if self.pending > 0 else 0.0)
+
+    def factor(self, col: str) -> float:
+        """What :meth:`attribute` leaves of a task's ``col`` share (its noise scales alike)."""
+        if col == "xfer":
+            return self.keep * (1.0 - self.ser_fraction)
+        return self.keep if col in ("wait", "sched") else 1.0
+
     def attribute(self, pp: pd.DataFrame) -> pd.DataFrame:
         """``pp`` with spill taken out of every pending share, then serialisation out of the
         transfer shares (proportionally: the parts still add up)."""
         out = pp.copy()
-        keep = 1.0 - (self.spill_share / self.pending if self.pending > 0 else 0.0)
+        keep = self.keep
         for c in ("wait", "xfer", "sched"):
             out[c] = out[c] * keep
         self.ser_share = float(out["xfer"].sum() * self.ser_fraction)

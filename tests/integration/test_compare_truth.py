@@ -4,7 +4,9 @@ benchmarks/compare_truth.py records, on real LocalClusters (127.0.0.1) with the 
 baseline (three times: the one of median makespan is the baseline) and one variant per cause (a slower prefix, fewer threads, one slow
 worker, tasks failing once and retried, much more data moved between workers). The injected
 cause must rank first, with its seconds within 25 % of what was injected (known in advance, or
-measured from Dask's own records for threads, transfers and retries); the other two baseline
+measured from Dask's own records for threads, transfers and retries: for transfers the
+seconds the chain's inputs spent on the network, Dask's transfer durations less the
+(de)serialising its fine metrics measured, which compare names serialisation); the other two baseline
 recordings must name no cause above the noise. One recording session serves every test.
 """
 

@@ -150,6 +150,56 @@ def test_without_fine_metrics_slow_moves_are_transfers_with_their_bytes() -> Non
     assert "0.5 s vs 0.1 s of transfers" in cause_phrase(ex.top)
 
 
+def _moved_chain(
+    moves: list[float], ser_share: float | None, label: str, nbytes: int = 1_000_000
+) -> Timeline:
+    """A chain ``s-0`` .. ``s-n`` alternating between two workers, each step's input
+    (``nbytes``) moving for ``moves[i]`` seconds, ``ser_share`` of all that time
+    (de)serialising (fine metrics; None: not recorded)."""
+    rows, deps, transfers, t = [("s-0", "s", "w0", 0.0, 0.1)], [], [], 0.1
+    for i, x in enumerate(moves, 1):
+        w = f"w{i % 2}"
+        transfers.append((f"s-{i - 1}", w, t, t + x, nbytes))
+        rows.append((f"s-{i}", "s", w, t + x, t + x + 0.1))
+        deps.append((f"s-{i}", f"s-{i - 1}"))
+        t += x + 0.1
+    tl = timeline(rows, label=label, deps=deps, workers={"w0": 1, "w1": 1}, transfers=transfers)
+    if ser_share is not None:
+        tl.activity = pd.DataFrame(
+            {
+                "worker": ["w1"],
+                "prefix": [None],
+                "context": ["gather-dep"],
+                "activity": ["deserialize"],
+                "unit": ["seconds"],
+                "value": [ser_share * sum(moves)],
+            }
+        )
+    return tl
+
+
+def test_the_transfers_noise_is_in_the_units_of_the_transfers_row() -> None:
+    """The spread of the tasks' transfer shares is the noise of the transfers row; with half
+    of the moving time taken out as serialisation, half of that spread is left with the row
+    (it was the row's noise in seconds of transfer time, not of what the row keeps)."""
+    base, slow = [0.01] * 6, [0.3, 0.25, 0.35, 0.3, 0.28, 0.32]  # 40x the bytes moved
+
+    def pair(ser: float | None):
+        return explain(
+            blame(_moved_chain(base, ser, "a")), blame(_moved_chain(slow, ser, "b", 40_000_000))
+        )
+
+    plain, half = pair(None), pair(0.5)
+    _adds_up(half)
+
+    def row(ex):
+        return ex.causes[ex.causes["cause"] == "transfers"].iloc[0]
+
+    assert row(half)["seconds"] == pytest.approx(row(plain)["seconds"] / 2, rel=1e-6)
+    assert row(half)["noise"] == pytest.approx(row(plain)["noise"] / 2, rel=1e-6)
+    assert row(half)["significant"] and row(plain)["significant"]
+
+
 def _spilling(disk: float, label: str) -> Timeline:
     """Two tasks on one single-thread worker; ``b`` is ready when ``a`` ends but waits
     ``disk`` seconds while the worker writes spilled data to disk."""
