@@ -10,6 +10,7 @@ same question answered by the server's store once loaded (and against ``query_ru
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -207,6 +208,7 @@ def test_cli_serve_runs_prints_where_answers_and_stops_on_sigterm(tmp_path: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "METAPROV_CACHE": str(tmp_path / "cache")},  # not the user's cache
     )
     try:
         first = proc.stdout.readline() if proc.stdout else ""
