@@ -12,6 +12,8 @@ Example::
     flock /tmp/metaprov-bench.lock python benchmarks/bench_query_runs.py \\
         --run benchmarks/_data/run-1e6 --questions critical-path failures thread-utilisation
     python benchmarks/bench_query_runs.py --run benchmarks/_data/run-1e5 --equal
+    flock /tmp/metaprov-bench.lock python benchmarks/bench_query_runs.py \\
+        --run benchmarks/_data/run-1e6 --store /tmp/store-1e6   # load + the same questions
 """
 
 from __future__ import annotations
@@ -36,9 +38,15 @@ def ask(
     -f csv`` in a child process (its own CPU time and peak, read from wait4). On a shared
     machine the CPU time is the steadier figure: the wall time of an idle 2-core machine is
     about the CPU time (the reading and mapping are mostly one thread)."""
-    cmd = [sys.executable, "-m", "metaprov", "-q", "query", question, str(run), "-f", "csv"]
-    cmd += ["--engine", engine]
-    env = dict(os.environ, METAPROV_CACHE=str(cache))
+    cmd = ["query", question, str(run), "-f", "csv", "--engine", engine]
+    return child(cmd, question, METAPROV_CACHE=str(cache))
+
+
+def child(args: list[str], what: str, **env: str) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in GB, exit code) of ``metaprov -q ARGS``."""
+    cmd = [sys.executable, "-m", "metaprov", "-q", *args]
+    env = dict(os.environ, **env)
+    question = what
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -55,9 +63,9 @@ def timings(run: Path, names: list[str], second: str, engine: str) -> None:
     print(f"run {run}, engine {engine}, load {os.getloadavg()}", flush=True)
     print(
         f"| question | cold: wall / CPU (s) | cold peak (GB) | then `{second}`: wall / CPU (s) "
-        "| its peak (GB) |"
+        "| its peak (GB) | load average after |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for name in names:
         cache = Path(tempfile.mkdtemp(prefix="metaprov-bench-cache-"))
         try:
@@ -67,10 +75,29 @@ def timings(run: Path, names: list[str], second: str, engine: str) -> None:
             shutil.rmtree(cache, ignore_errors=True)
         print(
             f"| {name} | {wall:.1f} / {cpu:.1f} | {peak:.2f} | {wall2:.1f} / {cpu2:.1f} "
-            f"| {peak2:.2f} |",
+            f"| {peak2:.2f} | {_load()} |",
             flush=True,
         )
     print(f"load after: {os.getloadavg()}", flush=True)
+
+
+def _load() -> str:
+    """The 1-minute load average now."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def in_store(run: Path, store: Path, names: list[str]) -> None:
+    """``metaprov load RUN --store STORE`` (a new store), then each question of the store."""
+    print(f"run {run} into {store}, load {os.getloadavg()}", flush=True)
+    print("| step | wall / CPU (s) | peak (GB) | load average after |")
+    print("|---|---|---|---|")
+    if store.exists():
+        shutil.rmtree(store)
+    wall, cpu, peak, _ = child(["load", str(run), "--store", str(store)], "load")
+    print(f"| `metaprov load` | {wall:.1f} / {cpu:.1f} | {peak:.2f} | {_load()} |", flush=True)
+    for name in names:
+        wall, cpu, peak, _ = child(["query", name, "--store", str(store), "-f", "csv"], name)
+        print(f"| `{name}` | {wall:.2f} / {cpu:.2f} | {peak:.2f} | {_load()} |", flush=True)
 
 
 def equal(run: Path) -> int:
@@ -127,10 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second", default="worker-utilisation", help="the question asked second")
     ap.add_argument("--engine", default="auto", choices=["auto", "store", "direct"])
     ap.add_argument("--equal", action="store_true", help="compare every question with a store")
+    ap.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="instead: metaprov load the run into this (new) store, then ask the questions of it",
+    )
     args = ap.parse_args(argv)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if args.equal:
         return equal(args.run)
+    if args.store is not None:
+        in_store(args.run, args.store, [*args.questions, args.second])
+        return 0
     timings(args.run, args.questions, args.second, args.engine)
     return 0
 

@@ -232,12 +232,22 @@ errors (a run, key or prefix the runs do not hold is an error with the nearest v
   run, which no query engine removes.
 
 **When to use which.** One question, or a few, on a finished run: ask the run directory (at
-10^6 tasks about a minute for the first answer of a question with a direct form — 55–70 s of
-CPU, 2.1–2.8 GB — and about 12 s for the next; see [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
+10^6 tasks about a minute for the first answer of a question with a direct form — 53–69 s of
+CPU, 2.3–2.9 GB peak — and about 10 s for the next, 9.5–11 s of CPU; see
+[benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
 several runs compared over time, or other tools (a SPARQL server, Jupyter): load the runs into
 a store once (`metaprov load`: about 11 minutes at 10^6 tasks) and ask it; each question then
 takes seconds. The questions without a direct form are answered from a run directory through
 the in-memory store: fine for runs of up to about 10^5 tasks, slow beyond.
+
+**Both at once: `metaprov serve RUN_DIR...`** (docs/store.md, "Serving run directories")
+answers the packaged questions straight from the run directories from the start (the records
+are read once and kept in the server; each answer is the one `metaprov query NAME RUN_DIR`
+gives, byte for byte) while the runs load into a store in the background; your own SPARQL is
+answered once that load has finished (until then `/query` says `503 still loading`, with the
+runs and triples loaded so far, and `/status` shows the progress). Use it when you want
+answers now and a store later, from one command: a browser or a script can ask the packaged
+questions during the ~11 minutes a 10^6-task run takes to load.
 
 ## Your own questions
 

@@ -1163,6 +1163,7 @@ def records_cmd(
 
 @cli.command("serve")
 @quiet_option
+@click.argument("runs", nargs=-1, type=click.Path(path_type=Path, file_okay=False))
 @click.option(
     "--store",
     type=click.Path(path_type=Path, file_okay=False),
@@ -1220,6 +1221,7 @@ def records_cmd(
 @click.pass_context
 def serve_cmd(
     ctx: click.Context,
+    runs: tuple[Path, ...],
     store: Path | None,
     host: str,
     port: int,
@@ -1229,7 +1231,7 @@ def serve_cmd(
     interval: float,
     quiet_period: float,
 ) -> None:
-    """Browse a store: start Oxigraph's read-only SPARQL server with its query page.
+    """Browse a store, or RUNS: a read-only SPARQL server with its query page.
 
     Runs until Ctrl-C. Prints the query page's URL (open it in a web browser) and
     the SPARQL endpoint for metaprov query --endpoint, Jupyter (SPARQLWrapper,
@@ -1245,10 +1247,19 @@ def serve_cmd(
     refuse to write it, naming the server.
 
     \b
+    With RUNS (finished run directories) the packaged questions are answered
+    at once, straight from the runs (/questions/NAME, as metaprov query NAME
+    RUNS), while the runs load into a store in the background (--store, kept;
+    else a temporary folder, removed on exit); SPARQL at /query is answered
+    once the load has finished (until then: 503, with its progress at /status).
+
+    \b
     Example:
       metaprov serve --store example-store
       metaprov serve --store prov-store --port 0      # any free port
       metaprov serve --store live-store --follow runs/now --port 0
+      metaprov serve examples/run --port 0            # questions now, SPARQL once loaded
+      curl 'http://127.0.0.1:7878/questions/failures?format=csv'
     """
     import os
     import signal
@@ -1256,6 +1267,17 @@ def serve_cmd(
     from metaprov.store import DEFAULT_STORE, ENV_STORE
     from metaprov.store.serve import client_hints, serve
 
+    if runs:
+        from metaprov.errors import UsageError
+
+        if follow_run is not None or timeout is not None or cors:
+            raise UsageError(
+                "--follow, --timeout and --cors are not for RUNS",
+                hint="serve finished runs (metaprov serve RUN_DIR...), or follow one being "
+                "written (metaprov serve --follow RUN_DIR)",
+            )
+        _serve_runs(ctx, list(runs), store, host, port)
+        return
     path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
     if follow_run is not None:
         _serve_follow(ctx, follow_run, path, host, port, interval, quiet_period, timeout=timeout)
@@ -1286,6 +1308,61 @@ def serve_cmd(
         from metaprov.errors import StoreError
 
         raise StoreError(f"Oxigraph's server ended with exit code {code}")
+
+
+def _serve_runs(
+    ctx: click.Context, runs: list[Path], store: Path | None, host: str, port: int
+) -> None:
+    import signal
+    import threading
+
+    from metaprov.live.runserve import serve_runs
+
+    stop = threading.Event()
+    talk = not (ctx.obj and ctx.obj.quiet)
+
+    def _stop(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    where = store if store is not None else "a temporary store (removed on exit)"
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(
+            f"warning: listening on {host}: anyone who reaches this address can read the runs "
+            "(the server has no authentication; an SSH tunnel to 127.0.0.1 is safer)",
+            err=True,
+        )
+
+    def listening(server: Any) -> None:
+        click.echo(f"Serving {len(runs)} run(s) at {server.url}/ (Ctrl-C stops it)")
+        click.echo(f"  questions, now:   {server.url}/questions/NAME?format=csv")
+        click.echo(f"  SPARQL endpoint:  {server.query_url} (once {where} has loaded)")
+        click.echo(f"  load progress:    {server.url}/status")
+        sys.stdout.flush()
+
+    def loaded(report: Any) -> None:
+        if talk:
+            click.echo(_load_line(report), err=True)
+
+    def complete(status: Any) -> None:
+        if status.state == "loaded":
+            click.echo(f"{status.describe()}: SPARQL answered at /query")
+        else:
+            click.echo(status.describe(), err=True)
+        sys.stdout.flush()
+
+    serve_runs(
+        runs,
+        store,
+        host=host,
+        port=port,
+        on_listen=listening,
+        on_loaded=loaded,
+        on_complete=complete,
+        stop=stop,
+    )
+    click.echo("stopped", err=True)
 
 
 def _serve_follow(

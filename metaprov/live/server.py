@@ -101,6 +101,10 @@ def uses_service(query: str) -> bool:
     return False
 
 
+#: An HTTP answer: status, content type, body and, optionally, more headers.
+Answer = tuple[int, str, bytes] | tuple[int, str, bytes, dict[str, str]]
+
+
 class AnswerTooLarge(Exception):
     """An answer grew past the server's cap while it was being written."""
 
@@ -205,8 +209,25 @@ class LiveServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def answer(self, query: str, accept: str) -> tuple[int, str, bytes]:
-        """(status, content type, body) of one query (never raises: errors are answers)."""
+    #: The body of a 404 (a subclass with more paths names them).
+    not_found = "not found: this server has / and /query\n"
+
+    def page(self) -> str:
+        """The query page (``/``)."""
+        return PAGE.format(
+            title=html.escape(Path(self.run).name or "store"),
+            store=html.escape(str(self.store.location)),
+            run=html.escape(self.run),
+            endpoint=html.escape(self.query_url),
+        )
+
+    def route(self, path: str, query: str, accept: str) -> Answer | None:
+        """The answer to a GET of another path than ``/`` and ``/query`` (None: 404)."""
+        return None
+
+    def answer(self, query: str, accept: str) -> Answer:
+        """(status, content type, body[, headers]) of one query (never raises: errors are
+        answers)."""
         try:
             return self._answer(query, accept)
         except Exception as exc:  # noqa: BLE001 - a failed query must not kill the handler
@@ -295,12 +316,16 @@ def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the CLI prints refreshes
             log.debug("http: " + fmt, *args)
 
-        def _send(self, status: int, ctype: str, body: bytes) -> None:
+        def _send(
+            self, status: int, ctype: str, body: bytes, headers: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
@@ -321,20 +346,20 @@ def _handler(server: LiveServer) -> type[BaseHTTPRequestHandler]:
                 return
             parts = urlsplit(self.path)
             if parts.path in ("/", "/index.html"):
-                page = PAGE.format(
-                    title=html.escape(Path(server.run).name or "store"),
-                    store=html.escape(str(server.store.location)),
-                    run=html.escape(server.run),
-                    endpoint=html.escape(server.query_url),
-                )
                 self._send(
-                    200, "text/html; charset=utf-8", page.encode("utf-8", "backslashreplace")
+                    200,
+                    "text/html; charset=utf-8",
+                    server.page().encode("utf-8", "backslashreplace"),
                 )
                 return
             if parts.path == "/query":
                 self._one_query(parse_qsl(parts.query, keep_blank_values=True))
                 return
-            self._send(404, "text/plain", b"not found: this server has / and /query\n")
+            routed = server.route(parts.path, parts.query, self.headers.get("Accept", ""))
+            if routed is not None:
+                self._send(*routed)
+                return
+            self._send(404, "text/plain", server.not_found.encode())
 
         do_HEAD = do_GET  # noqa: N815
 

@@ -87,21 +87,36 @@ def query_runs(
     Example:
         >>> query_runs("failures", ["runs/R1"])  # doctest: +SKIP
     """
-    from metaprov.queries import CRITICAL_PATH, resolve, run_question
+    from metaprov.queries import resolve
 
     q = question if not isinstance(question, str) else resolve(question)
     dirs = _run_dirs(runs)
     timing = timing if timing is not None else Timing()
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
-    direct = _direct_form(q)
-    if engine == "direct" and direct is None:
-        raise UsageError(
-            f"{q.name!r} has no direct form", hint="use --engine store (or auto) for it"
-        )
+    _check_engine(q, engine)
     t0 = time.perf_counter()
     records = [read_cached(d, darshan=darshan, cache=cache, progress=progress) for d in dirs]
     timing.read = time.perf_counter() - t0
+    return answer_records(q, records, params, base=base, engine=engine, timing=timing)
+
+
+def answer_records(
+    q: Question,
+    records: Sequence[RunRecords],
+    params: Mapping[str, Any] | None = None,
+    *,
+    base: str | None = None,
+    engine: str = "auto",
+    timing: Timing | None = None,
+) -> pd.DataFrame | bool:
+    """Answer a resolved question from runs already read (:func:`read_cached`): what
+    :func:`query_runs` does after reading, for a caller that keeps the records (``metaprov
+    serve RUN_DIR...`` answers every question from the records it read once)."""
+    from metaprov.queries import CRITICAL_PATH, run_question
+
+    timing = timing if timing is not None else Timing()
+    _check_engine(q, engine)
+    records = list(records)
+    direct = _direct_form(q)
     if direct is not None and engine != "store":
         t1 = time.perf_counter()
         answer = _direct_answer(q, direct, records, dict(params or {}), base)
@@ -123,6 +138,17 @@ def query_runs(
 
 
 ENGINES = ("auto", "store", "direct")
+
+
+def _check_engine(q: Question, engine: str) -> None:
+    """Refuse an unknown engine, and ``direct`` for a question without a direct form."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
+    if engine == "direct" and _direct_form(q) is None:
+        raise UsageError(
+            f"{q.name!r} has no direct form", hint="use --engine store (or auto) for it"
+        )
+
 
 #: Parameters an empty answer is checked against (a run, key or prefix the store lacks is a
 #: typo, reported with its neighbours): the store path answers such a question.
@@ -320,4 +346,12 @@ def narrowed(block: Block, wanted: Selection) -> Block | None:
     return _Block(block.subjects, columns, restates=True)
 
 
-__all__ = ["ENGINES", "Timing", "narrowed", "query_runs", "read_cached", "store_of"]
+__all__ = [
+    "ENGINES",
+    "Timing",
+    "answer_records",
+    "narrowed",
+    "query_runs",
+    "read_cached",
+    "store_of",
+]

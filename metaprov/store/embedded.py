@@ -176,9 +176,10 @@ class EmbeddedStore(Store):
         derived = {"critical_path": path_summary(graph)}
         _release_memory()
         staged: list[str] = []
+        counts: list[int] = []  # triples of each staged part
         try:
             try:
-                lines = self._stage_parts(graph, staged)
+                lines = self._stage_parts(graph, staged, counts)
             except OSError as exc:  # writing a staging file (a full disk)
                 raise StoreError(
                     f"cannot stage the run's N-Triples in {self.location}: {exc}",
@@ -191,9 +192,11 @@ class EmbeddedStore(Store):
             before = self._own_bytes()
             nbytes = sum(os.path.getsize(name) for name in staged)
             try:
-                for name in staged:
+                for name, count in zip(staged, counts, strict=True):
                     self._store.bulk_load(path=name, format=ox.RdfFormat.N_TRIPLES, to_graph=node)
                     _unlink_quietly(name)
+                    if self.on_triples is not None:
+                        self.on_triples(count)  # may raise to stop the load: graph removed
             except (SyntaxError, OSError, ValueError) as exc:
                 self._remove_quietly(node)  # bulk_load is not transactional across parts
                 raise StoreError(
@@ -212,10 +215,11 @@ class EmbeddedStore(Store):
         self._remember(report, **derived)
         return report
 
-    def _stage_parts(self, graph: Any, staged: list[str]) -> int:
+    def _stage_parts(self, graph: Any, staged: list[str], counts: list[int]) -> int:
         """Write the graph's N-Triples into new staging files of about :data:`LOAD_PART_BYTES`
         each (a part ends after the block that reaches the size), appending each file's name
-        to ``staged`` as soon as it exists; returns the number of triples.
+        to ``staged`` as soon as it exists and its number of triples to ``counts``; returns the
+        number of triples.
 
         Blocks are mapped one ahead in a background thread while the current one is written,
         as ``metaprov export`` does, with the same writer: the parts, concatenated, are the
@@ -230,9 +234,12 @@ class EmbeddedStore(Store):
                 if out is None:
                     name = self._stage_file()
                     staged.append(name)
+                    counts.append(0)
                     out = open(name, "wb")  # noqa: SIM115 - closed below or in finally
                 write_nt(block, out, None)
-                triples += block.n_triples()
+                n = block.n_triples()
+                triples += n
+                counts[-1] += n
                 if out.tell() >= LOAD_PART_BYTES:
                     out.close()
                     out = None

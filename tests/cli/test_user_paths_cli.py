@@ -236,8 +236,8 @@ def test_load_run_in_parts_is_the_export_and_the_same_critical_path(
     loaded: list[int] = []
     original = embedded.EmbeddedStore._stage_parts
 
-    def stage_parts(self, graph, staged):  # count the parts, then load as usual
-        n = original(self, graph, staged)
+    def stage_parts(self, graph, staged, *rest):  # count the parts, then load as usual
+        n = original(self, graph, staged, *rest)
         loaded.append(len(staged))
         return n
 
