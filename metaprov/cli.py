@@ -1270,13 +1270,13 @@ def serve_cmd(
     if runs:
         from metaprov.errors import UsageError
 
-        if follow_run is not None or timeout is not None or cors:
+        if follow_run is not None or cors:
             raise UsageError(
-                "--follow, --timeout and --cors are not for RUNS",
+                "--follow and --cors are not for RUNS",
                 hint="serve finished runs (metaprov serve RUN_DIR...), or follow one being "
                 "written (metaprov serve --follow RUN_DIR)",
             )
-        _serve_runs(ctx, list(runs), store, host, port)
+        _serve_runs(ctx, list(runs), store, host, port, timeout)
         return
     path = store if store is not None else Path(os.environ.get(ENV_STORE) or DEFAULT_STORE)
     if follow_run is not None:
@@ -1311,7 +1311,12 @@ def serve_cmd(
 
 
 def _serve_runs(
-    ctx: click.Context, runs: list[Path], store: Path | None, host: str, port: int
+    ctx: click.Context,
+    runs: list[Path],
+    store: Path | None,
+    host: str,
+    port: int,
+    timeout: float | None,
 ) -> None:
     import signal
     import threading
@@ -1357,6 +1362,7 @@ def _serve_runs(
         store,
         host=host,
         port=port,
+        timeout=timeout,
         on_listen=listening,
         on_loaded=loaded,
         on_complete=complete,

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from metaprov.errors import MetaprovError, QueryError, UsageError
-from metaprov.live.server import MAX_ANSWER, Answer, LiveServer
+from metaprov.live.server import DEFAULT_QUERY_TIMEOUT, MAX_ANSWER, Answer, LiveServer
 
 if TYPE_CHECKING:
     from metaprov.records import RunRecords
@@ -116,9 +116,15 @@ class RunsServer(LiveServer):
         darshan: bool = True,
         cache: bool | str | Path = True,
         max_answer: int = MAX_ANSWER,
+        timeout: float | None = DEFAULT_QUERY_TIMEOUT,
     ) -> None:
         super().__init__(
-            store, host=host, port=port, run=", ".join(str(r) for r in runs), max_answer=max_answer
+            store,
+            host=host,
+            port=port,
+            run=", ".join(str(r) for r in runs),
+            max_answer=max_answer,
+            timeout=timeout,
         )
         self.dirs = list(runs)
         self.base = base
@@ -329,6 +335,7 @@ def serve_runs(
     detail: str = "tasks",
     darshan: bool = True,
     cache: bool | str | Path = True,
+    timeout: float | None = DEFAULT_QUERY_TIMEOUT,
     on_listen: Callable[[RunsServer], None] | None = None,
     on_loaded: Callable[[LoadReport], None] | None = None,
     on_complete: Callable[[LoadStatus], None] | None = None,
@@ -345,6 +352,8 @@ def serve_runs(
         host, port: where to listen (port 0: any free port).
         base, detail, darshan: as for ``metaprov load``.
         cache: the records' cache for the packaged questions (as :func:`query_runs`).
+        timeout: seconds a SPARQL query may run on the store (None or 0: no limit); a longer
+            one is answered 503 while the server goes on answering others.
         on_listen: called once the server listens (its URL is ``server.url``).
         on_loaded: called after each run's graph is in the store.
         on_complete: called once the load ended (loaded, failed or stopped).
@@ -380,7 +389,16 @@ def serve_runs(
         st = EmbeddedStore(path)
         stack.callback(st.close)
         stack.enter_context(owning(path, role="serve", run=", ".join(str(d) for d in dirs)))
-        server = RunsServer(st, dirs, host=host, port=port, base=base, darshan=darshan, cache=cache)
+        server = RunsServer(
+            st,
+            dirs,
+            host=host,
+            port=port,
+            base=base,
+            darshan=darshan,
+            cache=cache,
+            timeout=timeout,
+        )
         server.start()
         stack.callback(server.stop)
         update_owner(path, url=server.url)

@@ -204,7 +204,8 @@ def test_synthetic_run_parameters_errors_and_the_given_store_kept(
 
 def test_cli_serve_runs_prints_where_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metaprov", "serve", str(EXAMPLE), "--port", "0"],
+        # --timeout: the SPARQL of the runs' store has the same time limit as any served store
+        [sys.executable, "-m", "metaprov", "serve", str(EXAMPLE), "--port", "0", "--timeout", "30"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -236,6 +237,8 @@ def test_cli_serve_runs_prints_where_answers_and_stops_on_sigterm(tmp_path: Path
 
 def test_cli_serve_runs_refuses_follow_and_non_runs(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["serve", str(EXAMPLE), "--follow", str(EXAMPLE)])
+    assert r.exit_code == 2 and "not for RUNS" in r.output
+    r = CliRunner().invoke(cli, ["serve", str(EXAMPLE), "--cors"])
     assert r.exit_code == 2 and "not for RUNS" in r.output
     r = CliRunner().invoke(cli, ["serve", str(tmp_path), "--port", "0"])
     assert r.exit_code != 0 and "Traceback" not in r.output
