@@ -214,3 +214,15 @@ def _real_runs() -> list[Any]:
 @pytest.mark.parametrize("run", _real_runs())
 def test_real_runs_every_question_both_ways(run: Path, tmp_path: Path) -> None:
     _ask_all([run], tmp_path / "cache")
+
+
+def test_slowest_tasks_picks_the_same_tied_executions_in_every_store(tmp_path: Path) -> None:
+    """The example run has executions of equal duration at the 20th place: an in-memory and an
+    on-disk store (and the run directory) give the same bytes (ties broken by the IRI)."""
+    memory, disk = _store([EXAMPLE]), EmbeddedStore(tmp_path / "st")
+    disk.load_run(EXAMPLE)
+    for params in ({}, {"limit": "3"}, {"limit": "7"}):
+        want = format_result(run_question(memory, "slowest-tasks", dict(params)), "csv")
+        assert format_result(run_question(disk, "slowest-tasks", dict(params)), "csv") == want
+        got = query_runs("slowest-tasks", [EXAMPLE], dict(params), cache=tmp_path / "cache")
+        assert format_result(got, "csv") == want, params
