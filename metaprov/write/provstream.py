@@ -33,7 +33,6 @@ each kind's records are spooled to a temporary file and the spools are concatena
 
 from __future__ import annotations
 
-import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -46,9 +45,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.errors import FormatError
-from metaprov.mapping.block import Block, Column, byte_table, has_any_byte
+from metaprov.mapping.block import Block, Column, byte_table
 from metaprov.mapping.terms import RDF, XSD
 from metaprov.write.provdm import _ELEMENT_ATTRS, _QUALIFIED, _RELATIONS, namespaces
+from metaprov.write.provdm import xml_local as _provdm_xml_local
+from metaprov.write.qnames import COPY, EXACT, HEX, LEAD, Style, qualified_names, table
 from metaprov.write.rows import BLOCKS_AHEAD, json_escape, write_text
 from metaprov.write.rows import join_pieces as _join_pieces
 
@@ -450,10 +451,13 @@ def join_pieces(pieces: list[Any], skip_nulls: bool = False) -> pa.Array:
     return _join_pieces(pieces, skip_nulls)
 
 
-def by_unique(values: pa.Array, fn: Callable[[pa.Array], pa.Array]) -> pa.Array:
+def by_unique(
+    values: pa.Array, fn: Callable[[pa.Array], pa.Array], unique: bool = False
+) -> pa.Array:
     """``fn`` over the distinct values only when they repeat (agents, plans, the run's IRI in
-    every row), taken back to every row; nulls stay null."""
-    if len(values) < 64:
+    every row), taken back to every row; nulls stay null. ``unique``: the caller knows they do
+    not (a block's subjects)."""
+    if unique or len(values) < 64:
         return fn(values)
     enc = pc.dictionary_encode(values)
     if 2 * len(enc.dictionary) > len(values):
@@ -597,69 +601,52 @@ class _Syntax:
 
 # --- PROV-N ----------------------------------------------------------------------------------
 
-_PROVN_META = byte_table(b"='(),:;[]")
-#: Bytes a local part may hold without going through prov's escaping (UTF-8 lead and
-#: continuation bytes, 0x80 and up, are not among them).
-_PROVN_FAST = byte_table(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%='(),:;[]"
+#: PROV-N local parts (``prov``'s rules): the bytes PN_LOCAL holds copied, its
+#: metacharacters backslash-escaped, a leading ``-``/``.`` and a trailing ``.`` too; any other
+#: byte (UTF-8 ones included), or a ``%`` not followed by two hex digits, sends the value through
+#: ``prov``'s own escaping.
+_PROVN_META = b"='(),:;[]"
+_PROVN_WIDTH = table(
+    EXACT,
+    {
+        COPY: b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%",
+        LEAD: _PROVN_META,
+    },
 )
 _HEX = byte_table(b"0123456789ABCDEFabcdef")
 
 
-def _provn_slow_rows(local: pa.Array) -> np.ndarray:
-    """Rows whose local part holds a byte outside the fast set, or a ``%`` not followed by two
-    hex digits: one pass over the text buffer (numpy), no regex per value."""
-    n = len(local)
-    rows = np.zeros(n, bool)
-    if n == 0 or local.null_count == n:
+def _provn_bad_percent(body: np.ndarray, local: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Rows whose local part holds a ``%`` not followed by two hex digits."""
+    rows = np.zeros(len(ends), bool)
+    pct = np.flatnonzero(body == ord("%"))
+    if not len(pct):
         return rows
-    arr = local if local.type == LARGE else pc.cast(local, LARGE)
-    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
-    data = np.frombuffer(arr.buffers()[2], np.uint8)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    body = data[lo:hi]
-    bad = np.flatnonzero(~_PROVN_FAST[body]) + lo
-    pct = np.flatnonzero(body == ord("%")) + lo
-    if len(pct):
-        row = np.searchsorted(offsets, pct, side="right") - 1
-        end = offsets[row + 1]
-        room = pct + 2 < end
-        ok = np.zeros(len(pct), bool)
-        ok[room] = _HEX[data[pct[room] + 1]] & _HEX[data[pct[room] + 2]]
-        bad = np.concatenate([bad, pct[~ok]])
-    if len(bad):
-        rows[np.searchsorted(offsets, bad, side="right") - 1] = True
+    row = np.searchsorted(ends, pct, side="right")
+    pct, row = pct[pct >= local[row]], row[pct >= local[row]]
+    room = pct + 2 < ends[row]
+    ok = np.zeros(len(pct), bool)
+    ok[room] = _HEX[body[pct[room] + 1]] & _HEX[body[pct[room] + 2]]
+    rows[row[~ok]] = True
     return rows
 
 
-def _provn_local(local: pa.Array) -> pa.Array:
-    """Local parts as PROV-N writes them (``prov``'s rules: metacharacters backslash-escaped,
-    a leading ``-``/``.`` and a trailing ``.`` too, what PN_LOCAL cannot hold
-    percent-encoded)."""
-    slow = _provn_slow_rows(local)
-    out = local
-    if has_any_byte(local, _PROVN_META, "[='(),:;\\[\\]]"):
-        for ch in "='(),:;[]":
-            out = pc.replace_substring(out, ch, "\\" + ch)
-    if pc.any(pc.or_(pc.starts_with(local, "-"), pc.starts_with(local, "."))).as_py():
-        out = pc.replace_substring_regex(out, r"^([-.])", r"\\\1")
-    if pc.any(pc.ends_with(local, ".")).as_py():
-        out = pc.replace_substring_regex(out, r"([^\\])\.$", r"\1\\.")
-    if slow.any():
-        from prov.identifier import _provn_escape_local
+def _provn_exact(local: pa.Array) -> pa.Array:
+    from prov.identifier import _provn_escape_local
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fixed = [
-                None if v is None else _provn_escape_local(v)[0]
-                for v in local.filter(pa.array(slow)).to_pylist()
-            ]
-        idx = np.flatnonzero(slow)
-        full = out.to_pylist()
-        for i, v in zip(idx.tolist(), fixed, strict=True):
-            full[i] = v
-        out = pa.array(full, LARGE)
-    return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pa.array([_provn_escape_local(v)[0] for v in local.to_pylist()], LARGE)
+
+
+_PROVN_STYLE = Style(
+    width=_PROVN_WIDTH,
+    first=np.where(byte_table(b"-."), LEAD, _PROVN_WIDTH).astype(np.uint8),
+    last=np.where(byte_table(b"."), LEAD, _PROVN_WIDTH).astype(np.uint8),
+    lead=ord("\\"),
+    exact=_provn_exact,
+    also_exact=_provn_bad_percent,
+)
 
 
 def _provn_string(values: pa.Array) -> pa.Array:
@@ -684,12 +671,11 @@ class _ProvN(_Syntax):
     def end(self) -> None:
         self.out.write(b"endDocument")
 
-    def bare(self, iris: pa.Array) -> pa.Array:
-        return by_unique(iris, self._bare)
+    def bare(self, iris: pa.Array, unique: bool = False) -> pa.Array:
+        return by_unique(iris, self._bare, unique)
 
     def _bare(self, iris: pa.Array) -> pa.Array:
-        prefix, local = self.names.split(iris)
-        return join_pieces([prefix, ":", _provn_local(local)])
+        return qualified_names(iris, self.names.ns, _PROVN_STYLE)
 
     def value(self, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
         vals, parents = _flat(term, n)
@@ -709,7 +695,7 @@ class _ProvN(_Syntax):
         pieces: list[Any] = [f"  {keyword}("]
         items: list[Any] = []
         if recs.ident is not None:
-            ident = self.bare(recs.ident)
+            ident = self.bare(recs.ident, unique=True)
             if recs.kind in ("Entity", "Activity", "Agent"):
                 items.append(ident)
             else:
@@ -743,6 +729,19 @@ class _ProvN(_Syntax):
 # --- PROV-JSON -------------------------------------------------------------------------------
 
 
+#: PROV-JSON names: quoted, local parts copied; a value with a byte JSON escapes goes through
+#: :func:`~metaprov.write.rows.json_escape`.
+_JSON_STYLE = Style(
+    width=table(COPY, {EXACT: bytes(range(0x20)) + b'\\"'}),
+    first=table(COPY, {EXACT: bytes(range(0x20)) + b'\\"'}),
+    last=None,
+    lead=0,
+    exact=json_escape,
+    before=b'"',
+    after=b'"',
+)
+
+
 class _ProvJson(_Syntax):
     """Records spooled per kind; the document is the prefixes and the spools in kind order."""
 
@@ -755,12 +754,11 @@ class _ProvJson(_Syntax):
             self.spools[keyword] = tempfile.TemporaryFile()
         return self.spools[keyword]
 
-    def name(self, iris: pa.Array) -> pa.Array:
-        return by_unique(iris, self._name)
+    def name(self, iris: pa.Array, unique: bool = False) -> pa.Array:
+        return by_unique(iris, self._name, unique)
 
     def _name(self, iris: pa.Array) -> pa.Array:
-        prefix, local = self.names.split(iris)
-        return join_pieces(['"', prefix, ":", json_escape(local), '"'])
+        return qualified_names(iris, self.names.ns, _JSON_STYLE)
 
     def value(self, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
         vals, parents = _flat(term, n)
@@ -778,7 +776,7 @@ class _ProvJson(_Syntax):
     def write(self, recs: Records) -> None:
         keyword, formal = KINDS[recs.kind]
         if recs.ident is not None:
-            ident = self.name(recs.ident)
+            ident = self.name(recs.ident, unique=True)
         else:
             ids = np.arange(self.anon + 1, self.anon + recs.n + 1)
             self.anon += recs.n
@@ -838,31 +836,21 @@ class _ProvJson(_Syntax):
 
 # --- PROV-XML --------------------------------------------------------------------------------
 
-_XML_SAFE = re.compile(r"[A-Za-z0-9.\-]")
 #: Characters XML 1.0 cannot carry (as in :mod:`metaprov.write.provdm`).
 _NOT_XML = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
-
-
-def _xml_local(local: pa.Array) -> pa.Array:
-    """:func:`metaprov.write.provdm.xml_local` on every value, one replace per distinct
-    character to escape."""
-    from metaprov.write.provdm import xml_local
-
-    if not len(local):
-        return local
-    chars = set("".join(local.drop_null().unique().to_pylist()))
-    out = pc.replace_substring(local, "_", "__")
-    for ch in sorted(chars):
-        if ch != "_" and not _XML_SAFE.fullmatch(ch):
-            out = pc.replace_substring(out, ch, xml_local("a" + ch)[1:])
-    bad_start = pc.fill_null(pc.match_substring_regex(out, r"^[^A-Za-z_]"), False)
-    if pc.any(bad_start).as_py():
-        vals = out.to_pylist()
-        for i in np.flatnonzero(bad_start.to_numpy(zero_copy_only=False)).tolist():
-            v = vals[i]
-            vals[i] = xml_local(v[0]) + v[1:]
-        out = pa.array(vals, LARGE)
-    return out
+#: PROV-XML local parts (:func:`metaprov.write.provdm.xml_local`): ASCII letters, digits, ``.``
+#: and ``-`` copied, ``_`` doubled, any other ASCII byte (or a first byte that is not a letter)
+#: as ``_`` and two hex digits; a value with a character outside ASCII goes through
+#: ``xml_local`` itself.
+_ASCII = bytes(range(128))
+_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_XML_STYLE = Style(
+    width=table(EXACT, {HEX: _ASCII, COPY: _LETTERS + b"0123456789.-", LEAD: b"_"}),
+    first=table(EXACT, {HEX: _ASCII, COPY: _LETTERS, LEAD: b"_"}),
+    last=None,
+    lead=ord("_"),
+    exact=lambda local: pa.array([_provdm_xml_local(v) for v in local.to_pylist()], LARGE),
+)
 
 
 def _xml_text(values: pa.Array) -> pa.Array:
@@ -870,10 +858,6 @@ def _xml_text(values: pa.Array) -> pa.Array:
     out = pc.replace_substring(out, "<", "&lt;")
     out = pc.replace_substring(out, ">", "&gt;")
     return pc.replace_substring(out, "\r", "&#13;")
-
-
-def _xml_attr(values: pa.Array) -> pa.Array:
-    return pc.replace_substring(_xml_text(values), '"', "&quot;")
 
 
 class _ProvXml(_Syntax):
@@ -892,12 +876,12 @@ class _ProvXml(_Syntax):
     def end(self) -> None:
         self.out.write(b"</prov:document>\n")
 
-    def qname(self, iris: pa.Array) -> pa.Array:
-        return by_unique(iris, self._qname)
+    def qname(self, iris: pa.Array, unique: bool = False) -> pa.Array:
+        """Qualified names (XML names: nothing in them to escape in an attribute)."""
+        return by_unique(iris, self._qname, unique)
 
     def _qname(self, iris: pa.Array) -> pa.Array:
-        prefix, local = self.names.split(iris)
-        return join_pieces([prefix, ":", _xml_attr(_xml_local(local))])
+        return qualified_names(iris, self.names.ns, _XML_STYLE)
 
     def value(self, qn: str, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
         vals, parents = _flat(term, n)
@@ -935,7 +919,7 @@ class _ProvXml(_Syntax):
         tag = f"prov:{keyword}"
         pieces: list[Any] = [f"  <{tag}"]
         if recs.ident is not None:
-            pieces += [' prov:id="', self.qname(recs.ident), '"']
+            pieces += [' prov:id="', self.qname(recs.ident, unique=True), '"']
         pieces.append(">")
         for name in formal:
             term = recs.formals.get(name)
