@@ -45,11 +45,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.errors import FormatError
-from metaprov.mapping.block import Block, Column, byte_table
+from metaprov.mapping.block import Block, Column
 from metaprov.mapping.terms import RDF, XSD
 from metaprov.write.provdm import _ELEMENT_ATTRS, _QUALIFIED, _RELATIONS, namespaces
 from metaprov.write.provdm import xml_local as _provdm_xml_local
-from metaprov.write.qnames import COPY, EXACT, HEX, LEAD, Style, qualified_names, table
+from metaprov.write.qnames import Style, char_class, qualified_names
 from metaprov.write.rows import BLOCKS_AHEAD, json_escape, write_text
 from metaprov.write.rows import join_pieces as _join_pieces
 
@@ -601,37 +601,17 @@ class _Syntax:
 
 # --- PROV-N ----------------------------------------------------------------------------------
 
-#: PROV-N local parts (``prov``'s rules): the bytes PN_LOCAL holds copied, its
-#: metacharacters backslash-escaped, a leading ``-``/``.`` and a trailing ``.`` too; any other
-#: byte (UTF-8 ones included), or a ``%`` not followed by two hex digits, sends the value through
+#: PROV-N local parts (``prov``'s rules): the characters PN_LOCAL holds as they are, its
+#: metacharacters backslash-escaped; a value with any other character (outside ASCII too), a
+#: ``%`` not followed by two hex digits, a leading ``-``/``.`` or a trailing ``.`` goes through
 #: ``prov``'s own escaping.
-_PROVN_META = b"='(),:;[]"
-_PROVN_WIDTH = table(
-    EXACT,
-    {
-        COPY: b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%",
-        LEAD: _PROVN_META,
-    },
-)
-_HEX = byte_table(b"0123456789ABCDEFabcdef")
+_PROVN_META = "='(),:;[]"
+_PROVN_PLAIN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%"
+_HEXDIGIT = char_class("0123456789ABCDEFabcdef")
+_NOT_HEX = char_class("0123456789ABCDEFabcdef", negate=True)
 
 
-def _provn_bad_percent(body: np.ndarray, local: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Rows whose local part holds a ``%`` not followed by two hex digits."""
-    rows = np.zeros(len(ends), bool)
-    pct = np.flatnonzero(body == ord("%"))
-    if not len(pct):
-        return rows
-    row = np.searchsorted(ends, pct, side="right")
-    pct, row = pct[pct >= local[row]], row[pct >= local[row]]
-    room = pct + 2 < ends[row]
-    ok = np.zeros(len(pct), bool)
-    ok[room] = _HEX[body[pct[room] + 1]] & _HEX[body[pct[room] + 2]]
-    rows[row[~ok]] = True
-    return rows
-
-
-def _provn_exact(local: pa.Array) -> pa.Array:
+def _provn_rule(local: pa.Array) -> pa.Array:
     from prov.identifier import _provn_escape_local
 
     with warnings.catch_warnings():
@@ -640,12 +620,16 @@ def _provn_exact(local: pa.Array) -> pa.Array:
 
 
 _PROVN_STYLE = Style(
-    width=_PROVN_WIDTH,
-    first=np.where(byte_table(b"-."), LEAD, _PROVN_WIDTH).astype(np.uint8),
-    last=np.where(byte_table(b"."), LEAD, _PROVN_WIDTH).astype(np.uint8),
-    lead=ord("\\"),
-    exact=_provn_exact,
-    also_exact=_provn_bad_percent,
+    exact="|".join(
+        [
+            char_class(_PROVN_PLAIN + _PROVN_META, negate=True),
+            f"%(?:$|{_NOT_HEX}|{_HEXDIGIT}(?:$|{_NOT_HEX}))",
+            r"^[\x2D\x2E]",
+            r"\x2E$",
+        ]
+    ),
+    rule=_provn_rule,
+    replace={c: "\\" + c for c in _PROVN_META},
 )
 
 
@@ -729,16 +713,10 @@ class _ProvN(_Syntax):
 # --- PROV-JSON -------------------------------------------------------------------------------
 
 
-#: PROV-JSON names: quoted, local parts copied; a value with a byte JSON escapes goes through
-#: :func:`~metaprov.write.rows.json_escape`.
+#: PROV-JSON names: quoted, local parts as they are; a value with a character JSON escapes goes
+#: through :func:`~metaprov.write.rows.json_escape`.
 _JSON_STYLE = Style(
-    width=table(COPY, {EXACT: bytes(range(0x20)) + b'\\"'}),
-    first=table(COPY, {EXACT: bytes(range(0x20)) + b'\\"'}),
-    last=None,
-    lead=0,
-    exact=json_escape,
-    before=b'"',
-    after=b'"',
+    exact=char_class("".join(map(chr, range(0x20))) + '\\"'), rule=json_escape, quote='"'
 )
 
 
@@ -839,17 +817,18 @@ class _ProvJson(_Syntax):
 #: Characters XML 1.0 cannot carry (as in :mod:`metaprov.write.provdm`).
 _NOT_XML = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
 #: PROV-XML local parts (:func:`metaprov.write.provdm.xml_local`): ASCII letters, digits, ``.``
-#: and ``-`` copied, ``_`` doubled, any other ASCII byte (or a first byte that is not a letter)
-#: as ``_`` and two hex digits; a value with a character outside ASCII goes through
-#: ``xml_local`` itself.
-_ASCII = bytes(range(128))
-_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#: and ``-`` as they are, ``_`` doubled, any other ASCII character as ``_`` and two hex digits;
+#: a value with a character outside ASCII, or starting with a digit, ``.`` or ``-``, goes
+#: through ``xml_local`` itself.
+_XML_NAME = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-"
 _XML_STYLE = Style(
-    width=table(EXACT, {HEX: _ASCII, COPY: _LETTERS + b"0123456789.-", LEAD: b"_"}),
-    first=table(EXACT, {HEX: _ASCII, COPY: _LETTERS, LEAD: b"_"}),
-    last=None,
-    lead=ord("_"),
-    exact=lambda local: pa.array([_provdm_xml_local(v) for v in local.to_pylist()], LARGE),
+    exact=r"[^\x00-\x7F]|^[0-9\x2D\x2E]",
+    rule=lambda local: pa.array([_provdm_xml_local(v) for v in local.to_pylist()], LARGE),
+    replace={
+        chr(c): "__" if chr(c) == "_" else f"_{c:02X}"
+        for c in range(128)
+        if chr(c) not in _XML_NAME
+    },
 )
 
 
