@@ -451,14 +451,23 @@ def join_pieces(pieces: list[Any], skip_nulls: bool = False) -> pa.Array:
     return _join_pieces(pieces, skip_nulls)
 
 
+#: Values :func:`by_unique` looks at before hashing a whole column.
+_PROBE = 4096
+
+
 def by_unique(
     values: pa.Array, fn: Callable[[pa.Array], pa.Array], unique: bool = False
 ) -> pa.Array:
     """``fn`` over the distinct values only when they repeat (agents, plans, the run's IRI in
     every row), taken back to every row; nulls stay null. ``unique``: the caller knows they do
-    not (a block's subjects)."""
+    not (a block's subjects). A column whose first :data:`_PROBE` values are nearly all
+    distinct is taken as it is (hashing it whole cost more than the names it would save)."""
     if unique or len(values) < 64:
         return fn(values)
+    if len(values) > 2 * _PROBE:
+        probe = pc.count_distinct(values.slice(0, _PROBE)).as_py()
+        if probe > 0.9 * _PROBE:
+            return fn(values)
     enc = pc.dictionary_encode(values)
     if 2 * len(enc.dictionary) > len(values):
         return fn(values)
