@@ -4,7 +4,8 @@ Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the PROV-DM document that
 :func:`metaprov.write.provdm.build_document` builds in memory (the same records, read back by the
 ``prov`` package as equal documents: see ``tests/unit/test_provstream.py``), written like the
 line-based RDF formats: each column block becomes its records' text in a few pyarrow
-element-wise joins (:mod:`metaprov.write.rows`), no Python object per record.
+element-wise joins (:mod:`metaprov.write.rows`), its IRIs qualified names a column at a time
+(:mod:`metaprov.write.qnames`), no Python object per record.
 
 The mapping rules are those of :mod:`metaprov.write.provdm` (documented in ``docs/formats.md``):
 
