@@ -730,6 +730,35 @@ _JSON_STYLE = Style(
 )
 
 
+def _json_members(parts: list[tuple[str, pa.Array | str, str]], n: int) -> list[Any]:
+    """The pieces of a record's members, ``,``-separated, after ``{`` (nothing when a row has
+    none; else each on its line and ``\n    `` before the closing brace). When the first member
+    is on every row, the pieces are spliced straight into the row's join."""
+
+    def dense(text: pa.Array | str) -> bool:
+        return isinstance(text, str) or text.null_count == 0
+
+    if not parts:
+        return []
+    if dense(parts[0][1]):
+        pieces: list[Any] = []
+        for i, (before, text, after) in enumerate(parts):
+            lead = before if i == 0 else "," + before
+            pieces += [lead, text, after] if dense(text) else [join_pieces([lead, text, after])]
+        return [*pieces, "\n    "]
+    members = [
+        join_pieces(["," + before, _column(text, n), after]) for before, text, after in parts
+    ]
+    body = join_pieces(members, skip_nulls=True)
+    empty = pc.equal(pc.binary_length(body), 0)
+    inner = join_pieces([pc.utf8_slice_codeunits(body, 1), "\n    "])
+    return [pc.if_else(empty, pa.scalar("", LARGE), inner)]
+
+
+def _column(text: pa.Array | str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(text, LARGE), n) if isinstance(text, str) else text
+
+
 class _ProvJson(_Syntax):
     """Records spooled per kind; the document is the prefixes and the spools in kind order."""
 
@@ -761,6 +790,23 @@ class _ProvJson(_Syntax):
             text = join_pieces(['{"$": "', json_escape(vals), f'", "type": "{dt}"}}'])
         return text, parents
 
+    def _values(self, terms: list[Term], n: int) -> pa.Array | str:
+        """The comma-separated values of one attribute per row (null: none); one constant
+        value as a plain text."""
+        if len(terms) == 1 and isinstance(terms[0].values, str):
+            t = terms[0]
+            text, _ = self.value(Term(t.kind, pa.array([t.values], LARGE), t.datatype), 1)
+            return str(text[0].as_py())
+        if len(terms) == 1 and not terms[0].multi:
+            return self.value(terms[0], n)[0]
+        texts = []
+        for term in terms:
+            text, parents = self.value(term, n)
+            texts.append(_regroup(join_pieces([", ", text]), parents, n, ""))
+        joined = join_pieces(texts, skip_nulls=True)
+        has = pc.greater(pc.binary_length(joined), 0)
+        return pc.if_else(has, pc.utf8_slice_codeunits(joined, 2), _NULL)
+
     def write(self, recs: Records) -> None:
         keyword, formal = KINDS[recs.kind]
         if recs.ident is not None:
@@ -769,36 +815,21 @@ class _ProvJson(_Syntax):
             ids = np.arange(self.anon + 1, self.anon + recs.n + 1)
             self.anon += recs.n
             ident = join_pieces(['"_:id', pc.cast(pa.array(ids), LARGE), '"'])
-        parts: list[Any] = []
+        # each part: (text before, value text, text after); left out where the value is null
+        parts: list[tuple[str, pa.Array | str, str]] = []
         for name in formal:
             term = recs.formals.get(name)
             if term is None:
                 continue
             vals, _ = _flat(term, recs.n)
             text = join_pieces(['"', _iso(vals), '"']) if term.kind == "time" else self.name(vals)
-            parts.append(join_pieces([f',\n      "prov:{name}": ', text]))
-        by_attr: dict[str, list[tuple[Term, str]]] = {}
+            parts.append((f'\n      "prov:{name}": ', text, ""))
+        by_attr: dict[str, list[Term]] = {}
         for qn, _, term in self.attr_order(recs):
-            by_attr.setdefault(qn, []).append((term, qn))
+            by_attr.setdefault(qn, []).append(term)
         for qn, terms in by_attr.items():
-            texts = []
-            for term, _ in terms:
-                text, parents = self.value(term, recs.n)
-                texts.append(_regroup(join_pieces([", ", text]), parents, recs.n, ""))
-            joined = join_pieces(texts, skip_nulls=True)
-            has = pc.greater(pc.binary_length(joined), 0)
-            body = join_pieces([f',\n      "{qn}": [', pc.utf8_slice_codeunits(joined, 2), "]"])
-            parts.append(pc.if_else(has, body, _NULL))
-        body = (
-            join_pieces(parts, skip_nulls=True)
-            if parts
-            else pa.repeat(pa.scalar("", LARGE), recs.n)
-        )
-        empty = pc.equal(pc.binary_length(body), 0)
-        inner = pc.if_else(
-            empty, pa.scalar("", LARGE), join_pieces([pc.utf8_slice_codeunits(body, 1), "\n    "])
-        )
-        rows = join_pieces([",\n    ", ident, ": {", inner, "}"])
+            parts.append((f'\n      "{qn}": [', self._values(terms, recs.n), "]"))
+        rows = join_pieces([",\n    ", ident, ": {", *_json_members(parts, recs.n), "}"], True)
         write_text(self.spool(keyword), rows)
 
     def end(self) -> None:
