@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metaprov.errors import FormatError
-from metaprov.mapping.block import Block, Column
+from metaprov.mapping.block import Block, Column, byte_table, has_any_byte
 from metaprov.mapping.terms import RDF, XSD
 from metaprov.write.provdm import _ELEMENT_ATTRS, _QUALIFIED, _RELATIONS, namespaces
 from metaprov.write.provdm import xml_local as _provdm_xml_local
@@ -873,7 +873,15 @@ _XML_STYLE = Style(
 )
 
 
+#: Bytes of the characters :data:`_NOT_XML` names (0xEF: the lead byte of U+FFFE and U+FFFF).
+_MAYBE_NOT_XML = byte_table(bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xEF]))
+_XML_ESCAPED = byte_table(b"&<>\r")
+
+
 def _xml_text(values: pa.Array) -> pa.Array:
+    """Text as XML element content (``&``, ``<``, ``>`` and CR escaped)."""
+    if not has_any_byte(values, _XML_ESCAPED, "[&<>\r]"):
+        return values
     out = pc.replace_substring(values, "&", "&amp;")
     out = pc.replace_substring(out, "<", "&lt;")
     out = pc.replace_substring(out, ">", "&gt;")
@@ -903,31 +911,30 @@ class _ProvXml(_Syntax):
     def _qname(self, iris: pa.Array) -> pa.Array:
         return qualified_names(iris, self.names.ns, _XML_STYLE)
 
-    def value(self, qn: str, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
+    def value(self, qn: str, term: Term, n: int) -> tuple[list[Any], pa.Array | None]:
+        """The pieces of each value's element (joined by the caller) and the row of each value
+        (None: one per row)."""
         vals, parents = _flat(term, n)
         open_ = f"\n    <{qn}"
         if term.kind == "iri":
-            text = join_pieces([open_, ' xsi:type="xsd:QName">', self.qname(vals), f"</{qn}>"])
-        elif term.kind == "str":
-            bad = pc.fill_null(pc.match_substring_regex(vals, _NOT_XML), False)
-            plain = join_pieces([open_, ">", _xml_text(vals), f"</{qn}>"])
-            if pc.any(bad).as_py():
-                hexed = pa.array(
-                    [
-                        None if v is None else v.encode("utf-8").hex().upper()
-                        for v in vals.to_pylist()
-                    ],
-                    LARGE,
-                )
-                coded = join_pieces([open_, ' xsi:type="xsd:hexBinary">', hexed, f"</{qn}>"])
-                plain = pc.if_else(bad, coded, plain)
-            text = plain
-        elif term.kind == "time":
-            text = join_pieces([open_, ' xsi:type="xsd:dateTime">', _iso(vals), f"</{qn}>"])
-        else:
+            return [open_ + ' xsi:type="xsd:QName">', self.qname(vals), f"</{qn}>"], parents
+        if term.kind == "time":
+            return [open_ + ' xsi:type="xsd:dateTime">', _iso(vals), f"</{qn}>"], parents
+        if term.kind != "str":
             dt = self.names.qname(str(term.datatype))
-            text = join_pieces([open_, f' xsi:type="{dt}">', _xml_text(vals), f"</{qn}>"])
-        return text, parents
+            return [open_ + f' xsi:type="{dt}">', _xml_text(vals), f"</{qn}>"], parents
+        plain = [open_ + ">", _xml_text(vals), f"</{qn}>"]
+        if not has_any_byte(vals, _MAYBE_NOT_XML, _NOT_XML):
+            return plain, parents
+        bad = pc.fill_null(pc.match_substring_regex(vals, _NOT_XML), False)
+        if not pc.any(bad).as_py():
+            return plain, parents
+        hexed = pa.array(
+            [None if v is None else v.encode("utf-8").hex().upper() for v in vals.to_pylist()],
+            LARGE,
+        )
+        coded = join_pieces([open_, ' xsi:type="xsd:hexBinary">', hexed, f"</{qn}>"])
+        return [pc.if_else(bad, coded, join_pieces(plain))], parents
 
     def attr_order(self, recs: Records) -> list[tuple[str, str, Term]]:
         named = super().attr_order(recs)
@@ -952,7 +959,15 @@ class _ProvXml(_Syntax):
                 text = join_pieces([f'\n    <prov:{name} prov:ref="', self.qname(vals), '"/>'])
             pieces.append(text)
         for qn, _, term in self.attr_order(recs):
-            text, parents = self.value(qn, term, recs.n)
-            pieces.append(_regroup(text, parents, recs.n, ""))
+            if isinstance(term.values, str):  # a constant: its element written once
+                one = Term(term.kind, pa.array([term.values], LARGE), term.datatype)
+                parts, _ = self.value(qn, one, 1)
+                pieces.append(str(join_pieces(parts)[0].as_py()))
+                continue
+            parts, parents = self.value(qn, term, recs.n)
+            if parents is None and all(isinstance(p, str) or not p.null_count for p in parts):
+                pieces += parts  # on every row: spliced straight into the row's join
+            else:
+                pieces.append(_regroup(join_pieces(parts), parents, recs.n, ""))
         pieces.append(f"\n  </{tag}>\n")
         write_text(self.out, join_pieces(pieces, skip_nulls=True))
