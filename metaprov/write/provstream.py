@@ -671,18 +671,18 @@ class _ProvN(_Syntax):
     def _bare(self, iris: pa.Array) -> pa.Array:
         return qualified_names(iris, self.names.ns, _PROVN_STYLE)
 
-    def value(self, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
+    def value(self, term: Term, n: int) -> tuple[list[Any], pa.Array | None]:
+        """The pieces of each value's text (joined by the caller) and the row of each value
+        (None: one per row)."""
         vals, parents = _flat(term, n)
         if term.kind == "iri":
-            text = join_pieces(["'", self.bare(vals), "'"])
-        elif term.kind == "str":
-            text = _provn_string(vals)
-        elif term.kind == "time":
-            text = join_pieces(['"', _iso(vals), '" %% xsd:dateTime'])
-        else:
-            dt = self.names.qname(str(term.datatype))
-            text = join_pieces([_provn_string(vals), f" %% {dt}"])
-        return text, parents
+            return ["'", self.bare(vals), "'"], parents
+        if term.kind == "str":
+            return [_provn_string(vals)], parents
+        if term.kind == "time":
+            return ['"', _iso(vals), '" %% xsd:dateTime'], parents
+        dt = self.names.qname(str(term.datatype))
+        return [_provn_string(vals), f" %% {dt}"], parents
 
     def write(self, recs: Records) -> None:
         keyword, formal = KINDS[recs.kind]
@@ -702,22 +702,45 @@ class _ProvN(_Syntax):
             vals, _ = _flat(term, recs.n)
             text = _iso(vals) if term.kind == "time" else self.bare(vals)
             items.append(pc.fill_null(text, "-"))
-        extra = []
-        for qn, _, term in self.attr_order(recs):
-            text, parents = self.value(term, recs.n)
-            text = join_pieces([f", {qn}=", text])
-            extra.append(_regroup(text, parents, recs.n, ""))
         for i, item in enumerate(items):
             pieces += ([] if i == 0 else [", "]) + [item]
-        if extra:
-            attrs = join_pieces(extra, skip_nulls=True)
-            has = pc.greater(pc.binary_length(attrs), 0)
+        attrs = [self._attribute(qn, term, recs.n) for qn, _, term in self.attr_order(recs)]
+        if attrs and attrs[0][1] == "dense":
+            # the first attribute on every row: the others spliced in after it
+            pieces.append(", [" if items else "[")
+            for i, (lead, how, parts) in enumerate(attrs):
+                lead = lead[2:] if i == 0 else lead
+                if how == "dense":
+                    pieces += [lead, *parts]
+                else:
+                    pieces.append(join_pieces([lead, *parts]) if how == "sparse" else parts[0])
+            pieces.append("]")
+        elif attrs:
+            extra = [
+                parts[0] if how == "lists" else join_pieces([lead, *parts])
+                for lead, how, parts in attrs
+            ]
+            joined = join_pieces(extra, skip_nulls=True)
+            has = pc.greater(pc.binary_length(joined), 0)
             wrapped = join_pieces(
-                [", " if items else "", "[", pc.utf8_slice_codeunits(attrs, 2), "]"]
+                [", " if items else "", "[", pc.utf8_slice_codeunits(joined, 2), "]"]
             )
             pieces.append(pc.if_else(has, wrapped, pa.scalar("", LARGE)))
         pieces.append(")\n")
-        write_text(self.out, join_pieces(pieces))
+        write_text(self.out, join_pieces(pieces, skip_nulls=True))
+
+    def _attribute(self, qn: str, term: Term, n: int) -> tuple[str, str, list[Any]]:
+        """``, qn=``, how its values come ("dense": one on every row; "sparse": one or none;
+        "lists": several, already joined with their ``, qn=``) and the pieces of the value."""
+        lead = f", {qn}="
+        if isinstance(term.values, str):  # a constant: its text written once
+            one = Term(term.kind, pa.array([term.values], LARGE), term.datatype)
+            return lead, "dense", [str(join_pieces(self.value(one, 1)[0])[0].as_py())]
+        parts, parents = self.value(term, n)
+        if parents is not None:
+            return lead, "lists", [_regroup(join_pieces([lead, *parts]), parents, n, "")]
+        dense = all(isinstance(p, str) or not p.null_count for p in parts)
+        return lead, "dense" if dense else "sparse", parts
 
 
 # --- PROV-JSON -------------------------------------------------------------------------------
