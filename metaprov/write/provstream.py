@@ -4,7 +4,8 @@ Input: a :class:`~metaprov.mapping.ProvGraph`. Output: the PROV-DM document that
 :func:`metaprov.write.provdm.build_document` builds in memory (the same records, read back by the
 ``prov`` package as equal documents: see ``tests/unit/test_provstream.py``), written like the
 line-based RDF formats: each column block becomes its records' text in a few pyarrow
-element-wise joins (:mod:`metaprov.write.rows`), no Python object per record.
+element-wise joins (:mod:`metaprov.write.rows`), its IRIs qualified names a column at a time
+(:mod:`metaprov.write.qnames`), no Python object per record.
 
 The mapping rules are those of :mod:`metaprov.write.provdm` (documented in ``docs/formats.md``):
 
@@ -33,7 +34,6 @@ each kind's records are spooled to a temporary file and the spools are concatena
 
 from __future__ import annotations
 
-import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -49,6 +49,8 @@ from metaprov.errors import FormatError
 from metaprov.mapping.block import Block, Column, byte_table, has_any_byte
 from metaprov.mapping.terms import RDF, XSD
 from metaprov.write.provdm import _ELEMENT_ATTRS, _QUALIFIED, _RELATIONS, namespaces
+from metaprov.write.provdm import xml_local as _provdm_xml_local
+from metaprov.write.qnames import Style, char_class, qualified_names
 from metaprov.write.rows import BLOCKS_AHEAD, json_escape, write_text
 from metaprov.write.rows import join_pieces as _join_pieces
 
@@ -450,11 +452,23 @@ def join_pieces(pieces: list[Any], skip_nulls: bool = False) -> pa.Array:
     return _join_pieces(pieces, skip_nulls)
 
 
-def by_unique(values: pa.Array, fn: Callable[[pa.Array], pa.Array]) -> pa.Array:
+#: Values :func:`by_unique` looks at before hashing a whole column.
+_PROBE = 4096
+
+
+def by_unique(
+    values: pa.Array, fn: Callable[[pa.Array], pa.Array], unique: bool = False
+) -> pa.Array:
     """``fn`` over the distinct values only when they repeat (agents, plans, the run's IRI in
-    every row), taken back to every row; nulls stay null."""
-    if len(values) < 64:
+    every row), taken back to every row; nulls stay null. ``unique``: the caller knows they do
+    not (a block's subjects). A column whose first :data:`_PROBE` values are nearly all
+    distinct is taken as it is (hashing it whole cost more than the names it would save)."""
+    if unique or len(values) < 64:
         return fn(values)
+    if len(values) > 2 * _PROBE:
+        probe = pc.count_distinct(values.slice(0, _PROBE)).as_py()
+        if probe > 0.9 * _PROBE:
+            return fn(values)
     enc = pc.dictionary_encode(values)
     if 2 * len(enc.dictionary) > len(values):
         return fn(values)
@@ -597,69 +611,36 @@ class _Syntax:
 
 # --- PROV-N ----------------------------------------------------------------------------------
 
-_PROVN_META = byte_table(b"='(),:;[]")
-#: Bytes a local part may hold without going through prov's escaping (UTF-8 lead and
-#: continuation bytes, 0x80 and up, are not among them).
-_PROVN_FAST = byte_table(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%='(),:;[]"
+#: PROV-N local parts (``prov``'s rules): the characters PN_LOCAL holds as they are, its
+#: metacharacters backslash-escaped; a value with any other character (outside ASCII too), a
+#: ``%`` not followed by two hex digits, a leading ``-``/``.`` or a trailing ``.`` goes through
+#: ``prov``'s own escaping.
+_PROVN_META = "='(),:;[]"
+_PROVN_PLAIN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/@~&+*?#$!.%"
+_HEXDIGIT = char_class("0123456789ABCDEFabcdef")
+_NOT_HEX = char_class("0123456789ABCDEFabcdef", negate=True)
+
+
+def _provn_rule(local: pa.Array) -> pa.Array:
+    from prov.identifier import _provn_escape_local
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pa.array([_provn_escape_local(v)[0] for v in local.to_pylist()], LARGE)
+
+
+_PROVN_STYLE = Style(
+    exact="|".join(
+        [
+            char_class(_PROVN_PLAIN + _PROVN_META, negate=True),
+            f"%(?:$|{_NOT_HEX}|{_HEXDIGIT}(?:$|{_NOT_HEX}))",
+            r"^[\x2D\x2E]",
+            r"\x2E$",
+        ]
+    ),
+    rule=_provn_rule,
+    replace={c: "\\" + c for c in _PROVN_META},
 )
-_HEX = byte_table(b"0123456789ABCDEFabcdef")
-
-
-def _provn_slow_rows(local: pa.Array) -> np.ndarray:
-    """Rows whose local part holds a byte outside the fast set, or a ``%`` not followed by two
-    hex digits: one pass over the text buffer (numpy), no regex per value."""
-    n = len(local)
-    rows = np.zeros(n, bool)
-    if n == 0 or local.null_count == n:
-        return rows
-    arr = local if local.type == LARGE else pc.cast(local, LARGE)
-    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
-    data = np.frombuffer(arr.buffers()[2], np.uint8)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    body = data[lo:hi]
-    bad = np.flatnonzero(~_PROVN_FAST[body]) + lo
-    pct = np.flatnonzero(body == ord("%")) + lo
-    if len(pct):
-        row = np.searchsorted(offsets, pct, side="right") - 1
-        end = offsets[row + 1]
-        room = pct + 2 < end
-        ok = np.zeros(len(pct), bool)
-        ok[room] = _HEX[data[pct[room] + 1]] & _HEX[data[pct[room] + 2]]
-        bad = np.concatenate([bad, pct[~ok]])
-    if len(bad):
-        rows[np.searchsorted(offsets, bad, side="right") - 1] = True
-    return rows
-
-
-def _provn_local(local: pa.Array) -> pa.Array:
-    """Local parts as PROV-N writes them (``prov``'s rules: metacharacters backslash-escaped,
-    a leading ``-``/``.`` and a trailing ``.`` too, what PN_LOCAL cannot hold
-    percent-encoded)."""
-    slow = _provn_slow_rows(local)
-    out = local
-    if has_any_byte(local, _PROVN_META, "[='(),:;\\[\\]]"):
-        for ch in "='(),:;[]":
-            out = pc.replace_substring(out, ch, "\\" + ch)
-    if pc.any(pc.or_(pc.starts_with(local, "-"), pc.starts_with(local, "."))).as_py():
-        out = pc.replace_substring_regex(out, r"^([-.])", r"\\\1")
-    if pc.any(pc.ends_with(local, ".")).as_py():
-        out = pc.replace_substring_regex(out, r"([^\\])\.$", r"\1\\.")
-    if slow.any():
-        from prov.identifier import _provn_escape_local
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fixed = [
-                None if v is None else _provn_escape_local(v)[0]
-                for v in local.filter(pa.array(slow)).to_pylist()
-            ]
-        idx = np.flatnonzero(slow)
-        full = out.to_pylist()
-        for i, v in zip(idx.tolist(), fixed, strict=True):
-            full[i] = v
-        out = pa.array(full, LARGE)
-    return out
 
 
 def _provn_string(values: pa.Array) -> pa.Array:
@@ -684,32 +665,31 @@ class _ProvN(_Syntax):
     def end(self) -> None:
         self.out.write(b"endDocument")
 
-    def bare(self, iris: pa.Array) -> pa.Array:
-        return by_unique(iris, self._bare)
+    def bare(self, iris: pa.Array, unique: bool = False) -> pa.Array:
+        return by_unique(iris, self._bare, unique)
 
     def _bare(self, iris: pa.Array) -> pa.Array:
-        prefix, local = self.names.split(iris)
-        return join_pieces([prefix, ":", _provn_local(local)])
+        return qualified_names(iris, self.names.ns, _PROVN_STYLE)
 
-    def value(self, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
+    def value(self, term: Term, n: int) -> tuple[list[Any], pa.Array | None]:
+        """The pieces of each value's text (joined by the caller) and the row of each value
+        (None: one per row)."""
         vals, parents = _flat(term, n)
         if term.kind == "iri":
-            text = join_pieces(["'", self.bare(vals), "'"])
-        elif term.kind == "str":
-            text = _provn_string(vals)
-        elif term.kind == "time":
-            text = join_pieces(['"', _iso(vals), '" %% xsd:dateTime'])
-        else:
-            dt = self.names.qname(str(term.datatype))
-            text = join_pieces([_provn_string(vals), f" %% {dt}"])
-        return text, parents
+            return ["'", self.bare(vals), "'"], parents
+        if term.kind == "str":
+            return [_provn_string(vals)], parents
+        if term.kind == "time":
+            return ['"', _iso(vals), '" %% xsd:dateTime'], parents
+        dt = self.names.qname(str(term.datatype))
+        return [_provn_string(vals), f" %% {dt}"], parents
 
     def write(self, recs: Records) -> None:
         keyword, formal = KINDS[recs.kind]
         pieces: list[Any] = [f"  {keyword}("]
         items: list[Any] = []
         if recs.ident is not None:
-            ident = self.bare(recs.ident)
+            ident = self.bare(recs.ident, unique=True)
             if recs.kind in ("Entity", "Activity", "Agent"):
                 items.append(ident)
             else:
@@ -722,25 +702,84 @@ class _ProvN(_Syntax):
             vals, _ = _flat(term, recs.n)
             text = _iso(vals) if term.kind == "time" else self.bare(vals)
             items.append(pc.fill_null(text, "-"))
-        extra = []
-        for qn, _, term in self.attr_order(recs):
-            text, parents = self.value(term, recs.n)
-            text = join_pieces([f", {qn}=", text])
-            extra.append(_regroup(text, parents, recs.n, ""))
         for i, item in enumerate(items):
             pieces += ([] if i == 0 else [", "]) + [item]
-        if extra:
-            attrs = join_pieces(extra, skip_nulls=True)
-            has = pc.greater(pc.binary_length(attrs), 0)
+        attrs = [self._attribute(qn, term, recs.n) for qn, _, term in self.attr_order(recs)]
+        if attrs and attrs[0][1] == "dense":
+            # the first attribute on every row: the others spliced in after it
+            pieces.append(", [" if items else "[")
+            for i, (lead, how, parts) in enumerate(attrs):
+                lead = lead[2:] if i == 0 else lead
+                if how == "dense":
+                    pieces += [lead, *parts]
+                else:
+                    pieces.append(join_pieces([lead, *parts]) if how == "sparse" else parts[0])
+            pieces.append("]")
+        elif attrs:
+            extra = [
+                parts[0] if how == "lists" else join_pieces([lead, *parts])
+                for lead, how, parts in attrs
+            ]
+            joined = join_pieces(extra, skip_nulls=True)
+            has = pc.greater(pc.binary_length(joined), 0)
             wrapped = join_pieces(
-                [", " if items else "", "[", pc.utf8_slice_codeunits(attrs, 2), "]"]
+                [", " if items else "", "[", pc.utf8_slice_codeunits(joined, 2), "]"]
             )
             pieces.append(pc.if_else(has, wrapped, pa.scalar("", LARGE)))
         pieces.append(")\n")
-        write_text(self.out, join_pieces(pieces))
+        write_text(self.out, join_pieces(pieces, skip_nulls=True))
+
+    def _attribute(self, qn: str, term: Term, n: int) -> tuple[str, str, list[Any]]:
+        """``, qn=``, how its values come ("dense": one on every row; "sparse": one or none;
+        "lists": several, already joined with their ``, qn=``) and the pieces of the value."""
+        lead = f", {qn}="
+        if isinstance(term.values, str):  # a constant: its text written once
+            one = Term(term.kind, pa.array([term.values], LARGE), term.datatype)
+            return lead, "dense", [str(join_pieces(self.value(one, 1)[0])[0].as_py())]
+        parts, parents = self.value(term, n)
+        if parents is not None:
+            return lead, "lists", [_regroup(join_pieces([lead, *parts]), parents, n, "")]
+        dense = all(isinstance(p, str) or not p.null_count for p in parts)
+        return lead, "dense" if dense else "sparse", parts
 
 
 # --- PROV-JSON -------------------------------------------------------------------------------
+
+
+#: PROV-JSON names: quoted, local parts as they are; a value with a character JSON escapes goes
+#: through :func:`~metaprov.write.rows.json_escape`.
+_JSON_STYLE = Style(
+    exact=char_class("".join(map(chr, range(0x20))) + '\\"'), rule=json_escape, quote='"'
+)
+
+
+def _json_members(parts: list[tuple[str, pa.Array | str, str]], n: int) -> list[Any]:
+    """The pieces of a record's members, ``,``-separated, after ``{`` (nothing when a row has
+    none; else each on its line and ``\n    `` before the closing brace). When the first member
+    is on every row, the pieces are spliced straight into the row's join."""
+
+    def dense(text: pa.Array | str) -> bool:
+        return isinstance(text, str) or text.null_count == 0
+
+    if not parts:
+        return []
+    if dense(parts[0][1]):
+        pieces: list[Any] = []
+        for i, (before, text, after) in enumerate(parts):
+            lead = before if i == 0 else "," + before
+            pieces += [lead, text, after] if dense(text) else [join_pieces([lead, text, after])]
+        return [*pieces, "\n    "]
+    members = [
+        join_pieces(["," + before, _column(text, n), after]) for before, text, after in parts
+    ]
+    body = join_pieces(members, skip_nulls=True)
+    empty = pc.equal(pc.binary_length(body), 0)
+    inner = join_pieces([pc.utf8_slice_codeunits(body, 1), "\n    "])
+    return [pc.if_else(empty, pa.scalar("", LARGE), inner)]
+
+
+def _column(text: pa.Array | str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(text, LARGE), n) if isinstance(text, str) else text
 
 
 class _ProvJson(_Syntax):
@@ -755,12 +794,11 @@ class _ProvJson(_Syntax):
             self.spools[keyword] = tempfile.TemporaryFile()
         return self.spools[keyword]
 
-    def name(self, iris: pa.Array) -> pa.Array:
-        return by_unique(iris, self._name)
+    def name(self, iris: pa.Array, unique: bool = False) -> pa.Array:
+        return by_unique(iris, self._name, unique)
 
     def _name(self, iris: pa.Array) -> pa.Array:
-        prefix, local = self.names.split(iris)
-        return join_pieces(['"', prefix, ":", json_escape(local), '"'])
+        return qualified_names(iris, self.names.ns, _JSON_STYLE)
 
     def value(self, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
         vals, parents = _flat(term, n)
@@ -775,44 +813,46 @@ class _ProvJson(_Syntax):
             text = join_pieces(['{"$": "', json_escape(vals), f'", "type": "{dt}"}}'])
         return text, parents
 
+    def _values(self, terms: list[Term], n: int) -> pa.Array | str:
+        """The comma-separated values of one attribute per row (null: none); one constant
+        value as a plain text."""
+        if len(terms) == 1 and isinstance(terms[0].values, str):
+            t = terms[0]
+            text, _ = self.value(Term(t.kind, pa.array([t.values], LARGE), t.datatype), 1)
+            return str(text[0].as_py())
+        if len(terms) == 1 and not terms[0].multi:
+            return self.value(terms[0], n)[0]
+        texts = []
+        for term in terms:
+            text, parents = self.value(term, n)
+            texts.append(_regroup(join_pieces([", ", text]), parents, n, ""))
+        joined = join_pieces(texts, skip_nulls=True)
+        has = pc.greater(pc.binary_length(joined), 0)
+        return pc.if_else(has, pc.utf8_slice_codeunits(joined, 2), _NULL)
+
     def write(self, recs: Records) -> None:
         keyword, formal = KINDS[recs.kind]
         if recs.ident is not None:
-            ident = self.name(recs.ident)
+            ident = self.name(recs.ident, unique=True)
         else:
             ids = np.arange(self.anon + 1, self.anon + recs.n + 1)
             self.anon += recs.n
             ident = join_pieces(['"_:id', pc.cast(pa.array(ids), LARGE), '"'])
-        parts: list[Any] = []
+        # each part: (text before, value text, text after); left out where the value is null
+        parts: list[tuple[str, pa.Array | str, str]] = []
         for name in formal:
             term = recs.formals.get(name)
             if term is None:
                 continue
             vals, _ = _flat(term, recs.n)
             text = join_pieces(['"', _iso(vals), '"']) if term.kind == "time" else self.name(vals)
-            parts.append(join_pieces([f',\n      "prov:{name}": ', text]))
-        by_attr: dict[str, list[tuple[Term, str]]] = {}
+            parts.append((f'\n      "prov:{name}": ', text, ""))
+        by_attr: dict[str, list[Term]] = {}
         for qn, _, term in self.attr_order(recs):
-            by_attr.setdefault(qn, []).append((term, qn))
+            by_attr.setdefault(qn, []).append(term)
         for qn, terms in by_attr.items():
-            texts = []
-            for term, _ in terms:
-                text, parents = self.value(term, recs.n)
-                texts.append(_regroup(join_pieces([", ", text]), parents, recs.n, ""))
-            joined = join_pieces(texts, skip_nulls=True)
-            has = pc.greater(pc.binary_length(joined), 0)
-            body = join_pieces([f',\n      "{qn}": [', pc.utf8_slice_codeunits(joined, 2), "]"])
-            parts.append(pc.if_else(has, body, _NULL))
-        body = (
-            join_pieces(parts, skip_nulls=True)
-            if parts
-            else pa.repeat(pa.scalar("", LARGE), recs.n)
-        )
-        empty = pc.equal(pc.binary_length(body), 0)
-        inner = pc.if_else(
-            empty, pa.scalar("", LARGE), join_pieces([pc.utf8_slice_codeunits(body, 1), "\n    "])
-        )
-        rows = join_pieces([",\n    ", ident, ": {", inner, "}"])
+            parts.append((f'\n      "{qn}": [', self._values(terms, recs.n), "]"))
+        rows = join_pieces([",\n    ", ident, ": {", *_json_members(parts, recs.n), "}"], True)
         write_text(self.spool(keyword), rows)
 
     def end(self) -> None:
@@ -838,42 +878,37 @@ class _ProvJson(_Syntax):
 
 # --- PROV-XML --------------------------------------------------------------------------------
 
-_XML_SAFE = re.compile(r"[A-Za-z0-9.\-]")
 #: Characters XML 1.0 cannot carry (as in :mod:`metaprov.write.provdm`).
 _NOT_XML = "[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
+#: PROV-XML local parts (:func:`metaprov.write.provdm.xml_local`): ASCII letters, digits, ``.``
+#: and ``-`` as they are, ``_`` doubled, any other ASCII character as ``_`` and two hex digits;
+#: a value with a character outside ASCII, or starting with a digit, ``.`` or ``-``, goes
+#: through ``xml_local`` itself.
+_XML_NAME = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-"
+_XML_STYLE = Style(
+    exact=r"[^\x00-\x7F]|^[0-9\x2D\x2E]",
+    rule=lambda local: pa.array([_provdm_xml_local(v) for v in local.to_pylist()], LARGE),
+    replace={
+        chr(c): "__" if chr(c) == "_" else f"_{c:02X}"
+        for c in range(128)
+        if chr(c) not in _XML_NAME
+    },
+)
 
 
-def _xml_local(local: pa.Array) -> pa.Array:
-    """:func:`metaprov.write.provdm.xml_local` on every value, one replace per distinct
-    character to escape."""
-    from metaprov.write.provdm import xml_local
-
-    if not len(local):
-        return local
-    chars = set("".join(local.drop_null().unique().to_pylist()))
-    out = pc.replace_substring(local, "_", "__")
-    for ch in sorted(chars):
-        if ch != "_" and not _XML_SAFE.fullmatch(ch):
-            out = pc.replace_substring(out, ch, xml_local("a" + ch)[1:])
-    bad_start = pc.fill_null(pc.match_substring_regex(out, r"^[^A-Za-z_]"), False)
-    if pc.any(bad_start).as_py():
-        vals = out.to_pylist()
-        for i in np.flatnonzero(bad_start.to_numpy(zero_copy_only=False)).tolist():
-            v = vals[i]
-            vals[i] = xml_local(v[0]) + v[1:]
-        out = pa.array(vals, LARGE)
-    return out
+#: Bytes of the characters :data:`_NOT_XML` names (0xEF: the lead byte of U+FFFE and U+FFFF).
+_MAYBE_NOT_XML = byte_table(bytes([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xEF]))
+_XML_ESCAPED = byte_table(b"&<>\r")
 
 
 def _xml_text(values: pa.Array) -> pa.Array:
+    """Text as XML element content (``&``, ``<``, ``>`` and CR escaped)."""
+    if not has_any_byte(values, _XML_ESCAPED, "[&<>\r]"):
+        return values
     out = pc.replace_substring(values, "&", "&amp;")
     out = pc.replace_substring(out, "<", "&lt;")
     out = pc.replace_substring(out, ">", "&gt;")
     return pc.replace_substring(out, "\r", "&#13;")
-
-
-def _xml_attr(values: pa.Array) -> pa.Array:
-    return pc.replace_substring(_xml_text(values), '"', "&quot;")
 
 
 class _ProvXml(_Syntax):
@@ -892,38 +927,37 @@ class _ProvXml(_Syntax):
     def end(self) -> None:
         self.out.write(b"</prov:document>\n")
 
-    def qname(self, iris: pa.Array) -> pa.Array:
-        return by_unique(iris, self._qname)
+    def qname(self, iris: pa.Array, unique: bool = False) -> pa.Array:
+        """Qualified names (XML names: nothing in them to escape in an attribute)."""
+        return by_unique(iris, self._qname, unique)
 
     def _qname(self, iris: pa.Array) -> pa.Array:
-        prefix, local = self.names.split(iris)
-        return join_pieces([prefix, ":", _xml_attr(_xml_local(local))])
+        return qualified_names(iris, self.names.ns, _XML_STYLE)
 
-    def value(self, qn: str, term: Term, n: int) -> tuple[pa.Array, pa.Array | None]:
+    def value(self, qn: str, term: Term, n: int) -> tuple[list[Any], pa.Array | None]:
+        """The pieces of each value's element (joined by the caller) and the row of each value
+        (None: one per row)."""
         vals, parents = _flat(term, n)
         open_ = f"\n    <{qn}"
         if term.kind == "iri":
-            text = join_pieces([open_, ' xsi:type="xsd:QName">', self.qname(vals), f"</{qn}>"])
-        elif term.kind == "str":
-            bad = pc.fill_null(pc.match_substring_regex(vals, _NOT_XML), False)
-            plain = join_pieces([open_, ">", _xml_text(vals), f"</{qn}>"])
-            if pc.any(bad).as_py():
-                hexed = pa.array(
-                    [
-                        None if v is None else v.encode("utf-8").hex().upper()
-                        for v in vals.to_pylist()
-                    ],
-                    LARGE,
-                )
-                coded = join_pieces([open_, ' xsi:type="xsd:hexBinary">', hexed, f"</{qn}>"])
-                plain = pc.if_else(bad, coded, plain)
-            text = plain
-        elif term.kind == "time":
-            text = join_pieces([open_, ' xsi:type="xsd:dateTime">', _iso(vals), f"</{qn}>"])
-        else:
+            return [open_ + ' xsi:type="xsd:QName">', self.qname(vals), f"</{qn}>"], parents
+        if term.kind == "time":
+            return [open_ + ' xsi:type="xsd:dateTime">', _iso(vals), f"</{qn}>"], parents
+        if term.kind != "str":
             dt = self.names.qname(str(term.datatype))
-            text = join_pieces([open_, f' xsi:type="{dt}">', _xml_text(vals), f"</{qn}>"])
-        return text, parents
+            return [open_ + f' xsi:type="{dt}">', _xml_text(vals), f"</{qn}>"], parents
+        plain = [open_ + ">", _xml_text(vals), f"</{qn}>"]
+        if not has_any_byte(vals, _MAYBE_NOT_XML, _NOT_XML):
+            return plain, parents
+        bad = pc.fill_null(pc.match_substring_regex(vals, _NOT_XML), False)
+        if not pc.any(bad).as_py():
+            return plain, parents
+        hexed = pa.array(
+            [None if v is None else v.encode("utf-8").hex().upper() for v in vals.to_pylist()],
+            LARGE,
+        )
+        coded = join_pieces([open_, ' xsi:type="xsd:hexBinary">', hexed, f"</{qn}>"])
+        return [pc.if_else(bad, coded, join_pieces(plain))], parents
 
     def attr_order(self, recs: Records) -> list[tuple[str, str, Term]]:
         named = super().attr_order(recs)
@@ -935,7 +969,7 @@ class _ProvXml(_Syntax):
         tag = f"prov:{keyword}"
         pieces: list[Any] = [f"  <{tag}"]
         if recs.ident is not None:
-            pieces += [' prov:id="', self.qname(recs.ident), '"']
+            pieces += [' prov:id="', self.qname(recs.ident, unique=True), '"']
         pieces.append(">")
         for name in formal:
             term = recs.formals.get(name)
@@ -948,7 +982,15 @@ class _ProvXml(_Syntax):
                 text = join_pieces([f'\n    <prov:{name} prov:ref="', self.qname(vals), '"/>'])
             pieces.append(text)
         for qn, _, term in self.attr_order(recs):
-            text, parents = self.value(qn, term, recs.n)
-            pieces.append(_regroup(text, parents, recs.n, ""))
+            if isinstance(term.values, str):  # a constant: its element written once
+                one = Term(term.kind, pa.array([term.values], LARGE), term.datatype)
+                parts, _ = self.value(qn, one, 1)
+                pieces.append(str(join_pieces(parts)[0].as_py()))
+                continue
+            parts, parents = self.value(qn, term, recs.n)
+            if parents is None and all(isinstance(p, str) or not p.null_count for p in parts):
+                pieces += parts  # on every row: spliced straight into the row's join
+            else:
+                pieces.append(_regroup(join_pieces(parts), parents, recs.n, ""))
         pieces.append(f"\n  </{tag}>\n")
         write_text(self.out, join_pieces(pieces, skip_nulls=True))

@@ -72,3 +72,53 @@ def test_each_element_is_declared_once_when_blocks_restate_it() -> None:
     assert len(ids) == len(set(ids))
     io_acts = [r for r in recs if r[0] == "ProvActivity" and "IOActivity" in str(r[2])]
     assert io_acts and all("TaskExecution" in str(r[2]) for r in io_acts[:1])
+
+
+#: Local parts that exercise every rule: escapes, first and last bytes, non-ASCII, control
+#: characters, percent-encodings good and bad, the empty local part.
+TRICKY = [
+    *("", "a", "_a", "1abc", ".x", "-x", "x.", ".", "-.", "9", "(.", "a.b.", "x_y__z"),
+    *("a/b%2Fc", "a%zz", "a%2", "a%", "%41", "a:b(c)", "a=b", "a'b", "a b", "a&b<c>"),
+    *("é", "aé_b", "日本", "\U0001f600", "a\x01b", 'a"b\\c', "tab\there"),
+]
+
+
+@pytest.mark.parametrize("syntax", ["provn", "provjson", "provxml"])
+def test_qualified_names_follow_the_per_value_rules(syntax: str) -> None:
+    """The column-at-a-time names equal ``prov``'s PROV-N escaping, ``xml_local`` and the JSON
+    escaping value by value, under the longest namespace, around nulls, in a column under one
+    namespace and in one mixing them."""
+    import warnings
+
+    import pyarrow as pa
+    from prov.identifier import _provn_escape_local
+
+    from metaprov.write import qnames
+    from metaprov.write.provdm import xml_local
+    from metaprov.write.rows import json_escape
+
+    def rule(local: str) -> str:
+        if syntax == "provxml":
+            return xml_local(local)
+        if syntax == "provjson":
+            return json_escape(pa.array([local], pa.large_string()))[0].as_py()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _provn_escape_local(local)[0]
+
+    ns = {"run": "http://x.org/id/run/abc/", "id": "http://x.org/id/", "mp": "http://y.org/ns#"}
+    style = {
+        "provn": provstream._PROVN_STYLE,
+        "provjson": provstream._JSON_STYLE,
+        "provxml": provstream._XML_STYLE,
+    }[syntax]
+    quote = '"' if syntax == "provjson" else ""
+    iris, expected = [], []
+    for local in TRICKY:
+        for prefix, iri in ns.items():
+            iris += [iri + local, None]
+            expected += [f"{quote}{prefix}:{rule(local)}{quote}", None]
+    got = qnames.qualified_names(pa.array(iris, pa.large_string()), ns, style)
+    assert got.to_pylist() == expected
+    one = qnames.qualified_names(pa.array(iris[::6], pa.large_string()), ns, style)
+    assert one.to_pylist() == expected[::6]
