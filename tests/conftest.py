@@ -32,6 +32,18 @@ FULL = any(
 )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (a second real run of a kind already covered, a whole matrix, a
+    second recording on a cluster) are skipped, saying so, unless METAPROV_FULL=1: they keep the
+    default suite within its 10 minutes on 2 cores, and the full one runs them."""
+    if FULL:
+        return
+    skip = pytest.mark.skip(reason="slow; covered by a faster case by default: METAPROV_FULL=1")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
+
+
 def sample_runs(runs: list[Path], keep: int = 2) -> list[Path]:
     """``runs`` whole with METAPROV_FULL=1, else the first ``keep`` of them and the last one (the
     partial ImageProcessing run closes REAL_RUNS: a run without transition files)."""

@@ -208,8 +208,13 @@ def _real_runs() -> list[Any]:
         from conftest import SKIP_REASON
 
         return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_REASON))]
+    # the Mofka-captured Darshan run: the second real run by default, slow (METAPROV_FULL=1)
     return [
-        pytest.param(p, id=f"{p.parent.name}-{p.name.split('_')[-2]}" if "_" in p.name else p.name)
+        pytest.param(
+            p,
+            id=f"{p.parent.name}-{p.name.split('_')[-2]}" if "_" in p.name else p.name,
+            marks=[pytest.mark.slow] if p.parent == DARSHAN_DASK_RUNS else [],
+        )
         for p in runs
     ]
 

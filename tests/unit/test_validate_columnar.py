@@ -246,6 +246,7 @@ def test_engines_agree_on_a_real_run_with_darshan_io(pmda_r1: Path, tmp_path: Pa
 
 
 @pytest.mark.realdata
+@pytest.mark.slow  # the same mutations on the example: test_engines_agree_on_the_example_...
 def test_engines_agree_on_every_mutation_of_a_real_run(shared_data: Path, tmp_path: Path) -> None:
     """Issue 25: the engines gave different sets (shape + rule, rule only, rule + usage rules)
     for an execution ending before it starts. Every mutation, on a real run with Darshan I/O
