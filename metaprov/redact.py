@@ -26,7 +26,7 @@ _SECRET_VALUE = re.compile(
 #: A record's keys under which a value is a digest or a commit, kept whatever it looks like.
 DIGEST_KEYS = frozenset({"sha256", "commit"})
 
-__all__ = ["looks_secret", "scrub", "DIGEST_KEYS"]
+__all__ = ["looks_secret", "scrub", "redact_words", "DIGEST_KEYS", "WITHHELD"]
 
 
 def looks_secret(value: Any, name: str = "") -> bool:
@@ -68,6 +68,38 @@ def scrub(record: Any, where: str = "") -> tuple[Any, list[str]]:
     """
     withheld: list[str] = []
     return _scrub(record, where, "", withheld), withheld
+
+
+#: What stands in a text for a word withheld by :func:`redact_words`.
+WITHHELD = "[withheld: looks like a secret]"
+
+
+def redact_words(text: str) -> tuple[str, int]:
+    """``text`` (a command line) with each word that looks like a secret replaced by
+    :data:`WITHHELD`, and the value after an option named like a secret (``--token VALUE``);
+    the other words and the spacing are kept.
+
+    Returns:
+        The text, and how many words were withheld.
+
+    Example:
+        >>> redact_words("python app.py --token abc123 --n 4")
+        ('python app.py --token [withheld: looks like a secret] --n 4', 1)
+    """
+    parts = re.split(r"(\s+)", text)
+    count = 0
+    after_secret_option = False
+    for i, word in enumerate(parts):
+        if not word or word.isspace():
+            continue
+        option = word.startswith("-") and "=" not in word
+        if after_secret_option or _secret_text(word):
+            parts[i] = WITHHELD
+            count += 1
+            after_secret_option = False
+            continue
+        after_secret_option = option and bool(_SECRET_NAME.search(word.lstrip("-")))
+    return "".join(parts), count
 
 
 def _scrub(obj: Any, where: str, key: str, withheld: list[str]) -> Any:

@@ -45,6 +45,7 @@ from metaprov.errors import InputError
 from metaprov.ingest.csvread import first_hole
 from metaprov.ingest.smallfiles import read_head
 from metaprov.records import STR, Accounting, conform, empty_table
+from metaprov.redact import redact_words
 
 log = logging.getLogger("metaprov")
 
@@ -716,7 +717,11 @@ def _read_one(path: Path) -> _LogResult:
 def _fill_job(row: dict[str, Any], job: dict[str, Any]) -> None:
     start_ns = job["start_sec"] * 1_000_000_000 + job["start_nsec"]
     end_ns = job["end_sec"] * 1_000_000_000 + job["end_nsec"]
-    words = job["cmdline"].split()
+    # the command line and Darshan's metadata pass the secret filter (a token given as an
+    # argument would otherwise reach the export, the crate and the records)
+    cmdline, _ = redact_words(job["cmdline"])
+    metadata, _ = redact_words(job["metadata"])
+    words = cmdline.split()
     row.update(
         uid=job["uid"],
         jobid=job["jobid"],
@@ -726,10 +731,10 @@ def _fill_job(row: dict[str, Any], job: dict[str, Any]) -> None:
         start_sec=job["start_sec"],
         start_nsec=job["start_nsec"],
         exe=words[0] if words else "",
-        cmdline=job["cmdline"],
-        role=classify_role(job["cmdline"]),
+        cmdline=cmdline,
+        role=classify_role(cmdline),
         mounts=job["mounts"],
-        metadata=job["metadata"],
+        metadata=metadata,
     )
 
 

@@ -303,6 +303,42 @@ def test_looks_secret() -> None:
     assert not looks_secret("docker.io/library/python:3.12")
 
 
+def test_a_darshan_command_line_passes_the_secret_filter() -> None:
+    """A token given as an argument (after a secret-named option, as ``name=value``, or
+    alone) is withheld from the command line a Darshan log records; the rest is kept, and the
+    role is still told from it."""
+    from metaprov.ingest.darshan import _fill_job
+    from metaprov.redact import WITHHELD
+
+    token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+    job = {
+        "start_sec": 1,
+        "start_nsec": 0,
+        "end_sec": 2,
+        "end_nsec": 0,
+        "uid": 1000,
+        "jobid": 7,
+        "nprocs": 1,
+        "cmdline": f"/usr/bin/python3 -m distributed.cli.dask_worker tcp://10.0.0.1:8786 "
+        f"--api-key s3cr3tvalue --x password=hunter2 {token}",
+        "mounts": "",
+        "metadata": "lib_ver=3.4.4",
+    }
+    row: dict = {}
+    _fill_job(row, job)
+    assert token not in row["cmdline"] and "s3cr3tvalue" not in row["cmdline"]
+    assert "hunter2" not in row["cmdline"] and row["cmdline"].count(WITHHELD) == 3
+    assert row["cmdline"].startswith("/usr/bin/python3 -m distributed.cli.dask_worker tcp://")
+    assert row["exe"] == "/usr/bin/python3" and row["metadata"] == "lib_ver=3.4.4"
+    assert row["role"] == _fill_role(job["cmdline"])
+
+
+def _fill_role(cmdline: str) -> str:
+    from metaprov.ingest.darshan import classify_role
+
+    return classify_role(cmdline)
+
+
 def test_package_store_folders_are_paths_not_keys() -> None:
     """A Spack or Nix build hash names a folder of a path; a key-like folder or last part, a
     token anywhere, are still withheld."""
