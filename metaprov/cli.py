@@ -1310,6 +1310,21 @@ def serve_cmd(
         raise StoreError(f"Oxigraph's server ended with exit code {code}")
 
 
+def _stop_on_signals() -> Any:
+    """An event set by SIGTERM or SIGINT (Ctrl-C): the servers stop when it is set."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def _stop(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    return stop
+
+
 def _serve_runs(
     ctx: click.Context,
     runs: list[Path],
@@ -1318,19 +1333,11 @@ def _serve_runs(
     port: int,
     timeout: float | None,
 ) -> None:
-    import signal
-    import threading
 
     from metaprov.live.runserve import serve_runs
 
-    stop = threading.Event()
+    stop = _stop_on_signals()
     talk = not (ctx.obj and ctx.obj.quiet)
-
-    def _stop(*_: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     where = store if store is not None else "a temporary store (removed on exit)"
     if host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(
@@ -1384,19 +1391,11 @@ def _serve_follow(
     darshan: bool = True,
     timeout: float | None = None,
 ) -> None:
-    import signal
-    import threading
 
     from metaprov.live.server import DEFAULT_QUERY_TIMEOUT, describe_refresh, serve_follow
 
-    stop = threading.Event()
+    stop = _stop_on_signals()
     talk = not (ctx.obj and ctx.obj.quiet)
-
-    def _stop(*_: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
 
     def listening(server: Any) -> None:
         q = server.query_url
