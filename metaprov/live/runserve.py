@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from metaprov.errors import MetaprovError, QueryError, UsageError
-from metaprov.live.server import DEFAULT_QUERY_TIMEOUT, MAX_ANSWER, Answer, LiveServer
+from metaprov.live.server import (
+    DEFAULT_QUERY_TIMEOUT,
+    MAX_ANSWER,
+    QUERY_SCRIPT,
+    Answer,
+    LiveServer,
+)
 
 if TYPE_CHECKING:
     from metaprov.records import RunRecords
@@ -217,6 +223,7 @@ class RunsServer(LiveServer):
             store=html.escape(str(self.store.location)),
             endpoint=html.escape(self.query_url),
             options=options,
+            query_script=QUERY_SCRIPT,
         )
 
     def route(self, path: str, query: str, accept: str) -> Answer | None:
@@ -428,7 +435,7 @@ def serve_runs(
 
 
 RUNS_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>metaprov serve</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>metaprov serve</title>
 <style>body{{font-family:sans-serif;margin:1.5em}}textarea{{width:100%;height:10em;font-family:monospace}}
 table{{border-collapse:collapse;margin-top:1em}}td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}
 .status{{color:#555}}input[type=text]{{width:40em}}</style></head><body>
@@ -449,13 +456,7 @@ SELECT ?run_id (COUNT(?task) AS ?tasks) WHERE {{
 <p><button id="run">Run query</button> <span id="status" class="status"></span></p>
 <div id="out"></div>
 <script>
-function table(vars, rows, cell) {{
-  const t = document.createElement("table"), head = t.insertRow();
-  for (const v of vars) {{ const th = document.createElement("th"); th.textContent = v; head.appendChild(th); }}
-  for (const r of rows) {{ const row = t.insertRow(); for (const v of vars) row.insertCell().textContent = cell(r, v); }}
-  return t;
-}}
-async function poll() {{
+{query_script}async function poll() {{
   const s = await (await fetch("status")).json(), st = s.store;
   document.getElementById("load").textContent = "records: " + s.records + "; store " + st.state +
     ": " + st.runs_loaded + " of " + st.runs + " runs, " + st.triples.toLocaleString() +
@@ -478,20 +479,6 @@ document.getElementById("ask").onclick = async function () {{
   status.textContent = rows.length + " rows" + (r.headers.get("X-Metaprov-Notes") ? "; notes: " +
     JSON.parse(r.headers.get("X-Metaprov-Notes")).join(" ") : "");
   out.appendChild(table(vars, rows, (row, v) => row[v] === null ? "" : String(row[v])));
-}};
-document.getElementById("run").onclick = async function () {{
-  const status = document.getElementById("status"), out = document.getElementById("out");
-  status.textContent = "running..."; out.textContent = "";
-  const r = await fetch("query", {{method: "POST",
-    headers: {{"Content-Type": "application/x-www-form-urlencoded",
-               "Accept": "application/sparql-results+json"}},
-    body: "query=" + encodeURIComponent(document.getElementById("q").value)}});
-  const text = await r.text();
-  if (!r.ok) {{ status.textContent = "error " + r.status + ": " + text; return; }}
-  const data = JSON.parse(text);
-  if ("boolean" in data) {{ status.textContent = String(data.boolean); return; }}
-  status.textContent = data.results.bindings.length + " rows";
-  out.appendChild(table(data.head.vars, data.results.bindings, (b, v) => b[v] ? b[v].value : ""));
 }};
 </script></body></html>
 """

@@ -43,8 +43,32 @@ DEFAULT_QUERY_TIMEOUT = 60.0
 #: Largest answer the server builds for one query (bytes); above it: 413.
 MAX_ANSWER = 256 << 20
 
+#: The script both pages share: ``table`` draws rows, the Run button POSTs the textarea's query
+#: to ``query`` and draws its JSON answer (plain text: inserted into a page by ``format``).
+QUERY_SCRIPT = """function table(vars, rows, cell) {
+  const t = document.createElement("table"), head = t.insertRow();
+  for (const v of vars) { const th = document.createElement("th"); th.textContent = v; head.appendChild(th); }
+  for (const r of rows) { const row = t.insertRow(); for (const v of vars) row.insertCell().textContent = cell(r, v); }
+  return t;
+}
+document.getElementById("run").onclick = async function () {
+  const status = document.getElementById("status"), out = document.getElementById("out");
+  status.textContent = "running..."; out.textContent = "";
+  const r = await fetch("query", {method: "POST",
+    headers: {"Content-Type": "application/x-www-form-urlencoded",
+              "Accept": "application/sparql-results+json"},
+    body: "query=" + encodeURIComponent(document.getElementById("q").value)});
+  const text = await r.text();
+  if (!r.ok) { status.textContent = "error " + r.status + ": " + text; return; }
+  const data = JSON.parse(text);
+  if ("boolean" in data) { status.textContent = String(data.boolean); return; }
+  status.textContent = data.results.bindings.length + " rows";
+  out.appendChild(table(data.head.vars, data.results.bindings, (b, v) => b[v] ? b[v].value : ""));
+};
+"""
+
 PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>metaprov live: {title}</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>metaprov live: {title}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}}textarea{{width:100%;height:12em;font-family:monospace}}
 table{{border-collapse:collapse;margin-top:1em}}td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}
 #status{{color:#555}}</style></head><body>
@@ -59,26 +83,7 @@ SELECT ?run ?state ?updated ?lag (COUNT(?task) AS ?tasks) WHERE {{
 <p><button id="run">Run query</button> <span id="status"></span></p>
 <div id="out"></div>
 <script>
-document.getElementById("run").onclick = async function () {{
-  const status = document.getElementById("status"), out = document.getElementById("out");
-  status.textContent = "running..."; out.textContent = "";
-  const r = await fetch("query", {{method: "POST",
-    headers: {{"Content-Type": "application/x-www-form-urlencoded",
-               "Accept": "application/sparql-results+json"}},
-    body: "query=" + encodeURIComponent(document.getElementById("q").value)}});
-  const text = await r.text();
-  if (!r.ok) {{ status.textContent = "error " + r.status + ": " + text; return; }}
-  const data = JSON.parse(text);
-  if ("boolean" in data) {{ status.textContent = String(data.boolean); return; }}
-  const vars = data.head.vars, table = document.createElement("table"), head = table.insertRow();
-  for (const v of vars) {{ const th = document.createElement("th"); th.textContent = v; head.appendChild(th); }}
-  for (const b of data.results.bindings) {{
-    const row = table.insertRow();
-    for (const v of vars) {{ row.insertCell().textContent = b[v] ? b[v].value : ""; }}
-  }}
-  status.textContent = data.results.bindings.length + " rows"; out.appendChild(table);
-}};
-</script></body></html>
+{query_script}</script></body></html>
 """
 
 _RESULT_TYPES = (
@@ -219,6 +224,7 @@ class LiveServer:
             store=html.escape(str(self.store.location)),
             run=html.escape(self.run),
             endpoint=html.escape(self.query_url),
+            query_script=QUERY_SCRIPT,
         )
 
     def route(self, path: str, query: str, accept: str) -> Answer | None:

@@ -244,3 +244,75 @@ def test_cli_serve_runs_refuses_follow_and_non_runs(tmp_path: Path) -> None:
     assert r.exit_code != 0 and "Traceback" not in r.output
     help_text = CliRunner().invoke(cli, ["serve", "--help"]).output
     assert "metaprov serve examples/run --port 0" in help_text
+
+
+def _cell(drawn: str, value: Any) -> str:
+    """``drawn`` if it shows ``value`` (numbers compared as numbers), else what it should show."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return drawn if float(drawn) == value else str(value)
+    return str(value)
+
+
+def _wait_js(browser: Any, script: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := browser.js(script)):
+        assert time.monotonic() < deadline, f"the page never satisfied: {script}"
+        time.sleep(0.05)
+    return value
+
+
+@pytest.mark.browser
+def test_the_page_asks_questions_now_and_sparql_once_loaded_in_chromium(tmp_path: Path) -> None:
+    """The served page in a real headless Chromium: a packaged question drawn from the run while
+    the store loads (the SPARQL button disabled), then the SPARQL form once it has loaded; the
+    tables show the server's own answers cell for cell; no console error."""
+    from metaprov.report.browser import Browser, BrowserUnavailable
+
+    try:
+        browser = Browser(loopback=True)
+    except BrowserUnavailable as exc:
+        pytest.skip(f"no headless browser: {exc}")
+    cells = (
+        "return [...document.querySelectorAll(arguments[0] + ' table tr')]"
+        ".map(r => [...r.cells].map(c => c.textContent))"
+    )
+    try:
+        with _serving([EXAMPLE], cache=tmp_path / "cache") as (server, gate):
+            browser.driver.get(server.url + "/")
+            _wait_js(
+                browser, "return document.getElementById('load').textContent.includes('loading')"
+            )
+            assert browser.js("return document.getElementById('run').disabled") is True
+            browser.js("document.getElementById('name').value = 'prefix-summary'")
+            browser.js("document.getElementById('ask').click()")
+            _wait_js(browser, "return / rows/.test(document.getElementById('qstatus').textContent)")
+            want = _get(server, "/questions/prefix-summary", format="json").json()
+            got = browser.js(cells, "#qout")
+            assert got[0] == list(want[0])
+            # a number as JavaScript prints it (0.000042, not Python's 4.2e-05): compared as a number
+            assert len(got) == len(want) + 1 > 2
+            for drawn, row in zip(got[1:], want, strict=True):
+                assert [_cell(c, v) for c, v in zip(drawn, row.values(), strict=True)] == drawn
+
+            gate.set()
+            _wait_js(browser, "return !document.getElementById('run').disabled")
+            assert "store loaded: 1 of 1 runs" in browser.text("#load")
+            browser.js("document.getElementById('run').click()")
+            _wait_js(browser, "return / rows$/.test(document.getElementById('status').textContent)")
+            answer = requests.post(
+                server.query_url,
+                data={"query": browser.js("return document.getElementById('q').value")},
+                headers={"Accept": "application/sparql-results+json"},
+                timeout=30,
+            ).json()
+            got = browser.js(cells, "#out")
+            assert got[0] == answer["head"]["vars"] == ["run_id", "tasks"]
+            assert got[1:] == [
+                [b[v]["value"] for v in answer["head"]["vars"]]
+                for b in answer["results"]["bindings"]
+            ]
+            assert browser.errors() == []
+    finally:
+        browser.close()
