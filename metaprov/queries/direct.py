@@ -54,32 +54,54 @@ def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
     writes an mp:Thread, compute when an execution the tasks step writes has a start."""
     from pathlib import PurePath
 
-    from metaprov.mapping.agents import thread_table
-    from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
-
     rows = []
     for graph in graphs:
         rec = graph.records
         ctx = graph.shared_context()
-        idx = task_index(ctx)
-        ex = executions_sorted(ctx, idx)
-        keys = mapped_rows(ctx, idx)
-        if keys is not None and len(ex):
-            ex = ex[keys[ex["row"].to_numpy()]]
-        compute = bool(len(ex)) and bool(ex["start"].notna().any())
         name = (rec.job or {}).get("name") or PurePath(str(rec.path)).name
         missing = " ".join(sorted(str(m) for m in rec.missing))
         rows.append(
             (
                 graph.run_id,
                 str(name) if name else None,
-                len(thread_table(ctx)) > 0,
-                compute,
+                _has_threads(ctx),
+                _has_compute(ctx),
                 missing,
             )
         )
     rows.sort(key=lambda r: r[0])
     return pd.DataFrame(rows, columns=["run_id", "name", "threads", "compute", "missing_inputs"])
+
+
+def _has_threads(ctx: Any) -> bool:
+    """Whether the agents step writes an mp:Thread: a (worker, thread) pair in the threads
+    table or in the executions (:func:`metaprov.mapping.agents.thread_table` is not empty),
+    told without building that table when it is not built yet."""
+    if "threads" in ctx.cache:
+        from metaprov.mapping.agents import thread_table
+
+        return len(thread_table(ctx)) > 0
+    rec = ctx.records
+    return any(
+        bool((t["worker"].notna() & t["thread"].notna()).any())
+        for t in (rec.threads, rec.executions)
+    )
+
+
+def _has_compute(ctx: Any) -> bool:
+    """Whether an execution the tasks step writes has a start: one with a key and a start when
+    the mapping writes every key (the whole run), else through the mapped key rows."""
+    from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
+
+    ex = ctx.records.executions
+    if ctx.cache.get("owns_keys") is None:
+        return bool((ex["key"].notna() & ex["start"].notna()).any())
+    idx = task_index(ctx)
+    ex = executions_sorted(ctx, idx)
+    keys = mapped_rows(ctx, idx)
+    if keys is not None and len(ex):
+        ex = ex[keys[ex["row"].to_numpy()]]
+    return bool(len(ex)) and bool(ex["start"].notna().any())
 
 
 _TYPE = "type:"
