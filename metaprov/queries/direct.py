@@ -45,6 +45,9 @@ class Form:
     records: bool = False
     #: the mapping steps that write what it reads (None: every step)
     steps: tuple[str, ...] | None = None
+    #: it reads what the Darshan I/O link decides (False: a run is answered unlinked, its
+    #: link, seconds at 10^6 tasks, left to the questions that read it)
+    io: bool = True
 
 
 def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
@@ -366,6 +369,8 @@ def failures(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFra
     )
 
 
+_FAILURE_STEPS = ("job", "graphs", "tasks", "facts")
+
 _FAILURE_COLUMNS = (
     "run_id",
     "exception_type",
@@ -414,13 +419,15 @@ def critical_path(
 #: Question name -> its direct form.
 FORMS: dict[str, Form] = {
     "thread-utilisation": Form(
-        tuple(_UTIL_PREDICATES), thread_utilisation, steps=("job", "agents")
+        tuple(_UTIL_PREDICATES), thread_utilisation, steps=("job", "agents"), io=False
     ),
     "worker-utilisation": Form(
-        tuple(_UTIL_PREDICATES), worker_utilisation, steps=("job", "agents")
+        tuple(_UTIL_PREDICATES), worker_utilisation, steps=("job", "agents"), io=False
     ),
-    "failures": Form(_FAILURES, failures),
-    "critical-path": Form((), critical_path, records=True),
+    # the run (job), executions, their tasks and prefixes (tasks), the prefixes' names and the
+    # functions (graphs, facts): a test checks these steps give every triple a whole pass gives
+    "failures": Form(_FAILURES, failures, steps=_FAILURE_STEPS, io=False),
+    "critical-path": Form((), critical_path, records=True, io=False),
 }
 
 __all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_graphs", "triple_tables"]

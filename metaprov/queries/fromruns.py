@@ -93,10 +93,21 @@ def query_runs(
     dirs = _run_dirs(runs)
     timing = timing if timing is not None else Timing()
     _check_engine(q, engine)
+    # a direct form that reads nothing the Darshan I/O link decides answers an unlinked run
+    form = _direct_form(q) if engine != "store" else None
+    link = form is None or form.io
     t0 = time.perf_counter()
-    records = [read_cached(d, darshan=darshan, cache=cache, progress=progress) for d in dirs]
+    records = [
+        read_cached(d, darshan=darshan, cache=cache, progress=progress, link=link) for d in dirs
+    ]
     timing.read = time.perf_counter() - t0
-    return answer_records(q, records, params, base=base, engine=engine, timing=timing)
+    answer = answer_records(q, records, params, base=base, engine=engine, timing=timing)
+    if not link:  # the store path answered after all (and linked the runs): the link is kept
+        from metaprov.queries.runcache import keep_link
+
+        for d, rec in zip(dirs, records, strict=True):
+            keep_link(d, rec, darshan=darshan, cache=cache)
+    return answer
 
 
 def answer_records(
@@ -171,7 +182,7 @@ def _direct_answer(
     from metaprov.mapping.terms import DEFAULT_BASE
 
     # one mapping context per run, shared by the form's triples and the facts of what it lacks
-    graphs = [to_prov(r, base=base or DEFAULT_BASE) for r in records]
+    graphs = [to_prov(r, base=base or DEFAULT_BASE, link=form.io) for r in records]
     for graph in graphs:
         graph.shared_context()
     tables = (
@@ -214,12 +225,19 @@ def _run_dirs(runs: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def read_cached(
-    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
+    run: Path,
+    *,
+    darshan: bool = True,
+    cache: bool | str | Path = True,
+    progress: bool = False,
+    link: bool = True,
 ) -> RunRecords:
-    """The run's records, linked as ``metaprov load`` links them (from the cache when valid)."""
+    """The run's records, linked as ``metaprov load`` links them (from the cache when valid;
+    ``link=False``: the Darshan I/O may be left unlinked, see
+    :func:`metaprov.queries.runcache.cached_records`)."""
     from metaprov.queries.runcache import cached_records
 
-    return cached_records(run, darshan=darshan, cache=cache, progress=progress)
+    return cached_records(run, darshan=darshan, cache=cache, progress=progress, link=link)
 
 
 def _checks(q: Question) -> tuple[str, ...]:

@@ -59,12 +59,21 @@ def cache_root(cache: bool | str | Path = True) -> Path | None:
 
 
 def cached_records(
-    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
+    run: Path,
+    *,
+    darshan: bool = True,
+    cache: bool | str | Path = True,
+    progress: bool = False,
+    link: bool = True,
 ) -> RunRecords:
     """The run's records with Darshan I/O linked, for answers (the task level: of the state
     transitions only their times are kept): the cache's entry when it is valid, else the run
     read again (and the entry written; a cache that cannot be written is skipped with a
-    warning)."""
+    warning).
+
+    ``link=False``: the Darshan I/O may be left unlinked (``records.io`` None), for answers that
+    read nothing the link decides; an entry is then written without the link, and the first
+    answer that links the run adds it (:func:`keep_link`)."""
     from metaprov.ingest import read_run
     from metaprov.store.base import _maybe_link
 
@@ -74,9 +83,13 @@ def cached_records(
     if entry is not None:
         found = _read_entry(entry, files)
         if found is not None:
+            if link and found.io is None and found.darshan is not None:
+                _maybe_link(found)
+                keep_link(run, found, darshan=darshan, cache=cache)
             return found
     records = read_run(run, darshan=darshan, progress=progress)
-    _maybe_link(records)
+    if link:
+        _maybe_link(records)
     # what an entry keeps of the transitions, whether or not one is written: the same records
     # either way, and their memory (the largest table of a large run) handed back at once
     records.transitions = records.transitions[list(TRANSITION_COLUMNS)]
@@ -86,6 +99,39 @@ def cached_records(
         except (OSError, TypeError, ValueError) as exc:
             log.warning("could not keep the run's records in %s: %s", entry, exc)
     return records
+
+
+def keep_link(
+    run: Path, records: RunRecords, *, darshan: bool = True, cache: bool | str | Path = True
+) -> None:
+    """Add the records' Darshan I/O link to the run's entry when the entry was written without
+    it (nothing when there is no entry, it has the link, or the records have none). Its
+    tables are written beside the entry's, then the entry's description is replaced at once:
+    a reader sees the entry with or without the link, never half of it."""
+    root = cache_root(cache)
+    if root is None or records.io is None:
+        return
+    entry = root / _entry_name(run, darshan)
+    try:
+        meta = json.loads((entry / "entry.json").read_text(encoding="utf-8"))
+        fields = meta["fields"]
+        if fields.get("io") is not None:
+            return
+        tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=entry))
+        try:
+            tables: list[str] = []
+            io = _encode_fields(records.io, tmp, "io.", tables)
+            for name in tables:
+                os.replace(tmp / f"{name}.parquet", entry / f"{name}.parquet")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        meta["tables"] = [*meta["tables"], *tables]
+        fields["io"] = {"__fields__": io}
+        new = entry / ".entry.json.writing"
+        new.write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(new, entry / "entry.json")
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        log.warning("could not keep the run's I/O link in %s: %s", entry, exc)
 
 
 def _entry_name(run: Path, darshan: bool) -> str:
@@ -246,4 +292,4 @@ def _from_json(value: Any) -> Any:
     return value
 
 
-__all__ = ["ENV_CACHE", "cache_root", "cached_records"]
+__all__ = ["ENV_CACHE", "cache_root", "cached_records", "keep_link"]

@@ -195,6 +195,31 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
     )
 
 
+def test_the_link_is_left_to_the_questions_that_read_it(
+    synthetic_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A direct form that reads nothing of the Darshan I/O link answers the run unlinked and
+    keeps it so (seconds at 10^6 tasks); the first question that reads the I/O links it, adds
+    the link to the entry, and answers as the store does."""
+    import json
+
+    from metaprov.queries.runcache import cached_records
+
+    run, cache = synthetic_runs["faulty"], tmp_path / "cache"
+    query_runs("thread-utilisation", [run], cache=cache)
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    fields = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["fields"]
+    assert fields["darshan"] is not None and fields["io"] is None
+    want = run_question(_store([run]), "io-per-prefix", {})
+    assert len(want)
+    got = query_runs("io-per-prefix", [run], cache=cache)
+    assert format_result(got, "csv") == format_result(want, "csv")
+    fields = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["fields"]
+    assert fields["io"] is not None
+    kept = cached_records(run, cache=cache, link=False)  # read back, linked
+    assert kept.io is not None and len(kept.io.segments) == len(kept.darshan.segments)
+
+
 def _real_runs() -> list[Any]:
     from metaprov.ingest import is_run_directory
 
