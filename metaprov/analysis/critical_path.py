@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from metaprov.errors import QueryError
 from metaprov.timeutil import NAT_US, utc_to_us
@@ -312,37 +314,80 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
     """
     # only the columns used below (no copies of the whole tables: 10^6 tasks at load time)
     tasks = records.tasks[["key", "prefix", "worker"]].dropna(subset=["key"])
-    tasks = tasks.drop_duplicates("key")
     dep = records.dependencies[["key", "dependency"]].dropna()
     ex = records.executions[["key", "worker", "start", "end"]].dropna(subset=["key"])
-    keys = pd.unique(
-        pd.concat([tasks["key"], dep["key"], dep["dependency"]], ignore_index=True).astype(str)
-    )
-    index = pd.Index(keys)
+    # Every key as a number, in order of first appearance in the tasks, then the dependencies
+    # (one dictionary encoding of all the key columns, executions last: their other keys are
+    # no nodes); the duplicate dependency pairs dropped, the first of each kept.
+    parts = [tasks["key"], dep["key"], dep["dependency"], ex["key"]]
+    ends = np.cumsum([0, *(len(p) for p in parts)])
+    encoded = pc.dictionary_encode(pa.concat_arrays([_texts(p) for p in parts]))
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    n = int(codes[: ends[3]].max()) + 1 if ends[3] else 0
+    keys = _Keys(encoded.dictionary.slice(0, n))
     start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     secs = np.where((start != NAT_US) & (end != NAT_US), (end - start) / 1e6, 0.0)
-    weights = np.zeros(len(keys))
+    weights = np.zeros(n)
+    ex_codes = codes[ends[3] :]
     if len(ex):
-        rows = index.get_indexer(ex["key"].astype(str))
-        ok = rows >= 0
-        np.add.at(weights, rows[ok], secs[ok])
-    pairs = dep[["dependency", "key"]].drop_duplicates()
-    src = index.get_indexer(pairs["dependency"].astype(str))
-    dst = index.get_indexer(pairs["key"].astype(str))
-    path = longest_path(keys, weights, src, dst, method=method)
-    on_path = [str(k) for k in keys[path]] if path else []
+        ok = ex_codes < n
+        np.add.at(weights, ex_codes[ok], secs[ok])
+    key_codes, dep_codes = codes[ends[1] : ends[2]], codes[ends[2] : ends[3]]
+    _, first = np.unique(dep_codes * max(n, 1) + key_codes, return_index=True)
+    first.sort()
+    path = longest_path(keys, weights, dep_codes[first], key_codes[first], method=method)
+    on_path = keys.texts(path)
+    # the tasks and executions of the keys on the path (their first task row, as below)
+    nodes = np.asarray(path, dtype=np.int64)
+    tasks = tasks[np.isin(codes[: ends[1]], nodes)].drop_duplicates("key")
     info = tasks.set_index(tasks["key"].astype(str)).reindex(on_path)[["prefix", "worker"]]
     # start, end and worker of the execution that fed the next step (re-executed keys)
-    runs = ex.assign(key=ex["key"].astype(str))
-    runs = runs[runs["key"].isin(on_path)][["key", "worker", "start", "end"]]
+    runs = ex[np.isin(ex_codes, nodes)]
+    runs = runs.assign(key=runs["key"].astype(str))[["key", "worker", "start", "end"]]
     fed = feeding_executions(on_path, runs, "key").set_index("key")
     info["start"], info["end"] = fed["start"].to_numpy(), fed["end"].to_numpy()
     info["worker"] = (
         fed["worker"].where(fed["worker"].notna(), info["worker"].to_numpy()).to_numpy()
     )
-    out = path_frame(keys, path, weights, info[["prefix", "worker", "start", "end"]])
+    out = path_frame(
+        np.asarray(on_path, dtype=object),
+        list(range(len(path))),
+        weights[nodes] if len(nodes) else np.zeros(0),
+        info[["prefix", "worker", "start", "end"]],
+    )
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     return out
+
+
+def _texts(column: pd.Series) -> pa.Array:
+    """A column of keys (no nulls) as the bytes of their text (Arrow; a text Arrow cannot hold,
+    a lone surrogate, by its own bytes: keys are equal when their texts are)."""
+    try:
+        arr = pa.Array.from_pandas(column.astype(str))
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        return arr.cast(pa.large_string()).cast(pa.large_binary())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+        texts = column.astype(str).tolist()
+        return pa.array([t.encode("utf-8", "surrogatepass") for t in texts], pa.large_binary())
+
+
+class _Keys:
+    """The run's keys by node number (Arrow, no Python object per key): what
+    :func:`longest_path` reads of its ``keys`` (their number, a few to name a cycle)."""
+
+    def __init__(self, texts: pa.Array) -> None:
+        self.arr = texts
+
+    def __len__(self) -> int:
+        return len(self.arr)
+
+    def __getitem__(self, i: Any) -> str:
+        return self.texts([int(i)])[0]
+
+    def texts(self, rows: list[int]) -> list[str]:
+        taken = self.arr.take(pa.array(rows, pa.int64())).to_pylist()
+        return [b.decode("utf-8", "surrogatepass") for b in taken]
 
 
 def path_summary(graph: ProvGraph) -> dict[str, Any]:
