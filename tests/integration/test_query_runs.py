@@ -195,6 +195,24 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
     )
 
 
+def test_the_answer_comes_before_the_run_is_kept(tmp_path: Path) -> None:
+    """With ``on_answer`` (how ``metaprov query`` prints), the answer is handed over before the
+    cache entry is written; the entry is there when the call returns, and answers the next."""
+    cache = tmp_path / "cache"
+    seen: list[Any] = []
+
+    def on_answer(answer: Any) -> None:
+        seen.append(format_result(answer, "csv"))
+        assert not cache.exists() or not any(cache.glob("*/entry.json"))
+
+    got = query_runs("failures", [EXAMPLE], cache=cache, on_answer=on_answer)
+    assert seen == [format_result(got, "csv")]
+    assert len(list(cache.glob("*/entry.json"))) == 1
+    timing = Timing()
+    again = query_runs("failures", [EXAMPLE], cache=cache, timing=timing)
+    assert format_result(again, "csv") == seen[0] and timing.keep == 0.0
+
+
 def test_the_link_is_left_to_the_questions_that_read_it(
     synthetic_runs: dict[str, Path], tmp_path: Path
 ) -> None:
