@@ -48,6 +48,9 @@ class Form:
     #: it reads what the Darshan I/O link decides (False: a run is answered unlinked, its
     #: link, seconds at 10^6 tasks, left to the questions that read it)
     io: bool = True
+    #: told from a run's records: its graph has none of the triples the form's joins start
+    #: from (the run is then answered from empty tables, without mapping it)
+    empty: Callable[[RunRecords], bool] | None = None
 
 
 def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
@@ -108,6 +111,14 @@ def _has_compute(ctx: Any) -> bool:
 
 
 _TYPE = "type:"
+
+
+def no_triples(graph: ProvGraph, wanted: Sequence[str]) -> dict[str, Any]:
+    """:func:`triple_tables` of a graph holding none of the ``wanted`` predicates."""
+    import polars as pl
+
+    empty = pl.DataFrame({"s": [], "o": []}, schema={"s": pl.String, "o": pl.String})
+    return {"graph": graph.graph_iri, **{w: empty for w in wanted}}
 
 
 def triple_tables(
@@ -305,6 +316,13 @@ _FAILURES = (
 )
 
 
+def _no_errors(records: RunRecords) -> bool:
+    """Whether the run records no erred attempt with its exception (the capture's results):
+    the mapping then writes no mp:exceptionType, the triple ``failures`` starts from."""
+    res = records.results
+    return not len(res) or not bool(res["outcome"].eq("error").fillna(False).any())
+
+
 def failures(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFrame:
     """``failures`` (see its .rq file): the erred executions joined with their task, key,
     message, prefix and function as the query's patterns and OPTIONALs join them."""
@@ -426,8 +444,8 @@ FORMS: dict[str, Form] = {
     ),
     # the run (job), executions, their tasks and prefixes (tasks), the prefixes' names and the
     # functions (graphs, facts): a test checks these steps give every triple a whole pass gives
-    "failures": Form(_FAILURES, failures, steps=_FAILURE_STEPS, io=False),
+    "failures": Form(_FAILURES, failures, steps=_FAILURE_STEPS, io=False, empty=_no_errors),
     "critical-path": Form((), critical_path, records=True, io=False),
 }
 
-__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_graphs", "triple_tables"]
+__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_graphs", "no_triples", "triple_tables"]

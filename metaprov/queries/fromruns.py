@@ -188,7 +188,12 @@ def _direct_answer(
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
     from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes, sorted_words
-    from metaprov.queries.direct import DirectUnsupported, facts_of_graphs, triple_tables
+    from metaprov.queries.direct import (
+        DirectUnsupported,
+        facts_of_graphs,
+        no_triples,
+        triple_tables,
+    )
 
     if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
         params["run_id"] = params.pop("run")  # as the store path accepts it
@@ -201,7 +206,14 @@ def _direct_answer(
     for graph in graphs:
         graph.shared_context()
     tables = (
-        [triple_tables(g, form.predicates, form.steps) for g in graphs] if form.predicates else []
+        [
+            no_triples(g, form.predicates)
+            if form.empty is not None and form.empty(g.records)
+            else triple_tables(g, form.predicates, form.steps)
+            for g in graphs
+        ]
+        if form.predicates
+        else []
     )
     try:
         answer = (

@@ -129,8 +129,7 @@ def span_rows(transitions: pd.DataFrame) -> pd.DataFrame:
     valid = times["time"].dropna()
     if not len(valid):
         return times.iloc[:0].reset_index(drop=True)
-    values = valid.to_numpy()
-    rows = sorted({int(values.argmin()), int(values.argmax())})
+    rows = sorted({int(valid.argmin()), int(valid.argmax())})  # on the integers, not objects
     return valid.iloc[rows].to_frame().reset_index(drop=True)
 
 

@@ -195,6 +195,28 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
     )
 
 
+def test_a_form_told_empty_from_the_records_is_so_in_the_mapping(
+    synthetic_runs: dict[str, Path],
+) -> None:
+    """A form that skips mapping a run its records say it finds nothing in (``failures`` on a
+    run without recorded exceptions) skips only runs whose graph has none of its triples."""
+    from metaprov.ingest import read_run
+    from metaprov.mapping import to_prov
+    from metaprov.mapping.terms import MP
+    from metaprov.queries.direct import triple_tables
+
+    starts = {"failures": MP.exceptionType}  # the triples each such form's joins start from
+    assert {n for n, f in FORMS.items() if f.empty is not None} == set(starts)
+    told = []
+    for run in (EXAMPLE, synthetic_runs["faulty"], synthetic_runs["lost"]):
+        graph = to_prov(read_run(run, darshan=False))
+        for name, first in starts.items():
+            tables = triple_tables(graph, [first])  # every step
+            told.append(FORMS[name].empty(graph.records))
+            assert told[-1] == (len(tables[first]) == 0), (run, name)
+    assert sorted(set(told)) == [False, True]  # both cases seen
+
+
 def test_the_answer_comes_before_the_run_is_kept(tmp_path: Path) -> None:
     """With ``on_answer`` (how ``metaprov query`` prints), the answer is handed over before the
     cache entry is written; the entry is there when the call returns, and answers the next."""
