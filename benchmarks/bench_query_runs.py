@@ -1,16 +1,19 @@
 """Questions answered straight from a run directory (issue 38), side by side with a store.
 
 Input: a finished run directory (``benchmarks/generate.py``). Output: per question, the wall
-time and peak memory of ``metaprov query QUESTION RUN_DIR`` in a child process: cold (an empty
-cache: the run's CSV files are read) and second (another question after it, on the kept
-records); with ``--equal``, every parameterless question answered from the run directory
+time to the answer (the first byte printed) and to the exit, the CPU time and peak memory of
+``metaprov query QUESTION RUN_DIR`` in a child process: cold (an empty cache: the run's CSV
+files are read) and second (another question after it, on the kept records); with
+``--baseline SRC``, each question also asked of the metaprov source tree SRC (e.g. main's,
+``git archive main | tar -x -C SRC``), side by side in the same run; with ``--equal``, every parameterless question answered from the run directory
 compared with the answer of an in-memory store holding the whole run (sorted CSV rows and the
 exact bytes).
 
 Example::
 
     flock /tmp/metaprov-bench.lock python benchmarks/bench_query_runs.py \\
-        --run benchmarks/_data/run-1e6 --questions critical-path failures thread-utilisation
+        --run benchmarks/_data/run-1e6 --questions critical-path failures thread-utilisation \\
+        --second worker-utilisation --baseline /tmp/metaprov-main
     python benchmarks/bench_query_runs.py --run benchmarks/_data/run-1e5 --equal
     flock /tmp/metaprov-bench.lock python benchmarks/bench_query_runs.py \\
         --run benchmarks/_data/run-1e6 --store /tmp/store-1e6   # load + the same questions
@@ -25,59 +28,105 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+@dataclass
+class Run:
+    """What one child process took: wall seconds to its answer (the first byte it printed)
+    and to its exit, CPU seconds (user + system), peak RSS in GB, exit code."""
+
+    answer: float
+    wall: float
+    cpu: float
+    peak: float
+    code: int
+
+
 def ask(
-    question: str, run: Path, cache: Path, engine: str = "auto"
-) -> tuple[float, float, float, int]:
-    """(wall seconds, CPU seconds, peak RSS in GB, exit code) of ``metaprov query QUESTION RUN
-    -f csv`` in a child process (its own CPU time and peak, read from wait4). On a shared
-    machine the CPU time is the steadier figure: the wall time of an idle 2-core machine is
-    about the CPU time (the reading and mapping are mostly one thread)."""
+    question: str, run: Path, cache: Path, engine: str = "auto", code: Path | None = None
+) -> Run:
+    """``metaprov query QUESTION RUN -f csv`` in a child process (its own CPU time and peak,
+    read from wait4). On a shared machine the CPU time is the steadier figure: the wall time
+    of an idle 2-core machine is about the CPU time (the reading and mapping are mostly one
+    thread)."""
     cmd = ["query", question, str(run), "-f", "csv", "--engine", engine]
-    return child(cmd, question, METAPROV_CACHE=str(cache))
+    return child(cmd, question, code, METAPROV_CACHE=str(cache))
 
 
-def child(args: list[str], what: str, **env: str) -> tuple[float, float, float, int]:
-    """(wall seconds, CPU seconds, peak RSS in GB, exit code) of ``metaprov -q ARGS``."""
+REPO = Path(__file__).resolve().parents[1]
+
+
+def child(args: list[str], what: str, code: Path | None = None, **env: str) -> Run:
+    """``metaprov -q ARGS`` in a child process (the metaprov of source tree ``code``, default
+    this one): when it printed its first byte, when it ended, its CPU time and peak memory."""
     cmd = [sys.executable, "-m", "metaprov", "-q", *args]
-    env = dict(os.environ, **env)
-    question = what
+    tree = (code or REPO).resolve()
+    env = dict(os.environ, **env, PYTHONPATH=str(tree))
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first: list[float] = []
+    err: list[bytes] = []
+
+    def drain(stream: Any, into: list[Any], stamp: bool) -> None:
+        while chunk := stream.read1(1 << 16):
+            if stamp and not into:
+                into.append(time.perf_counter() - t0)
+            elif not stamp:
+                into.append(chunk)
+
+    readers = [
+        threading.Thread(target=drain, args=(proc.stdout, first, True)),
+        threading.Thread(target=drain, args=(proc.stderr, err, False)),
+    ]
+    for r in readers:
+        r.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if proc.returncode:
-        print(f"  {question}: exit {proc.returncode}: {err.strip()[:300]}", flush=True)
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024**2, proc.returncode
+    for r in readers:
+        r.join()
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        text = b"".join(err).decode(errors="replace")
+        print(f"  {what}: exit {code}: {text.strip()[:300]}", flush=True)
+    answer = first[0] if first else wall
+    return Run(answer, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024**2, code)
 
 
-def timings(run: Path, names: list[str], second: str, engine: str) -> None:
-    """Each question cold (a fresh cache), then ``second`` on the cache it left."""
+def timings(
+    run: Path, names: list[str], second: str, engine: str, baseline: Path | None = None
+) -> None:
+    """Each question cold (a fresh cache), then ``second`` on the cache it left; with a
+    ``baseline`` source tree, the baseline's first, then this tree's, question by question."""
     print(f"run {run}, engine {engine}, load {os.getloadavg()}", flush=True)
     print(
-        f"| question | cold: wall / CPU (s) | cold peak (GB) | then `{second}`: wall / CPU (s) "
-        "| its peak (GB) | load average after |"
+        "| question | code | cold: wall to answer / to exit, CPU (s) | cold peak (GB) "
+        f"| then `{second}`: wall to answer / to exit, CPU (s) | its peak (GB) "
+        "| load average after |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
+    trees: list[tuple[str, Path | None]] = [("this", None)]
+    if baseline is not None:
+        trees.insert(0, ("baseline", baseline))
     for name in names:
-        cache = Path(tempfile.mkdtemp(prefix="metaprov-bench-cache-"))
-        try:
-            wall, cpu, peak, _ = ask(name, run, cache, engine)
-            wall2, cpu2, peak2, _ = ask(second, run, cache, engine)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
-        print(
-            f"| {name} | {wall:.1f} / {cpu:.1f} | {peak:.2f} | {wall2:.1f} / {cpu2:.1f} "
-            f"| {peak2:.2f} | {_load()} |",
-            flush=True,
-        )
+        for label, code in trees:
+            cache = Path(tempfile.mkdtemp(prefix="metaprov-bench-cache-"))
+            try:
+                a = ask(name, run, cache, engine, code)
+                b = ask(second, run, cache, engine, code)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+            print(
+                f"| {name} | {label} | {a.answer:.1f} / {a.wall:.1f}, {a.cpu:.1f} | {a.peak:.2f} "
+                f"| {b.answer:.1f} / {b.wall:.1f}, {b.cpu:.1f} | {b.peak:.2f} | {_load()} |",
+                flush=True,
+            )
     print(f"load after: {os.getloadavg()}", flush=True)
 
 
@@ -93,11 +142,13 @@ def in_store(run: Path, store: Path, names: list[str]) -> None:
     print("|---|---|---|---|")
     if store.exists():
         shutil.rmtree(store)
-    wall, cpu, peak, _ = child(["load", str(run), "--store", str(store)], "load")
-    print(f"| `metaprov load` | {wall:.1f} / {cpu:.1f} | {peak:.2f} | {_load()} |", flush=True)
+    r = child(["load", str(run), "--store", str(store)], "load")
+    print(
+        f"| `metaprov load` | {r.wall:.1f} / {r.cpu:.1f} | {r.peak:.2f} | {_load()} |", flush=True
+    )
     for name in names:
-        wall, cpu, peak, _ = child(["query", name, "--store", str(store), "-f", "csv"], name)
-        print(f"| `{name}` | {wall:.2f} / {cpu:.2f} | {peak:.2f} | {_load()} |", flush=True)
+        r = child(["query", name, "--store", str(store), "-f", "csv"], name)
+        print(f"| `{name}` | {r.wall:.2f} / {r.cpu:.2f} | {r.peak:.2f} | {_load()} |", flush=True)
 
 
 def equal(run: Path) -> int:
@@ -155,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", default="auto", choices=["auto", "store", "direct"])
     ap.add_argument("--equal", action="store_true", help="compare every question with a store")
     ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a metaprov source tree to time side by side (e.g. git archive main)",
+    )
+    ap.add_argument(
         "--store",
         type=Path,
         default=None,
@@ -167,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.store is not None:
         in_store(args.run, args.store, [*args.questions, args.second])
         return 0
-    timings(args.run, args.questions, args.second, args.engine)
+    timings(args.run, args.questions, args.second, args.engine, args.baseline)
     return 0
 
 

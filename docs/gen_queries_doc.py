@@ -212,28 +212,40 @@ errors (a run, key or prefix the runs do not hold is an error with the nearest v
   (`metaprov/queries/direct.py`): the question's SPARQL translated into joins (polars) over the
   very triples the mapping produces for the predicates it names (their IRIs and lexical forms,
   no text, no store), read through the same SPARQL-results reader as a store's answer;
-  `critical-path` is the programme the store itself runs at load time over the records. A test
+  `critical-path` is the programme the store itself runs at load time over the records. A
+  direct form maps only the steps that write what it reads (`failures`: the run, tasks,
+  prefixes and functions; the utilisation questions: the run and its agents), answers a run
+  without linking its Darshan I/O to tasks (none of the four reads the link: seconds saved at
+  10^6 tasks; the first question that reads I/O links the run), and `failures` answers a run
+  whose records hold no erred result (no recorded exception: no `mp:exceptionType` in its
+  graph) without mapping it at all. A test
   (`tests/integration/test_query_runs.py`) asks every question both ways on the example run,
   synthetic runs with errors, retries, Darshan I/O and missing files, two runs at once and
   every real run, and compares the bytes. `--engine store` answers through the in-memory store
   even where a direct form exists (the reference); `--engine direct` refuses a question without
   one.
 - **What was read is kept.** Reading the run's CSV files is most of the cost at 10^6 tasks. The
-  records read are kept as Parquet tables and a JSON file in `$METAPROV_CACHE` (default
+  records read are kept as Arrow IPC tables (Feather, LZ4: a third of Parquet's time to write
+  and read back) and a JSON file in `$METAPROV_CACHE` (default
   `~/.cache/metaprov/runs`, or under `$XDG_CACHE_HOME`), one entry per run directory, used while
   every file of the run directory has the size and modification time it had; a changed,
   added or removed file makes the run be read again. `--no-cache` reads the run again anyway
   (library: `cache=False`, or a folder). The entry does not keep the read's row accounting
   (`metaprov inspect` reports it): warnings about rows of the run's files are printed by the
-  read that wrote the entry only; of the state transitions it keeps their times (answers map
-  the task level, as `metaprov load` does by default). At 10^6 tasks an entry is ~130 MB.
+  read that wrote the entry only; of the state transitions it keeps the first and the last
+  time (the run's span: answers map the task level, as `metaprov load` does by default). An
+  entry written by a question that did not link the Darshan I/O gets the link from the first
+  question that makes it. `metaprov query` prints the answer first and keeps the records read
+  after it (the entry is written while you read the answer: ~1.5 s at 10^6 tasks, which the
+  command's exit waits for). At 10^6 tasks an entry is ~250 MB.
 - **Why not DuckDB**: polars is already a dependency, and the work left after reading is a few
   hash joins and group-bys over ~10^6 rows (about a second); the cost is reading and mapping the
   run, which no query engine removes.
 
 **When to use which.** One question, or a few, on a finished run: ask the run directory (at
-10^6 tasks about a minute for the first answer of a question with a direct form — 53–69 s of
-CPU, 2.3–2.9 GB peak — and about 10 s for the next, 9.5–11 s of CPU; see
+10^6 tasks about half a minute for the first answer of a question with a direct form — 28–33 s
+of CPU, 1.7 GB peak, most of it reading the 1.3 GB of CSV — and about 4 s for the next; a run
+whose records hold exceptions makes `failures` map its tasks: expect about a minute then; see
 [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
 several runs compared over time, or other tools (a SPARQL server, Jupyter): load the runs into
 a store once (`metaprov load`: about 11 minutes at 10^6 tasks) and ask it; each question then

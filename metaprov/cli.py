@@ -718,39 +718,46 @@ def query_cmd(
         from metaprov.write.output import check_output
 
         check_output(output, inputs=inputs, stores=stores, overwrite=force)  # before the query
+
+    def emit(result: Any) -> None:
+        text = format_result(result, fmt)
+        if fmt != "table" and not isinstance(result, bool):
+            for note in result.attrs.get("notes", []):
+                click.echo(f"note: {note}", err=True)
+        if output is not None:
+            from metaprov.write.output import open_output
+
+            with open_output(
+                output, inputs=inputs, stores=stores, overwrite=force, background=False
+            ) as out:
+                out.write((text if text.endswith("\n") else text + "\n").encode("utf-8"))
+        else:
+            click.echo(text.rstrip("\n"))
+
     if runs:
         from metaprov.queries.fromruns import query_runs
 
-        result = query_runs(
+        # the answer is printed as soon as it is made; the runs read are kept after it
+        query_runs(
             question,
             list(runs),
             values,
             cache=not no_cache,
             engine=engine,
             progress=progress_enabled(ctx),
+            on_answer=emit,
         )
     else:
-        result = query(
-            question,
-            values,
-            store=store,
-            endpoint=endpoint,
-            file=list(files) or None,
-            allow_service=allow_service,
+        emit(
+            query(
+                question,
+                values,
+                store=store,
+                endpoint=endpoint,
+                file=list(files) or None,
+                allow_service=allow_service,
+            )
         )
-    text = format_result(result, fmt)
-    if fmt != "table" and not isinstance(result, bool):
-        for note in result.attrs.get("notes", []):
-            click.echo(f"note: {note}", err=True)
-    if output is not None:
-        from metaprov.write.output import open_output
-
-        with open_output(
-            output, inputs=inputs, stores=stores, overwrite=force, background=False
-        ) as out:
-            out.write((text if text.endswith("\n") else text + "\n").encode("utf-8"))
-    else:
-        click.echo(text.rstrip("\n"))
 
 
 def _is_file(text: str) -> bool:

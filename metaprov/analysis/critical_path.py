@@ -9,12 +9,13 @@ The dependency DAG comes from the submitted task graphs (``graph.csv``): an edge
 dependency to the task that needs it. Each task weighs the compute time of its executions (all
 attempts: a retried task kept the path waiting for each of them); a task that never ran weighs 0.
 
-networkx finds the heaviest path (``dag_longest_path``) after moving the task weights onto the
-edges that enter each task, with a virtual source so that the first task's own weight counts too.
-Above :data:`NETWORKX_LIMIT` tasks a vectorised version of the same dynamic programme runs
-instead (level by level over the topological order, numpy over whole edge arrays): networkx keeps
-Python objects per node and edge, which takes minutes and gigabytes at 10^6 tasks. Both give the
-same path length (a test compares them on random DAGs).
+The heaviest path is networkx's (``dag_longest_path``, after moving the task weights onto the
+edges that enter each task, with a virtual source so that the first task's own weight counts
+too), computed by a vectorised version of the same dynamic programme (level by level over the
+topological order, numpy over whole edge arrays) that makes the same choices between equally
+heavy paths: the same path, at every size (networkx keeps Python objects per node and edge:
+8 s at 10^5 tasks, minutes and gigabytes at 10^6). A test compares the two on random DAGs with
+ties, zero and negative weights; ``method="networkx"`` still runs networkx itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from metaprov.errors import QueryError
 from metaprov.timeutil import NAT_US, utc_to_us
@@ -32,8 +35,9 @@ if TYPE_CHECKING:
     from metaprov.records import RunRecords
 
 COLUMNS = ["position", "key", "prefix", "worker", "start", "end", "duration", "cumulative"]
-#: Largest DAG (tasks) given to networkx; bigger ones use the vectorised programme.
-NETWORKX_LIMIT = 200_000
+#: Largest DAG (tasks) ``method="auto"`` gives to networkx: none (the vectorised programme
+#: finds networkx's path at every size, faster; kept for callers that name it).
+NETWORKX_LIMIT = 0
 _SOURCE = -1  # virtual start node (task nodes are row numbers >= 0)
 
 
@@ -53,7 +57,7 @@ def longest_path(
         weights: weight of each node (seconds); NaN counts as 0.
         edges_from: source node of each edge (the dependency).
         edges_to: target node of each edge (the task that needs it).
-        method: ``networkx``, ``numpy`` or ``auto`` (networkx up to :data:`NETWORKX_LIMIT` nodes).
+        method: ``networkx``, ``numpy`` or ``auto`` (``numpy``: the same path as networkx's).
         depth: an int64 array of one entry per node, filled with each node's topological level
             (the most edges from a node without dependencies): the layers of a layered drawing,
             found in the same pass. Implies the ``numpy`` method.
@@ -107,18 +111,31 @@ def _longest_path_numpy(
     dst: np.ndarray,
     depth: np.ndarray | None = None,
 ) -> list[int]:
-    """Kahn's algorithm one topological level at a time, relaxing all of a level's edges at once."""
+    """Kahn's algorithm one topological level at a time, relaxing all of a level's edges at once.
+
+    The same path as :func:`_longest_path_networkx`, ties included: networkx's topological
+    order (a level's nodes in the order their last dependency frees them), its choice of
+    predecessor (the virtual source first, then the dependencies in edge order: the first that
+    gives the heaviest sum), its end (the first heaviest node in that order; none when every
+    sum is 0) and its rule for negative weights (a node whose heaviest sum is negative starts
+    a path of length 0).
+    """
     n = len(keys)
     order = np.argsort(src, kind="stable")
-    src_sorted, dst_by_src = src[order], dst[order]
-    out_start = np.searchsorted(src_sorted, np.arange(n + 1))
+    dst_by_src = dst[order]
+    out_start = np.searchsorted(src[order], np.arange(n + 1))
     indeg = np.bincount(dst, minlength=n).astype(np.int64)
     dist = w.copy()  # heaviest path ending at each node (its own weight included)
-    slot = np.empty(n, dtype=np.int64)  # scratch: a freed node's position in its level
+    cut = np.zeros(n, dtype=bool)  # a negative heaviest sum: the node starts its path (length 0)
+    topo = np.empty(n, dtype=np.int64)  # the nodes in networkx's topological order
     frontier = np.flatnonzero(indeg == 0)
     done = 0
     level = 0
     while len(frontier):
+        # the frontier's sums are final: negative ones become 0, as networkx makes them
+        negative = frontier[dist[frontier] < 0]
+        dist[negative], cut[negative] = 0.0, True
+        topo[done : done + len(frontier)] = frontier
         done += len(frontier)
         if depth is not None:
             depth[frontier] = level
@@ -129,34 +146,37 @@ def _longest_path_numpy(
             break
         pos = np.repeat(lo - np.cumsum(np.r_[0, counts[:-1]]), counts) + np.arange(counts.sum())
         u = np.repeat(frontier, counts)
-        v = dst_by_src[pos]
+        v = dst_by_src[pos]  # the frontier's edges in networkx's order (node, then edge order)
         np.maximum.at(dist, v, dist[u] + w[v])
         np.subtract.at(indeg, v, 1)
-        # The nodes whose last dependency was just done, each once, in ascending order (as
-        # np.unique, without its hash table per level: the last position each is written at).
-        freed = v[indeg[v] == 0]
-        at = np.arange(len(freed))
-        slot[freed] = at
-        frontier = np.sort(freed[slot[freed] == at])
+        # The nodes whose last dependency was just done, each once, in the order networkx
+        # frees them: the position of their last edge here.
+        freed = v[indeg[v] == 0][::-1]
+        nodes, first = np.unique(freed, return_index=True)
+        frontier = nodes[np.argsort(-first, kind="stable")]
     if done < n:
         stuck = np.flatnonzero(indeg > 0)[:5]
         raise QueryError(
             f"the dependency graph has a cycle (through {', '.join(str(keys[i]) for i in stuck)} ...)",
             hint="a task graph must be acyclic; check graph.csv of this run",
         )
-    # Walk back from the heaviest end: a predecessor u of v is on the path when
-    # dist[u] + w[v] == dist[v] (the same floating-point sum that produced dist[v]).
+    heaviest = float(dist.max())
+    if not heaviest > 0:  # networkx's virtual source (0) comes first: no path
+        return []
+    # Walk back from the first heaviest end: the predecessor is the virtual source when the
+    # node's own weight is its sum (the path starts there), else the first dependency, in edge
+    # order, whose sum plus the node's weight is the node's (the same floating-point sum).
     order_in = np.argsort(dst, kind="stable")
-    dst_sorted, src_by_dst = dst[order_in], src[order_in]
-    in_start = np.searchsorted(dst_sorted, np.arange(n + 1))
-    v = int(np.argmax(dist))
+    src_by_dst = src[order_in]
+    in_start = np.searchsorted(dst[order_in], np.arange(n + 1))
+    v = int(topo[int(np.argmax(dist[topo]))])
     path = [v]
-    while dist[v] != w[v]:  # equal: v starts the path (predecessors would add nothing)
+    while not cut[v] and dist[v] != w[v]:
         preds = src_by_dst[in_start[v] : in_start[v + 1]]
         hit = preds[dist[preds] + w[v] == dist[v]]
-        if not len(hit):
+        if not len(hit):  # pragma: no cover - every sum came from a predecessor
             break
-        v = int(hit.min())
+        v = int(hit[0])
         path.append(v)
     return path[::-1]
 
@@ -294,37 +314,80 @@ def critical_path(records: RunRecords, *, method: str = "auto") -> pd.DataFrame:
     """
     # only the columns used below (no copies of the whole tables: 10^6 tasks at load time)
     tasks = records.tasks[["key", "prefix", "worker"]].dropna(subset=["key"])
-    tasks = tasks.drop_duplicates("key")
     dep = records.dependencies[["key", "dependency"]].dropna()
     ex = records.executions[["key", "worker", "start", "end"]].dropna(subset=["key"])
-    keys = pd.unique(
-        pd.concat([tasks["key"], dep["key"], dep["dependency"]], ignore_index=True).astype(str)
-    )
-    index = pd.Index(keys)
+    # Every key as a number, in order of first appearance in the tasks, then the dependencies
+    # (one dictionary encoding of all the key columns, executions last: their other keys are
+    # no nodes); the duplicate dependency pairs dropped, the first of each kept.
+    parts = [tasks["key"], dep["key"], dep["dependency"], ex["key"]]
+    ends = np.cumsum([0, *(len(p) for p in parts)])
+    encoded = pc.dictionary_encode(pa.concat_arrays([_texts(p) for p in parts]))
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    n = int(codes[: ends[3]].max()) + 1 if ends[3] else 0
+    keys = _Keys(encoded.dictionary.slice(0, n))
     start, end = utc_to_us(ex["start"]), utc_to_us(ex["end"])
     secs = np.where((start != NAT_US) & (end != NAT_US), (end - start) / 1e6, 0.0)
-    weights = np.zeros(len(keys))
+    weights = np.zeros(n)
+    ex_codes = codes[ends[3] :]
     if len(ex):
-        rows = index.get_indexer(ex["key"].astype(str))
-        ok = rows >= 0
-        np.add.at(weights, rows[ok], secs[ok])
-    pairs = dep[["dependency", "key"]].drop_duplicates()
-    src = index.get_indexer(pairs["dependency"].astype(str))
-    dst = index.get_indexer(pairs["key"].astype(str))
-    path = longest_path(keys, weights, src, dst, method=method)
-    on_path = [str(k) for k in keys[path]] if path else []
+        ok = ex_codes < n
+        np.add.at(weights, ex_codes[ok], secs[ok])
+    key_codes, dep_codes = codes[ends[1] : ends[2]], codes[ends[2] : ends[3]]
+    _, first = np.unique(dep_codes * max(n, 1) + key_codes, return_index=True)
+    first.sort()
+    path = longest_path(keys, weights, dep_codes[first], key_codes[first], method=method)
+    on_path = keys.texts(path)
+    # the tasks and executions of the keys on the path (their first task row, as below)
+    nodes = np.asarray(path, dtype=np.int64)
+    tasks = tasks[np.isin(codes[: ends[1]], nodes)].drop_duplicates("key")
     info = tasks.set_index(tasks["key"].astype(str)).reindex(on_path)[["prefix", "worker"]]
     # start, end and worker of the execution that fed the next step (re-executed keys)
-    runs = ex.assign(key=ex["key"].astype(str))
-    runs = runs[runs["key"].isin(on_path)][["key", "worker", "start", "end"]]
+    runs = ex[np.isin(ex_codes, nodes)]
+    runs = runs.assign(key=runs["key"].astype(str))[["key", "worker", "start", "end"]]
     fed = feeding_executions(on_path, runs, "key").set_index("key")
     info["start"], info["end"] = fed["start"].to_numpy(), fed["end"].to_numpy()
     info["worker"] = (
         fed["worker"].where(fed["worker"].notna(), info["worker"].to_numpy()).to_numpy()
     )
-    out = path_frame(keys, path, weights, info[["prefix", "worker", "start", "end"]])
+    out = path_frame(
+        np.asarray(on_path, dtype=object),
+        list(range(len(path))),
+        weights[nodes] if len(nodes) else np.zeros(0),
+        info[["prefix", "worker", "start", "end"]],
+    )
     out.attrs["total_seconds"] = float(out["cumulative"].iloc[-1]) if len(out) else 0.0
     return out
+
+
+def _texts(column: pd.Series) -> pa.Array:
+    """A column of keys (no nulls) as the bytes of their text (Arrow; a text Arrow cannot hold,
+    a lone surrogate, by its own bytes: keys are equal when their texts are)."""
+    try:
+        arr = pa.Array.from_pandas(column.astype(str))
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        return arr.cast(pa.large_string()).cast(pa.large_binary())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+        texts = column.astype(str).tolist()
+        return pa.array([t.encode("utf-8", "surrogatepass") for t in texts], pa.large_binary())
+
+
+class _Keys:
+    """The run's keys by node number (Arrow, no Python object per key): what
+    :func:`longest_path` reads of its ``keys`` (their number, a few to name a cycle)."""
+
+    def __init__(self, texts: pa.Array) -> None:
+        self.arr = texts
+
+    def __len__(self) -> int:
+        return len(self.arr)
+
+    def __getitem__(self, i: Any) -> str:
+        return self.texts([int(i)])[0]
+
+    def texts(self, rows: list[int]) -> list[str]:
+        taken = self.arr.take(pa.array(rows, pa.int64())).to_pylist()
+        return [b.decode("utf-8", "surrogatepass") for b in taken]
 
 
 def path_summary(graph: ProvGraph) -> dict[str, Any]:

@@ -159,6 +159,7 @@ class ProvGraph:
         detail: str = "tasks",
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
         io_detail: str = "aggregate",
+        link: bool = True,
     ) -> None:
         if detail not in DETAILS:
             raise UsageError(f"unknown detail {detail!r}", hint=f"use one of: {', '.join(DETAILS)}")
@@ -166,7 +167,7 @@ class ProvGraph:
             raise UsageError(
                 f"unknown I/O detail {io_detail!r}", hint=f"use one of: {', '.join(IO_DETAILS)}"
             )
-        if records.darshan is not None and records.io is None:
+        if link and records.darshan is not None and records.io is None:
             # Darshan logs read but not linked yet: link now, so the I/O step sees task links.
             from metaprov.link import link_io
 
@@ -300,6 +301,7 @@ def to_prov(
     *,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     io_detail: str = "aggregate",
+    link: bool = True,
 ) -> ProvGraph:
     """Map a run's records to W3C PROV (lazily).
 
@@ -313,6 +315,10 @@ def to_prov(
             :func:`metaprov.link_io` unless ``records.io`` is already set): ``"aggregate"``
             (per activity, file and operation: bytes, counts, first/last time, offsets) or
             ``"segments"`` (also every traced call as an mp:IOSegment).
+        link: link the Darshan I/O to tasks when it is not linked yet. False: leave
+            ``records.io`` as it is; an unlinked run's graph then lacks what the link decides
+            (the I/O step and the I/O figures of prefixes and processes), for a caller that
+            reads none of it (the direct forms of :mod:`metaprov.queries.direct`).
 
     Returns:
         A :class:`ProvGraph`; pass it to :func:`metaprov.write`.
@@ -321,7 +327,9 @@ def to_prov(
         >>> graph = to_prov(read_run("runs/R1"), base="https://example.org/prov")  # doctest: +SKIP
         >>> write(graph, "r1.ttl")  # doctest: +SKIP
     """
-    return ProvGraph(records, base=base, detail=detail, chunk_rows=chunk_rows, io_detail=io_detail)
+    return ProvGraph(
+        records, base=base, detail=detail, chunk_rows=chunk_rows, io_detail=io_detail, link=link
+    )
 
 
 def _check_base(base: str) -> None:

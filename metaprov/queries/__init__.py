@@ -14,8 +14,8 @@ Parameter types are those of :data:`metaprov.store.sparql.PARAM_TYPES`; a ``limi
 sets the query's final LIMIT, every other parameter binds the SPARQL variable of the same name
 (safely: see :mod:`metaprov.store.sparql`). A user's own ``.rq`` file may carry the same header.
 
-``critical-path`` is a question answered in Python (networkx over the dependency DAG read from
-the store), listed with the others.
+``critical-path`` is a question answered in Python (networkx's longest-path programme,
+vectorised, over the dependency DAG read from the store), listed with the others.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 QUESTION = Question(
     name="critical-path",
     title="Critical path of a run",
-    description="The chain of dependent tasks with the largest total compute time (networkx over "
-    "the dependency DAG weighted by task durations), in execution order, with cumulative seconds. "
+    description="The chain of dependent tasks with the largest total compute time (networkx's "
+    "longest path, vectorised, over the dependency DAG weighted by task durations), in execution "
+    "order, with cumulative seconds. "
     "Each step's worker, start and end are those of the execution that fed the next step (a key "
     "executed again later is not shown after the task it fed).",
     params=(

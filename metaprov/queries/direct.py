@@ -45,6 +45,12 @@ class Form:
     records: bool = False
     #: the mapping steps that write what it reads (None: every step)
     steps: tuple[str, ...] | None = None
+    #: it reads what the Darshan I/O link decides (False: a run is answered unlinked, its
+    #: link, seconds at 10^6 tasks, left to the questions that read it)
+    io: bool = True
+    #: told from a run's records: its graph has none of the triples the form's joins start
+    #: from (the run is then answered from empty tables, without mapping it)
+    empty: Callable[[RunRecords], bool] | None = None
 
 
 def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
@@ -54,27 +60,18 @@ def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
     writes an mp:Thread, compute when an execution the tasks step writes has a start."""
     from pathlib import PurePath
 
-    from metaprov.mapping.agents import thread_table
-    from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
-
     rows = []
     for graph in graphs:
         rec = graph.records
         ctx = graph.shared_context()
-        idx = task_index(ctx)
-        ex = executions_sorted(ctx, idx)
-        keys = mapped_rows(ctx, idx)
-        if keys is not None and len(ex):
-            ex = ex[keys[ex["row"].to_numpy()]]
-        compute = bool(len(ex)) and bool(ex["start"].notna().any())
         name = (rec.job or {}).get("name") or PurePath(str(rec.path)).name
         missing = " ".join(sorted(str(m) for m in rec.missing))
         rows.append(
             (
                 graph.run_id,
                 str(name) if name else None,
-                len(thread_table(ctx)) > 0,
-                compute,
+                _has_threads(ctx),
+                _has_compute(ctx),
                 missing,
             )
         )
@@ -82,7 +79,46 @@ def facts_of_graphs(graphs: Sequence[ProvGraph]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "name", "threads", "compute", "missing_inputs"])
 
 
+def _has_threads(ctx: Any) -> bool:
+    """Whether the agents step writes an mp:Thread: a (worker, thread) pair in the threads
+    table or in the executions (:func:`metaprov.mapping.agents.thread_table` is not empty),
+    told without building that table when it is not built yet."""
+    if "threads" in ctx.cache:
+        from metaprov.mapping.agents import thread_table
+
+        return len(thread_table(ctx)) > 0
+    rec = ctx.records
+    return any(
+        bool((t["worker"].notna() & t["thread"].notna()).any())
+        for t in (rec.threads, rec.executions)
+    )
+
+
+def _has_compute(ctx: Any) -> bool:
+    """Whether an execution the tasks step writes has a start: one with a key and a start when
+    the mapping writes every key (the whole run), else through the mapped key rows."""
+    from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
+
+    ex = ctx.records.executions
+    if ctx.cache.get("owns_keys") is None:
+        return bool((ex["key"].notna() & ex["start"].notna()).any())
+    idx = task_index(ctx)
+    ex = executions_sorted(ctx, idx)
+    keys = mapped_rows(ctx, idx)
+    if keys is not None and len(ex):
+        ex = ex[keys[ex["row"].to_numpy()]]
+    return bool(len(ex)) and bool(ex["start"].notna().any())
+
+
 _TYPE = "type:"
+
+
+def no_triples(graph: ProvGraph, wanted: Sequence[str]) -> dict[str, Any]:
+    """:func:`triple_tables` of a graph holding none of the ``wanted`` predicates."""
+    import polars as pl
+
+    empty = pl.DataFrame({"s": [], "o": []}, schema={"s": pl.String, "o": pl.String})
+    return {"graph": graph.graph_iri, **{w: empty for w in wanted}}
 
 
 def triple_tables(
@@ -280,6 +316,13 @@ _FAILURES = (
 )
 
 
+def _no_errors(records: RunRecords) -> bool:
+    """Whether the run records no erred attempt with its exception (the capture's results):
+    the mapping then writes no mp:exceptionType, the triple ``failures`` starts from."""
+    res = records.results
+    return not len(res) or not bool(res["outcome"].eq("error").fillna(False).any())
+
+
 def failures(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFrame:
     """``failures`` (see its .rq file): the erred executions joined with their task, key,
     message, prefix and function as the query's patterns and OPTIONALs join them."""
@@ -344,6 +387,8 @@ def failures(tables: list[dict[str, Any]], params: dict[str, Any]) -> pd.DataFra
     )
 
 
+_FAILURE_STEPS = ("job", "graphs", "tasks", "facts")
+
 _FAILURE_COLUMNS = (
     "run_id",
     "exception_type",
@@ -392,13 +437,15 @@ def critical_path(
 #: Question name -> its direct form.
 FORMS: dict[str, Form] = {
     "thread-utilisation": Form(
-        tuple(_UTIL_PREDICATES), thread_utilisation, steps=("job", "agents")
+        tuple(_UTIL_PREDICATES), thread_utilisation, steps=("job", "agents"), io=False
     ),
     "worker-utilisation": Form(
-        tuple(_UTIL_PREDICATES), worker_utilisation, steps=("job", "agents")
+        tuple(_UTIL_PREDICATES), worker_utilisation, steps=("job", "agents"), io=False
     ),
-    "failures": Form(_FAILURES, failures),
-    "critical-path": Form((), critical_path, records=True),
+    # the run (job), executions, their tasks and prefixes (tasks), the prefixes' names and the
+    # functions (graphs, facts): a test checks these steps give every triple a whole pass gives
+    "failures": Form(_FAILURES, failures, steps=_FAILURE_STEPS, io=False, empty=_no_errors),
+    "critical-path": Form((), critical_path, records=True, io=False),
 }
 
-__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_graphs", "triple_tables"]
+__all__ = ["FORMS", "DirectUnsupported", "Form", "facts_of_graphs", "no_triples", "triple_tables"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,8 @@ class Timing:
     read: float = 0.0
     load: float = 0.0
     answer: float = 0.0
+    #: writing the cache entries of runs read, after the answer (with ``on_answer``)
+    keep: float = 0.0
     triples: int = 0
     engine: str = "store"
 
@@ -60,6 +62,7 @@ def query_runs(
     engine: str = "auto",
     timing: Timing | None = None,
     progress: bool = False,
+    on_answer: Callable[[pd.DataFrame | bool], None] | None = None,
 ) -> pd.DataFrame | bool:
     """Answer a question straight from run directories (no store).
 
@@ -76,6 +79,9 @@ def query_runs(
             without a direct form).
         timing: filled with where the time went, when given.
         progress: show the reading of each run not in the cache (a progress bar on stderr).
+        on_answer: called with the answer as soon as it is made, before the runs read are
+            kept in the cache (``metaprov query`` prints it there: the answer is not kept
+            waiting for the cache, seconds at 10^6 tasks).
 
     Returns:
         The answer, as :func:`metaprov.queries.query` returns it from a store holding the runs.
@@ -93,10 +99,30 @@ def query_runs(
     dirs = _run_dirs(runs)
     timing = timing if timing is not None else Timing()
     _check_engine(q, engine)
+    # a direct form that reads nothing the Darshan I/O link decides answers an unlinked run
+    form = _direct_form(q) if engine != "store" else None
+    link = form is None or form.io
+    later: list[Callable[[], None]] | None = [] if on_answer is not None else None
     t0 = time.perf_counter()
-    records = [read_cached(d, darshan=darshan, cache=cache, progress=progress) for d in dirs]
+    records = [
+        read_cached(d, darshan=darshan, cache=cache, progress=progress, link=link, later=later)
+        for d in dirs
+    ]
     timing.read = time.perf_counter() - t0
-    return answer_records(q, records, params, base=base, engine=engine, timing=timing)
+    answer = answer_records(q, records, params, base=base, engine=engine, timing=timing)
+    if on_answer is not None:
+        on_answer(answer)
+    if later:
+        t3 = time.perf_counter()
+        for write in later:
+            write()
+        timing.keep = time.perf_counter() - t3
+    if not link:  # the store path answered after all (and linked the runs): the link is kept
+        from metaprov.queries.runcache import keep_link
+
+        for d, rec in zip(dirs, records, strict=True):
+            keep_link(d, rec, darshan=darshan, cache=cache)
+    return answer
 
 
 def answer_records(
@@ -162,7 +188,12 @@ def _direct_answer(
     the store path must answer (parameters the form leaves to it, an empty answer to a
     question naming a run, key or prefix: the store path explains it)."""
     from metaprov.queries import CRITICAL_PATH, _check_params, gap_notes, sorted_words
-    from metaprov.queries.direct import DirectUnsupported, facts_of_graphs, triple_tables
+    from metaprov.queries.direct import (
+        DirectUnsupported,
+        facts_of_graphs,
+        no_triples,
+        triple_tables,
+    )
 
     if q.name == CRITICAL_PATH and "run" in params and "run_id" not in params:
         params["run_id"] = params.pop("run")  # as the store path accepts it
@@ -171,11 +202,18 @@ def _direct_answer(
     from metaprov.mapping.terms import DEFAULT_BASE
 
     # one mapping context per run, shared by the form's triples and the facts of what it lacks
-    graphs = [to_prov(r, base=base or DEFAULT_BASE) for r in records]
+    graphs = [to_prov(r, base=base or DEFAULT_BASE, link=form.io) for r in records]
     for graph in graphs:
         graph.shared_context()
     tables = (
-        [triple_tables(g, form.predicates, form.steps) for g in graphs] if form.predicates else []
+        [
+            no_triples(g, form.predicates)
+            if form.empty is not None and form.empty(g.records)
+            else triple_tables(g, form.predicates, form.steps)
+            for g in graphs
+        ]
+        if form.predicates
+        else []
     )
     try:
         answer = (
@@ -214,12 +252,22 @@ def _run_dirs(runs: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def read_cached(
-    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
+    run: Path,
+    *,
+    darshan: bool = True,
+    cache: bool | str | Path = True,
+    progress: bool = False,
+    link: bool = True,
+    later: list[Callable[[], None]] | None = None,
 ) -> RunRecords:
-    """The run's records, linked as ``metaprov load`` links them (from the cache when valid)."""
+    """The run's records, linked as ``metaprov load`` links them (from the cache when valid;
+    ``link=False``: the Darshan I/O may be left unlinked; ``later``: a new entry written
+    when the caller says; see :func:`metaprov.queries.runcache.cached_records`)."""
     from metaprov.queries.runcache import cached_records
 
-    return cached_records(run, darshan=darshan, cache=cache, progress=progress)
+    return cached_records(
+        run, darshan=darshan, cache=cache, progress=progress, link=link, later=later
+    )
 
 
 def _checks(q: Question) -> tuple[str, ...]:

@@ -5,8 +5,8 @@ Input: a run directory. Output: its :class:`~metaprov.records.RunRecords`, read 
 again (and kept).
 
 Reading a run of 10^6 tasks (1.3 GB of CSV) is most of the cost of an answer from a run
-directory; its records, once read, are kept as Parquet tables (exact types) and a JSON file of
-the rest, in ``$METAPROV_CACHE`` (default ``$XDG_CACHE_HOME/metaprov/runs`` or
+directory; its records, once read, are kept as Arrow IPC (Feather, LZ4) tables (exact types:
+pandas' own metadata) and a JSON file of the rest, in ``$METAPROV_CACHE`` (default ``$XDG_CACHE_HOME/metaprov/runs`` or
 ``~/.cache/metaprov/runs``), one folder per run directory (its absolute path) and reading
 options. An entry is used only when every file of the run directory (subfolders included) has
 the size and modification time it had when the entry was written, and the entry was written by
@@ -14,20 +14,26 @@ the same metaprov version; otherwise the run is read again and the entry replace
 written to a temporary folder and renamed into place, so a reader never sees half of one; an
 unreadable or damaged entry is read again, never trusted. What is not kept: the row accounting
 of the read (``metaprov inspect`` reports it; answers do not use it), and of the state
-transitions all but their times (answers map the task level, ``--detail tasks``, which reads
-nothing else of them: at 10^6 tasks the 7 M transition rows were two thirds of an entry). No
-pickle: Parquet and JSON only.
+transitions all but the rows of their first and last time (answers map the task level,
+``--detail tasks``, which reads nothing else of them than the run's span: at 10^6 tasks the
+7 M transition rows were two thirds of an entry). No pickle: Arrow IPC and JSON only.
+
+An entry of a run with Darshan logs may be written before the I/O was linked to tasks (a
+question that reads nothing of the link answers without it: seconds at 10^6 tasks); the first
+answer that links the run adds the link to the entry (:func:`keep_link`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +48,10 @@ ENV_CACHE = "METAPROV_CACHE"
 #: What an entry keeps of the state transitions (the run's span; see the module docstring).
 TRANSITION_COLUMNS = ("time",)
 #: Format of an entry (raise it when the layout changes: older entries are then read again).
-LAYOUT = 2
+LAYOUT = 3
+#: The tables' files: Arrow IPC, LZ4 (at 10^6 tasks a third of Parquet's time to write and
+#: to read back, 1.5x its size).
+_SUFFIX = ".arrow"
 
 
 def cache_root(cache: bool | str | Path = True) -> Path | None:
@@ -59,12 +68,24 @@ def cache_root(cache: bool | str | Path = True) -> Path | None:
 
 
 def cached_records(
-    run: Path, *, darshan: bool = True, cache: bool | str | Path = True, progress: bool = False
+    run: Path,
+    *,
+    darshan: bool = True,
+    cache: bool | str | Path = True,
+    progress: bool = False,
+    link: bool = True,
+    later: list[Callable[[], None]] | None = None,
 ) -> RunRecords:
     """The run's records with Darshan I/O linked, for answers (the task level: of the state
     transitions only their times are kept): the cache's entry when it is valid, else the run
     read again (and the entry written; a cache that cannot be written is skipped with a
-    warning)."""
+    warning).
+
+    ``link=False``: the Darshan I/O may be left unlinked (``records.io`` None), for answers that
+    read nothing the link decides; an entry is then written without the link, and the first
+    answer that links the run adds it (:func:`keep_link`). ``later``: a new entry is not
+    written now; the function writing it is appended there (for a caller that answers
+    first: it writes the records as they are then, the link included when one was made)."""
     from metaprov.ingest import read_run
     from metaprov.store.base import _maybe_link
 
@@ -74,18 +95,77 @@ def cached_records(
     if entry is not None:
         found = _read_entry(entry, files)
         if found is not None:
+            if link and found.io is None and found.darshan is not None:
+                _maybe_link(found)
+                keep_link(run, found, darshan=darshan, cache=cache)
             return found
     records = read_run(run, darshan=darshan, progress=progress)
-    _maybe_link(records)
+    if link:
+        _maybe_link(records)
     # what an entry keeps of the transitions, whether or not one is written: the same records
     # either way, and their memory (the largest table of a large run) handed back at once
-    records.transitions = records.transitions[list(TRANSITION_COLUMNS)]
+    records.transitions = span_rows(records.transitions)
     if entry is not None:
-        try:
-            _write_entry(entry, records, files)
-        except (OSError, TypeError, ValueError) as exc:
-            log.warning("could not keep the run's records in %s: %s", entry, exc)
+        write = functools.partial(_keep, entry, records, files)
+        if later is None:
+            write()
+        else:
+            later.append(write)
     return records
+
+
+def _keep(entry: Path, records: RunRecords, files: list[list[Any]]) -> None:
+    """Write the entry, or warn that it could not be written (the answer stands)."""
+    try:
+        _write_entry(entry, records, files)
+    except (OSError, TypeError, ValueError) as exc:
+        log.warning("could not keep the run's records in %s: %s", entry, exc)
+
+
+def span_rows(transitions: pd.DataFrame) -> pd.DataFrame:
+    """Of the transitions, the times (:data:`TRANSITION_COLUMNS`) of the rows holding the
+    first and the last time: what the run's span (:attr:`RunRecords.span`) reads of them."""
+    times = transitions[list(TRANSITION_COLUMNS)]
+    valid = times["time"].dropna()
+    if not len(valid):
+        return times.iloc[:0].reset_index(drop=True)
+    rows = sorted({int(valid.argmin()), int(valid.argmax())})  # on the integers, not objects
+    return valid.iloc[rows].to_frame().reset_index(drop=True)
+
+
+def keep_link(
+    run: Path, records: RunRecords, *, darshan: bool = True, cache: bool | str | Path = True
+) -> None:
+    """Add the records' Darshan I/O link to the run's entry when the entry was written without
+    it (nothing when there is no entry, it has the link, or the records have none). Its
+    tables are written beside the entry's, then the entry's description is replaced at once:
+    a reader sees the entry with or without the link, never half of it."""
+    root = cache_root(cache)
+    if root is None or records.io is None:
+        return
+    entry = root / _entry_name(run, darshan)
+    if not (entry / "entry.json").is_file():  # not written (a warning said why)
+        return
+    try:
+        meta = json.loads((entry / "entry.json").read_text(encoding="utf-8"))
+        fields = meta["fields"]
+        if fields.get("io") is not None:
+            return
+        tmp = Path(tempfile.mkdtemp(prefix=".writing-", dir=entry))
+        try:
+            tables: list[str] = []
+            io = _encode_fields(records.io, tmp, "io.", tables)
+            for name in tables:
+                os.replace(tmp / f"{name}{_SUFFIX}", entry / f"{name}{_SUFFIX}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        meta["tables"] = [*meta["tables"], *tables]
+        fields["io"] = {"__fields__": io}
+        new = entry / ".entry.json.writing"
+        new.write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(new, entry / "entry.json")
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        log.warning("could not keep the run's I/O link in %s: %s", entry, exc)
 
 
 def _entry_name(run: Path, darshan: bool) -> str:
@@ -138,7 +218,7 @@ def _write_entry(entry: Path, records: RunRecords, files: list[list[Any]]) -> No
 
 
 def _encode_fields(obj: Any, folder: Path, prefix: str, tables: list[str]) -> dict[str, Any]:
-    """The dataclass's fields: tables written as Parquet files (named in ``tables``), nested
+    """The dataclass's fields: tables written as Arrow IPC files (named in ``tables``), nested
     dataclasses by their fields, anything else as tagged JSON."""
     out: dict[str, Any] = {"__class__": type(obj).__module__ + ":" + type(obj).__qualname__}
     for f in dataclasses.fields(obj):
@@ -147,7 +227,7 @@ def _encode_fields(obj: Any, folder: Path, prefix: str, tables: list[str]) -> di
         value = getattr(obj, f.name)
         name = prefix + f.name
         if isinstance(value, pd.DataFrame):
-            value.to_parquet(folder / f"{name}.parquet", index=False)
+            _write_table(value, folder / f"{name}{_SUFFIX}")
             tables.append(name)
             out[f.name] = {"__table__": name}
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -155,6 +235,20 @@ def _encode_fields(obj: Any, folder: Path, prefix: str, tables: list[str]) -> di
         else:
             out[f.name] = _json_value(value)
     return out
+
+
+def _write_table(df: pd.DataFrame, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    feather.write_feather(table, path, compression="lz4")
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    import pyarrow.feather as feather
+
+    return feather.read_table(path, memory_map=False).to_pandas()
 
 
 def _json_value(value: Any) -> Any:
@@ -222,7 +316,7 @@ def _decode_fields(data: dict[str, Any], folder: Path) -> Any:
         if name == "__class__":
             continue
         if isinstance(value, dict) and "__table__" in value:
-            values[name] = pd.read_parquet(folder / f"{value['__table__']}.parquet")
+            values[name] = _read_table(folder / f"{value['__table__']}{_SUFFIX}")
         elif isinstance(value, dict) and "__fields__" in value:
             values[name] = _decode_fields(value["__fields__"], folder)
         else:
@@ -246,4 +340,4 @@ def _from_json(value: Any) -> Any:
     return value
 
 
-__all__ = ["ENV_CACHE", "cache_root", "cached_records"]
+__all__ = ["ENV_CACHE", "cache_root", "cached_records", "keep_link"]

@@ -195,6 +195,71 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
     )
 
 
+def test_a_form_told_empty_from_the_records_is_so_in_the_mapping(
+    synthetic_runs: dict[str, Path],
+) -> None:
+    """A form that skips mapping a run its records say it finds nothing in (``failures`` on a
+    run without recorded exceptions) skips only runs whose graph has none of its triples."""
+    from metaprov.ingest import read_run
+    from metaprov.mapping import to_prov
+    from metaprov.mapping.terms import MP
+    from metaprov.queries.direct import triple_tables
+
+    starts = {"failures": MP.exceptionType}  # the triples each such form's joins start from
+    assert {n for n, f in FORMS.items() if f.empty is not None} == set(starts)
+    told = []
+    for run in (EXAMPLE, synthetic_runs["faulty"], synthetic_runs["lost"]):
+        graph = to_prov(read_run(run, darshan=False))
+        for name, first in starts.items():
+            tables = triple_tables(graph, [first])  # every step
+            told.append(FORMS[name].empty(graph.records))
+            assert told[-1] == (len(tables[first]) == 0), (run, name)
+    assert sorted(set(told)) == [False, True]  # both cases seen
+
+
+def test_the_answer_comes_before_the_run_is_kept(tmp_path: Path) -> None:
+    """With ``on_answer`` (how ``metaprov query`` prints), the answer is handed over before the
+    cache entry is written; the entry is there when the call returns, and answers the next."""
+    cache = tmp_path / "cache"
+    seen: list[Any] = []
+
+    def on_answer(answer: Any) -> None:
+        seen.append(format_result(answer, "csv"))
+        assert not cache.exists() or not any(cache.glob("*/entry.json"))
+
+    got = query_runs("failures", [EXAMPLE], cache=cache, on_answer=on_answer)
+    assert seen == [format_result(got, "csv")]
+    assert len(list(cache.glob("*/entry.json"))) == 1
+    timing = Timing()
+    again = query_runs("failures", [EXAMPLE], cache=cache, timing=timing)
+    assert format_result(again, "csv") == seen[0] and timing.keep == 0.0
+
+
+def test_the_link_is_left_to_the_questions_that_read_it(
+    synthetic_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A direct form that reads nothing of the Darshan I/O link answers the run unlinked and
+    keeps it so (seconds at 10^6 tasks); the first question that reads the I/O links it, adds
+    the link to the entry, and answers as the store does."""
+    import json
+
+    from metaprov.queries.runcache import cached_records
+
+    run, cache = synthetic_runs["faulty"], tmp_path / "cache"
+    query_runs("thread-utilisation", [run], cache=cache)
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    fields = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["fields"]
+    assert fields["darshan"] is not None and fields["io"] is None
+    want = run_question(_store([run]), "io-per-prefix", {})
+    assert len(want)
+    got = query_runs("io-per-prefix", [run], cache=cache)
+    assert format_result(got, "csv") == format_result(want, "csv")
+    fields = json.loads((entry / "entry.json").read_text(encoding="utf-8"))["fields"]
+    assert fields["io"] is not None
+    kept = cached_records(run, cache=cache, link=False)  # read back, linked
+    assert kept.io is not None and len(kept.io.segments) == len(kept.darshan.segments)
+
+
 def _real_runs() -> list[Any]:
     from metaprov.ingest import is_run_directory
 

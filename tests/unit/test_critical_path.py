@@ -67,6 +67,33 @@ def test_vectorised_and_networkx_agree_on_larger_dags(seed: int) -> None:
     assert w[b].sum() == pytest.approx(w[a].sum(), rel=1e-12)
 
 
+@pytest.mark.parametrize("weights", ["ties", "negative", "zero", "tenths"])
+def test_vectorised_finds_networkx_path_among_ties(weights: str) -> None:
+    """The vectorised programme picks networkx's very path where several are equally heavy
+    (so ``auto``, which uses it at every size, answers as networkx did): its topological order,
+    its first predecessor, its end; no path when every weight is 0; a negative sum restarts."""
+    for seed in range(60):
+        rng = np.random.default_rng(1000 + seed)
+        n = int(rng.integers(1, 50))
+        w = {
+            "ties": rng.integers(0, 3, n).astype(float),
+            "negative": rng.integers(-2, 3, n).astype(float),
+            "zero": np.zeros(n),
+            "tenths": rng.uniform(0, 1, n).round(1),
+        }[weights]
+        m = int(rng.integers(0, 3 * n + 1))
+        a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        perm = rng.permutation(n)  # node numbers not in dependency order
+        edges = pd.DataFrame({"s": perm[lo[lo < hi]], "d": perm[hi[lo < hi]]}).drop_duplicates()
+        src, dst = edges["s"].to_numpy(), edges["d"].to_numpy()
+        want = longest_path(np.arange(n), w, src, dst, method="networkx")
+        assert longest_path(np.arange(n), w, src, dst, method="numpy") == want, seed
+        assert longest_path(np.arange(n), w, src, dst) == want, seed
+    if weights == "zero":
+        assert want == []  # nothing ran: no path, as networkx says
+
+
 @pytest.mark.parametrize("method", ["networkx", "numpy"])
 def test_cycle_is_reported(method: str) -> None:
     with pytest.raises(QueryError, match="cycle"):
