@@ -11,8 +11,8 @@ By default (the suite's 10 minutes on 2 cores), every question with every parame
 asked of the example run and of the synthetic run with retries, errors and I/O, and each
 question once of PMDA R1. The runs that lack files (``bare``, ``lost``) and the two runs at
 once are asked what can differ there: the direct forms (Python of their own over the records,
-per run), the questions whose notes say what a run lacks (``# needs:``; of two runs, those
-whose notes name one of them) and the questions that span runs. A store-only question's answer from the run directory is the same
+per run), a question for each set of needs whose notes say what a run lacks (``# needs:``; of
+two runs, those whose notes name one of them) and the questions that span runs. A store-only question's answer from the run directory is the same
 SPARQL over the triples its text names, kept whatever the run holds, so asking it of the
 richest runs is what shows its narrowing right; ``METAPROV_FULL=1`` asks everything everywhere.
 """
@@ -111,9 +111,14 @@ def _ask_all(
 
 
 def _lacking() -> set[str]:
-    """What can differ on a run that lacks files: the direct forms and the questions whose
-    notes say what a run lacks."""
-    return set(FORMS) | {q.name for q in questions() if q.needs}
+    """What can differ on a run that lacks files: the direct forms, and a question for each
+    set of needs (``# needs:``) whose notes say what a run lacks (one note-maker serves every
+    question of a set; the others: METAPROV_FULL=1)."""
+    by_needs: dict[tuple[str, ...], str] = {}
+    for q in questions():
+        if q.needs:
+            by_needs.setdefault(tuple(sorted(q.needs)), q.name)
+    return set(FORMS) | set(by_needs.values())
 
 
 #: Of two runs at once, by default: the direct forms (they combine the runs in Python), the
