@@ -119,12 +119,19 @@ def test_real_run_every_format_parses_back_and_validates(run: Path, tmp_path: Pa
     # Validation: pyshacl on one RDF serialisation (all are the same triples, checked above),
     # the columnar engine on the others (each syntax streamed through Oxigraph's parser first),
     # prov on the PROV-DM ones.
+    # By default the columnar engine reads one other syntax (the others hold the same triples,
+    # checked above, and validate reads each syntax: test_validate), and prov one PROV-DM file
+    # besides PROV-JSON (the PROV-N one is the same document, checked above): METAPROV_FULL=1
+    # validates every file.
     report = validate(outputs["ntriples"], engine="shacl" if n < 50_000 or ALL_RUNS else "columnar")
     assert report.conforms, report.text()
-    for name in OX:
+    for name in OX if ALL_RUNS else ("rdf-xml",):
         if name != "ntriples":
             assert validate(outputs[name], engine="columnar").conforms, name
+    same_document = n < 50_000 and not ALL_RUNS
     for name in PROV_DM.keys() & outputs.keys():  # parsed back through prov, rules checked
+        if name == "provn" and same_document:
+            continue
         report = validate(outputs[name])
         assert report.conforms and report.triples > 0, name
     # A partial run says what was missing.
