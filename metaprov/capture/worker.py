@@ -25,6 +25,8 @@ writes only its own files, so concurrent workers never share a file handle.
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import os
 import socket
@@ -52,6 +54,7 @@ from metaprov.capture._files import (
     fast_worker_transition,
     now,
     plain,
+    quote,
     versions,
     write_json_atomic,
 )
@@ -136,9 +139,6 @@ class WorkerCapture(WorkerPlugin):
         self._execution: tuple[Any, float, dict[tuple[Any, ...], float]] | None = None
         self._interval: dict[tuple[Any, ...], float] = {}
         self._interval_start = 0.0
-        #: Dask metric name -> its CSV cells ``span,context,prefix,activity,unit`` (formatted
-        #: once per distinct name)
-        self._cells: dict[tuple[Any, ...], str] = {}
         self._type_names: dict[type, str] = {}
         self._sinks: dict[str, CsvSink] = {}
         self._pending: dict[Any, tuple[list[Any], float]] = {}
@@ -199,10 +199,9 @@ class WorkerCapture(WorkerPlugin):
                 self._part("worker_result"), WORKER_RESULT, index=False, flush_rows=self.flush_rows
             )
         if self.metrics:
-            self._sinks["worker_metric"] = TextSink(
-                self._part("worker_metric"), WORKER_METRIC, flush_rows=self.flush_rows
+            self._sinks["worker_metric"] = MetricSink(
+                self._part("worker_metric"), self.address, flush_rows=self.flush_rows
             )
-            self._address_cell = csv_cell(self.address)
         self._result_rows = self._sinks["worker_result"].append if self.results else None
         self._transition_rows = self._sinks["worker_transition"].append
         self._closed = False
@@ -477,29 +476,11 @@ class WorkerCapture(WorkerPlugin):
             vars(worker).pop(attr, None)
 
     def _execution_rows(self, key: Any, start: Any, metrics: dict[tuple[Any, ...], float]) -> None:
-        """One row per (context, activity, unit) of one execution (summed when Dask digests
-        the same activity twice, e.g. two memory reads), formatted as one piece of CSV text:
-        the cells the rows share (worker, key, times) once, each metric name's cells once per
-        worker (the few distinct names are cached)."""
-        if not metrics:
-            return
-        t = repr(now())
-        head = f"{self._address_cell},{csv_cell(str(key))},"
-        tail = f",{csv_cell(start)},{t},{t}\n"
-        cells = self._cells
-        parts = []
-        for name, value in metrics.items():
-            mid = cells.get(name)
-            if mid is None:
-                context, span, prefix, activity, unit = metric_fields(name)
-                mid = cells[name] = ",".join(map(csv_cell, (span, context, prefix, activity, unit)))
-            v = (
-                repr(value)
-                if value.__class__ is float or value.__class__ is int
-                else csv_cell(value)
-            )
-            parts.append(f"{head}{mid},{v}{tail}")
-        self._sinks["worker_metric"].append_text("".join(parts), len(parts))  # type: ignore[attr-defined]
+        """Keep one execution's metrics (summed per name when Dask digests the same activity
+        twice, e.g. two memory reads) as numbers; :class:`MetricSink` formats them at the next
+        flush, in one batch off the worker's hot path."""
+        if metrics:
+            self._sinks["worker_metric"].append_execution(key, start, now(), metrics)  # type: ignore[attr-defined]
 
     def _interval_rows(self, t: float) -> None:
         """The metrics digested outside executions since the previous flush, one row each."""
@@ -539,6 +520,101 @@ class WorkerCapture(WorkerPlugin):
             "rows": {name: sink.rows for name, sink in self._sinks.items()},
         }
         write_json_atomic(self.parts / f"worker_info.{self.part_id}.json", info)
+
+
+class MetricSink(TextSink):
+    """The ``worker_metric`` part file: execution metrics kept as numbers, formatted at flush.
+
+    An execution's metrics arrive as Dask's metric names and values; keeping them as they are
+    costs the worker's event loop one ``list.append`` per execution. :meth:`flush` (periodic,
+    when ``flush_rows`` rows wait, at close) formats every waiting execution in one batch: the
+    cells its rows share (worker, key, times) once, each metric name's cells once per worker.
+    Byte for byte what the csv module writes (floats as their ``repr``). Rows given as text or
+    values (the interval rows) come after the executions buffered before them.
+    """
+
+    def __init__(self, path: Path, address: str, *, flush_rows: int = 10_000) -> None:
+        super().__init__(path, WORKER_METRIC, flush_rows=flush_rows)
+        self._address = address
+        self._head = csv_cell(address) + ","
+        #: executions waiting: (key, start, time, {metric name: value})
+        self._executions: list[tuple[Any, Any, float, dict[tuple[Any, ...], float]]] = []
+        #: Dask metric name -> its CSV cells ``span,context,prefix,activity,unit`` (formatted
+        #: once per distinct name)
+        self._cells: dict[tuple[Any, ...], str] = {}
+
+    def append_execution(
+        self, key: Any, start: Any, t: float, metrics: dict[tuple[Any, ...], float]
+    ) -> None:
+        """Keep one execution's metrics (one row per name) until the next flush."""
+        self._executions.append((key, start, t, metrics))
+        self._pending += len(metrics)
+        if self._pending >= self._flush_rows:
+            self.flush()
+
+    def append_text(self, text: str, rows: int) -> None:
+        """Buffer ``rows`` rows given as their CSV text, after the executions waiting."""
+        if self._executions:
+            self._texts.append(self._format_executions())
+        super().append_text(text, rows)
+
+    def flush(self) -> None:
+        """Format the waiting executions, write the buffered text, flush the file to the OS."""
+        if self._executions:
+            self._texts.append(self._format_executions())
+        super().flush()
+
+    def _format_executions(self) -> str:
+        executions, self._executions = self._executions, []
+        try:
+            return self._format(executions)
+        except Exception:  # an odd key or value: row by row, through the csv module
+            log.debug("metaprov capture: metric rows formatted one by one", exc_info=True)
+            return self._format_slowly(executions)
+
+    def _format(
+        self, executions: list[tuple[Any, Any, float, dict[tuple[Any, ...], float]]]
+    ) -> str:
+        cells = self._cells
+        head = self._head
+        parts = []
+        for key, start, t, metrics in executions:
+            row_head = f"{head}{quote(str(key))},"
+            ts = repr(t)
+            tail = f",{csv_cell(start)},{ts},{ts}\n"
+            for name, value in metrics.items():
+                mid = cells.get(name)
+                if mid is None:
+                    mid = cells[name] = ",".join(map(csv_cell, _name_cells(name)))
+                v = (
+                    repr(value)
+                    if value.__class__ is float or value.__class__ is int
+                    else csv_cell(value)
+                )
+                parts.append(f"{row_head}{mid},{v}{tail}")
+        return "".join(parts)
+
+    def _format_slowly(
+        self, executions: list[tuple[Any, Any, float, dict[tuple[Any, ...], float]]]
+    ) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        address = self._address
+        for key, start, t, metrics in executions:
+            for name, value in metrics.items():
+                try:
+                    row = (address, str(key), *_name_cells(name), value, start, t, t)
+                    writer.writerow(row)
+                except Exception:  # counted as lost, never a broken flush
+                    self._pending -= 1
+                    log.warning("metaprov capture: a metric row of %r not recorded", key)
+        return buf.getvalue()
+
+
+def _name_cells(name: tuple[Any, ...]) -> tuple[str | None, str, str | None, str, str]:
+    """The ``span,context,prefix,activity,unit`` cells of one of Dask's metric names."""
+    context, span, prefix, activity, unit = metric_fields(name)
+    return span, context, prefix, activity, unit
 
 
 #: Metric contexts whose second element is a span id (``distributed.spans``).
