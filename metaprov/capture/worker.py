@@ -290,37 +290,40 @@ class WorkerCapture(WorkerPlugin):
         opened, d0 = (None, None) if pending is None else pending
         begin = stop = None
         thread = run_id = None
-        ts = self.worker.state.tasks.get(key)
+        state = self.worker.state
+        ts = state.tasks.get(key)
         if ts is not None:
             run_id = getattr(ts, "run_id", None)
-            thread = self.worker.state.threads.get(key)
+            thread = state.threads.get(key)
             # Dask appends {"action": "compute", start, stop} when the function returns, shifted
             # to the scheduler's clock by the worker's scheduler_delay *as it was when the task
             # started*. That estimate moves by 10-20 ms at heartbeats, so undo the shift with the
             # value seen at ready->executing (d0) unless only the current one (d1) puts the window
             # between the two hooks, where it must lie.
-            entry = next((e for e in reversed(ts.startstops) if e.get("action") == "compute"), None)
+            entry = _compute_entry(ts.startstops)
             if entry is not None:
                 lo = -float("inf") if opened is None else opened[4]
-                candidates = [d for d in (d0, self._delay()) if d is not None]
-                for d in candidates:
-                    b, e = entry["start"] - d, entry["stop"] - d
-                    if b >= lo - 1e-4 and e <= t + 1e-4:
-                        begin, stop = b, e
-                        break
+                first, last = entry["start"], entry["stop"]
+                d1 = self._delay()
+                if d0 is not None and first - d0 >= lo - 1e-4 and last - d0 <= t + 1e-4:
+                    begin, stop = first - d0, last - d0
+                elif first - d1 >= lo - 1e-4 and last - d1 <= t + 1e-4:
+                    begin, stop = first - d1, last - d1
                 else:
-                    if opened is None or entry["stop"] - candidates[0] >= lo - 0.001:
-                        begin, stop = entry["start"] - candidates[0], entry["stop"] - candidates[0]
+                    d = d1 if d0 is None else d0
+                    if opened is None or last - d >= lo - 0.001:
+                        begin, stop = first - d, last - d
         if opened is not None:
             if begin is not None:
                 opened[4] = begin
             self._transition_rows(tuple(opened))
-        self._transition_rows((str(key), start, finish, self.address, t if stop is None else stop))
+        skey = str(key)
+        self._transition_rows((skey, start, finish, self.address, t if stop is None else stop))
         if opened is not None or begin is not None:
             start_t = begin if begin is not None else (opened[4] if opened else None)
             self._sinks["worker_execution"].append(
                 (
-                    str(key),
+                    skey,
                     self.address,
                     thread,
                     start_t,
@@ -615,6 +618,19 @@ def _name_cells(name: tuple[Any, ...]) -> tuple[str | None, str, str | None, str
     """The ``span,context,prefix,activity,unit`` cells of one of Dask's metric names."""
     context, span, prefix, activity, unit = metric_fields(name)
     return span, context, prefix, activity, unit
+
+
+def _compute_entry(startstops: Any) -> dict[str, Any] | None:
+    """The last ``compute`` entry of a task's ``startstops`` (Dask appends it last, after the
+    transfers of its dependencies), or None."""
+    if startstops:
+        last = startstops[-1]
+        if last.get("action") == "compute":
+            return last  # type: ignore[no-any-return]
+        for entry in reversed(startstops):
+            if entry.get("action") == "compute":
+                return entry  # type: ignore[no-any-return]
+    return None
 
 
 #: Metric contexts whose second element is a span id (``distributed.spans``).
