@@ -25,8 +25,6 @@ writes only its own files, so concurrent workers never share a file handle.
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import os
 import socket
@@ -136,7 +134,7 @@ class WorkerCapture(WorkerPlugin):
         self.results = results
         self.tracebacks = tracebacks
         self.metrics = metrics
-        self._execution: tuple[Any, float, dict[tuple[Any, ...], float]] | None = None
+        self._execution: tuple[Any, Any] | None = None
         self._interval: dict[tuple[Any, ...], float] = {}
         self._interval_start = 0.0
         self._type_names: dict[type, str] = {}
@@ -440,15 +438,22 @@ class WorkerCapture(WorkerPlugin):
         self._interval = {}
         self._interval_start = now()
 
+        sink = self._sinks["worker_metric"]
+        ids, name_id = sink._ids, sink._name_id  # type: ignore[attr-defined]
+        names, values = sink._names.append, sink._values.append  # type: ignore[attr-defined]
+
         def digest_metric(name: Any, value: float) -> None:
             digest(name, value)
             if name.__class__ is not tuple or self._closed:
                 return
-            execution = self._execution
-            into = (
-                execution[2] if execution is not None and name[0] == "execute" else self._interval
-            )
-            into[name] = into.get(name, 0) + value
+            if self._execution is not None and name[0] == "execute":
+                # one row of the execution being finalised: its name's id and value, as numbers
+                i = ids.get(name)
+                names(name_id(name) if i is None else i)
+                values(value)
+            else:
+                interval = self._interval
+                interval[name] = interval.get(name, 0) + value
 
         def finalize_metrics(stim: Any, ledger: Any, *args: Any, **kwargs: Any) -> None:
             key = getattr(stim, "key", None)
@@ -461,13 +466,14 @@ class WorkerCapture(WorkerPlugin):
                 start = t - (ledger.func() - ledger.start)
             except Exception:
                 start = None
-            self._execution = (key, start, {})
+            self._execution = (key, start)
+            mark = sink.waiting  # type: ignore[attr-defined]
             try:
                 finalize(stim, ledger, *args, **kwargs)
             finally:
-                execution, self._execution = self._execution, None
+                self._execution = None
                 try:
-                    self._execution_rows(*execution)
+                    self._execution_rows(key, start, mark)
                 except Exception:  # the capture must never break the worker
                     log.debug("metaprov capture: metrics not recorded", exc_info=True)
 
@@ -478,12 +484,12 @@ class WorkerCapture(WorkerPlugin):
         for attr in ("digest_metric", "_finalize_metrics"):
             vars(worker).pop(attr, None)
 
-    def _execution_rows(self, key: Any, start: Any, metrics: dict[tuple[Any, ...], float]) -> None:
-        """Keep one execution's metrics (summed per name when Dask digests the same activity
-        twice, e.g. two memory reads) as numbers; :class:`MetricSink` formats them at the next
+    def _execution_rows(self, key: Any, start: Any, mark: int) -> None:
+        """Close one execution: its metric rows are those digested since ``mark`` (kept as
+        numbers by the wrapped ``digest_metric``, summed per name when Dask digests the same
+        activity twice, e.g. two memory reads); :class:`MetricSink` formats them at the next
         flush, in one batch off the worker's hot path."""
-        if metrics:
-            self._sinks["worker_metric"].append_execution(key, start, now(), metrics)  # type: ignore[attr-defined]
+        self._sinks["worker_metric"].close_execution(key, start, now(), mark)  # type: ignore[attr-defined]
 
     def _interval_rows(self, t: float) -> None:
         """The metrics digested outside executions since the previous flush, one row each."""
@@ -528,90 +534,144 @@ class WorkerCapture(WorkerPlugin):
 class MetricSink(TextSink):
     """The ``worker_metric`` part file: execution metrics kept as numbers, formatted at flush.
 
-    An execution's metrics arrive as Dask's metric names and values; keeping them as they are
-    costs the worker's event loop one ``list.append`` per execution. :meth:`flush` (periodic,
-    when ``flush_rows`` rows wait, at close) formats every waiting execution in one batch: the
-    cells its rows share (worker, key, times) once, each metric name's cells once per worker.
-    Byte for byte what the csv module writes (floats as their ``repr``). Rows given as text or
-    values (the interval rows) come after the executions buffered before them.
+    An execution's metrics wait in flat columns: per metric row, a small id of its Dask metric
+    name and its value (appended by the wrapped ``digest_metric``); per execution, the key's
+    text, start, time and number of rows. No container the garbage collector must visit, and
+    the worker's event loop pays a few ``list.append``. :meth:`flush` (periodic, when
+    ``flush_rows`` rows wait, at close) formats the waiting executions in one batch: the cells
+    an execution's rows share (worker, key, times) once, each metric name's cells once per
+    worker, the values of a name digested twice in one execution summed in their order. Byte
+    for byte what the csv module writes (floats as their ``repr``). Rows given as text or
+    values (the interval rows) come after the executions closed before them.
     """
 
     def __init__(self, path: Path, address: str, *, flush_rows: int = 10_000) -> None:
         super().__init__(path, WORKER_METRIC, flush_rows=flush_rows)
-        self._address = address
         self._head = csv_cell(address) + ","
-        #: executions waiting: (key, start, time, {metric name: value})
-        self._executions: list[tuple[Any, Any, float, dict[tuple[Any, ...], float]]] = []
-        #: Dask metric name -> its CSV cells ``span,context,prefix,activity,unit`` (formatted
-        #: once per distinct name)
-        self._cells: dict[tuple[Any, ...], str] = {}
+        #: Dask metric name -> small id; id -> the name's CSV cells
+        #: ``span,context,prefix,activity,unit`` (formatted once per distinct name)
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._cells: list[str] = []
+        # per waiting row: name id, value (lists kept: the digest wrapper holds their append)
+        self._names: list[int] = []
+        self._values: list[Any] = []
+        # per waiting execution: key text, start, time, rows
+        self._keys: list[str] = []
+        self._starts: list[Any] = []
+        self._times: list[float] = []
+        self._counts: list[int] = []
+
+    @property
+    def waiting(self) -> int:
+        """Metric rows appended so far and not yet formatted (a mark for :meth:`close_execution`)."""
+        return len(self._names)
 
     def append_execution(
         self, key: Any, start: Any, t: float, metrics: dict[tuple[Any, ...], float]
     ) -> None:
-        """Keep one execution's metrics (one row per name) until the next flush."""
-        self._executions.append((key, start, t, metrics))
-        self._pending += len(metrics)
+        """One execution's metrics given at once (one row per name)."""
+        mark = len(self._names)
+        for name, value in metrics.items():
+            self._names.append(self._name_id(name))
+            self._values.append(value)
+        self.close_execution(key, start, t, mark)
+
+    def close_execution(self, key: Any, start: Any, t: float, mark: int) -> None:
+        """The rows appended since ``mark`` are one execution's (key, start, time)."""
+        n = len(self._names) - mark
+        if n <= 0:
+            return
+        try:
+            skey = str(key)
+        except Exception:  # a key without text: its rows only, never the worker
+            del self._names[mark:], self._values[mark:]
+            log.warning("metaprov capture: the metrics of an execution not recorded")
+            return
+        self._keys.append(skey)
+        self._starts.append(start)
+        self._times.append(t)
+        self._counts.append(n)
+        self._pending += n
         if self._pending >= self._flush_rows:
             self.flush()
 
+    def _name_id(self, name: tuple[Any, ...]) -> int:
+        i = self._ids.get(name)
+        if i is None:
+            cells = ",".join(map(csv_cell, _name_cells(name)))
+            i = self._ids[name] = len(self._cells)
+            self._cells.append(cells)
+        return i
+
     def append_text(self, text: str, rows: int) -> None:
         """Buffer ``rows`` rows given as their CSV text, after the executions waiting."""
-        if self._executions:
+        if self._keys:
             self._texts.append(self._format_executions())
         super().append_text(text, rows)
 
     def flush(self) -> None:
         """Format the waiting executions, write the buffered text, flush the file to the OS."""
-        if self._executions:
+        if self._keys:
             self._texts.append(self._format_executions())
         super().flush()
 
     def _format_executions(self) -> str:
-        executions, self._executions = self._executions, []
-        try:
-            return self._format(executions)
-        except Exception:  # an odd key or value: row by row, through the csv module
-            log.debug("metaprov capture: metric rows formatted one by one", exc_info=True)
-            return self._format_slowly(executions)
-
-    def _format(
-        self, executions: list[tuple[Any, Any, float, dict[tuple[Any, ...], float]]]
-    ) -> str:
+        keys, starts, times, counts = self._keys, self._starts, self._times, self._counts
+        self._keys, self._starts, self._times, self._counts = [], [], [], []
+        # the rows of closed executions (rows of one still open, if any, stay)
+        total = sum(counts)
+        names, values = self._names[:total], self._values[:total]
+        del self._names[:total], self._values[:total]
         cells = self._cells
         head = self._head
         parts = []
-        for key, start, t, metrics in executions:
-            row_head = f"{head}{quote(str(key))},"
+        j = 0
+        for key, start, t, n in zip(keys, starts, times, counts, strict=True):
+            row_head = f"{head}{quote(key)},"
             ts = repr(t)
             tail = f",{csv_cell(start)},{ts},{ts}\n"
-            for name, value in metrics.items():
-                mid = cells.get(name)
-                if mid is None:
-                    mid = cells[name] = ",".join(map(csv_cell, _name_cells(name)))
-                v = (
-                    repr(value)
-                    if value.__class__ is float or value.__class__ is int
-                    else csv_cell(value)
-                )
-                parts.append(f"{row_head}{mid},{v}{tail}")
+            rows: Any = zip(names[j : j + n], values[j : j + n], strict=True)
+            if n > 1 and len(set(names[j : j + n])) < n:  # a name digested twice: summed
+                rows = _summed(rows)
+                self._pending -= n - len(rows)  # counted as digested until now
+            j += n
+            for i, value in rows:
+                cls = value.__class__
+                if cls is float or cls is int:
+                    v = repr(0 + value)  # as summed from 0 (-0.0 -> 0.0)
+                else:
+                    v = self._odd_cell(value, key)
+                    if v is None:
+                        continue
+                parts.append(f"{row_head}{cells[i]},{v}{tail}")
         return "".join(parts)
 
-    def _format_slowly(
-        self, executions: list[tuple[Any, Any, float, dict[tuple[Any, ...], float]]]
-    ) -> str:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        address = self._address
-        for key, start, t, metrics in executions:
-            for name, value in metrics.items():
-                try:
-                    row = (address, str(key), *_name_cells(name), value, start, t, t)
-                    writer.writerow(row)
-                except Exception:  # counted as lost, never a broken flush
-                    self._pending -= 1
-                    log.warning("metaprov capture: a metric row of %r not recorded", key)
-        return buf.getvalue()
+    def _odd_cell(self, value: Any, key: str) -> str | None:
+        """A value neither float nor int (summed from 0 where it can be), as the csv module
+        writes it; None (the row counted as not written) when it has no text."""
+        try:
+            try:
+                value = 0 + value
+            except TypeError:
+                pass
+            return csv_cell(value)
+        except Exception:
+            self._pending -= 1
+            log.warning("metaprov capture: a metric row of %s not recorded", key)
+            return None
+
+
+def _summed(rows: Any) -> Any:
+    """``(name id, value)`` pairs with the values of each id summed from 0 in their order
+    (first appearance first); unsummed when the values are not numbers."""
+    rows = list(rows)
+    summed: dict[int, Any] = {}
+    try:
+        for i, value in rows:
+            summed[i] = summed.get(i, 0) + value
+    except TypeError:
+        return rows
+    return list(summed.items())
 
 
 def _name_cells(name: tuple[Any, ...]) -> tuple[str | None, str, str | None, str, str]:
