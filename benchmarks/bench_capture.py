@@ -165,8 +165,9 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
         worker._metaprov_bench_spent = (self.net_spent(), self.net_periodic())
 
     def _execution_rows(self, *args: Any) -> None:
-        # one execution's metrics, written when Dask finalises them (the per-metric sum in the
-        # wrapped digest_metric, a dictionary update, is too cheap to time: not counted)
+        # one execution's metrics closed when Dask finalises them (their rows are formatted at
+        # the flush, timed there); the wrapped digest_metric, per metric a name-id lookup and
+        # two list appends (before: a dictionary update), is too cheap to time: not counted
         self._timed(super()._execution_rows, *args)
 
 
