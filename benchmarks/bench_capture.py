@@ -165,8 +165,9 @@ class TimedWorkerCapture(_Timed, WorkerCapture):
         worker._metaprov_bench_spent = (self.net_spent(), self.net_periodic())
 
     def _execution_rows(self, *args: Any) -> None:
-        # one execution's metrics, written when Dask finalises them (the per-metric sum in the
-        # wrapped digest_metric, a dictionary update, is too cheap to time: not counted)
+        # one execution's metrics closed when Dask finalises them (their rows are formatted at
+        # the flush, timed there); the wrapped digest_metric, per metric a name-id lookup and
+        # two list appends (before: a dictionary update), is too cheap to time: not counted
         self._timed(super()._execution_rows, *args)
 
 
@@ -286,7 +287,7 @@ def metrics_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
     the rows written to a real file. Best of ``repeat``."""
     from distributed.metrics import DelayedMetricsLedger
 
-    from metaprov.capture._files import WORKER_METRIC, TextSink
+    from metaprov.capture.worker import MetricSink
 
     labels = (
         ("thread-cpu", 0.01, "seconds"),
@@ -314,8 +315,7 @@ def metrics_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
             w = StandIn()
             cap = WorkerCapture(d, metrics=True)
             cap.address, cap._closed = "tcp://127.0.0.1:40001", False
-            cap._address_cell = cap.address
-            cap._sinks = {"worker_metric": TextSink(d / "m.csv", WORKER_METRIC)}
+            cap._sinks = {"worker_metric": MetricSink(d / "m.csv", cap.address)}
             if tap:
                 cap._tap_metrics(w)
             ledgers = [DelayedMetricsLedger() for _ in range(n)]
@@ -348,13 +348,12 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
     from metaprov.capture._files import (
         SCHEDULER_TRANSITION,
         WORKER_EXECUTION,
-        WORKER_METRIC,
         WORKER_TRANSITION,
         CsvSink,
-        TextSink,
         fast_scheduler_transition,
         fast_worker_transition,
     )
+    from metaprov.capture.worker import MetricSink
 
     keys = [f"('add-1f3a9c0e', {i})" for i in range(n)]
     labels = (
@@ -396,8 +395,7 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         }
         cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
         if metrics:
-            cap._sinks["worker_metric"] = TextSink(d / "wm.csv", WORKER_METRIC)
-            cap._address_cell = w.address
+            cap._sinks["worker_metric"] = MetricSink(d / "wm.csv", w.address)
             cap._tap_metrics(w)
         ledgers = [DelayedMetricsLedger() for _ in range(n)]
         stims = [NS(key=k) for k in keys]

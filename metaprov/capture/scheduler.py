@@ -460,14 +460,9 @@ class SchedulerCapture(SchedulerPlugin):
         """Record a submitted graph: wanted keys and the dependencies of every task in it."""
         if self._summary is not None:
             return
-        get = self._tasks.get
-        dependencies: dict[Any, set[Any]] = {}
-        for key in tasks:
-            ts = get(key)
-            dependencies[key] = set() if ts is None else {d.key for d in ts.dependencies}
         graph = self._sinks["graph"].rows
         t = now()
-        self._sinks["graph"].append((client, str(set(keys)), str(dependencies), t))
+        self._sinks["graph"].append((client, str(set(keys)), self._dependencies(tasks), t))
         try:
             if self.call_sites:
                 site = call_site(_SUBMITTED_CODE.get())
@@ -479,6 +474,20 @@ class SchedulerCapture(SchedulerPlugin):
             log.warning(
                 "metaprov capture: task facts of graph %d not recorded", graph, exc_info=True
             )
+
+    def _dependencies(self, tasks: list[Any]) -> str:
+        """``str`` of ``{key: {dependency keys}}`` for the graph's tasks, each task's set made
+        and dropped in turn: a large graph leaves no thousands of live sets behind for the
+        garbage collector (whose full passes would then land in this hook)."""
+        get = self._tasks.get
+        if len(set(tasks)) != len(tasks):  # a key listed twice: as a dict keeps it
+            tasks = list(dict.fromkeys(tasks))
+        parts = []
+        for key in tasks:
+            ts = get(key)
+            deps = set() if ts is None else {d.key for d in ts.dependencies}
+            parts.append(f"{key!r}: {deps!r}")
+        return "{" + ", ".join(parts) + "}"
 
     # -- task facts --------------------------------------------------------------------------
 

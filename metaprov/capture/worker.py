@@ -52,6 +52,7 @@ from metaprov.capture._files import (
     fast_worker_transition,
     now,
     plain,
+    quote,
     versions,
     write_json_atomic,
 )
@@ -133,12 +134,9 @@ class WorkerCapture(WorkerPlugin):
         self.results = results
         self.tracebacks = tracebacks
         self.metrics = metrics
-        self._execution: tuple[Any, float, dict[tuple[Any, ...], float]] | None = None
+        self._execution: tuple[Any, Any] | None = None
         self._interval: dict[tuple[Any, ...], float] = {}
         self._interval_start = 0.0
-        #: Dask metric name -> its CSV cells ``span,context,prefix,activity,unit`` (formatted
-        #: once per distinct name)
-        self._cells: dict[tuple[Any, ...], str] = {}
         self._type_names: dict[type, str] = {}
         self._sinks: dict[str, CsvSink] = {}
         self._pending: dict[Any, tuple[list[Any], float]] = {}
@@ -199,10 +197,9 @@ class WorkerCapture(WorkerPlugin):
                 self._part("worker_result"), WORKER_RESULT, index=False, flush_rows=self.flush_rows
             )
         if self.metrics:
-            self._sinks["worker_metric"] = TextSink(
-                self._part("worker_metric"), WORKER_METRIC, flush_rows=self.flush_rows
+            self._sinks["worker_metric"] = MetricSink(
+                self._part("worker_metric"), self.address, flush_rows=self.flush_rows
             )
-            self._address_cell = csv_cell(self.address)
         self._result_rows = self._sinks["worker_result"].append if self.results else None
         self._transition_rows = self._sinks["worker_transition"].append
         self._closed = False
@@ -291,37 +288,40 @@ class WorkerCapture(WorkerPlugin):
         opened, d0 = (None, None) if pending is None else pending
         begin = stop = None
         thread = run_id = None
-        ts = self.worker.state.tasks.get(key)
+        state = self.worker.state
+        ts = state.tasks.get(key)
         if ts is not None:
             run_id = getattr(ts, "run_id", None)
-            thread = self.worker.state.threads.get(key)
+            thread = state.threads.get(key)
             # Dask appends {"action": "compute", start, stop} when the function returns, shifted
             # to the scheduler's clock by the worker's scheduler_delay *as it was when the task
             # started*. That estimate moves by 10-20 ms at heartbeats, so undo the shift with the
             # value seen at ready->executing (d0) unless only the current one (d1) puts the window
             # between the two hooks, where it must lie.
-            entry = next((e for e in reversed(ts.startstops) if e.get("action") == "compute"), None)
+            entry = _compute_entry(ts.startstops)
             if entry is not None:
                 lo = -float("inf") if opened is None else opened[4]
-                candidates = [d for d in (d0, self._delay()) if d is not None]
-                for d in candidates:
-                    b, e = entry["start"] - d, entry["stop"] - d
-                    if b >= lo - 1e-4 and e <= t + 1e-4:
-                        begin, stop = b, e
-                        break
+                first, last = entry["start"], entry["stop"]
+                d1 = self._delay()
+                if d0 is not None and first - d0 >= lo - 1e-4 and last - d0 <= t + 1e-4:
+                    begin, stop = first - d0, last - d0
+                elif first - d1 >= lo - 1e-4 and last - d1 <= t + 1e-4:
+                    begin, stop = first - d1, last - d1
                 else:
-                    if opened is None or entry["stop"] - candidates[0] >= lo - 0.001:
-                        begin, stop = entry["start"] - candidates[0], entry["stop"] - candidates[0]
+                    d = d1 if d0 is None else d0
+                    if opened is None or last - d >= lo - 0.001:
+                        begin, stop = first - d, last - d
         if opened is not None:
             if begin is not None:
                 opened[4] = begin
             self._transition_rows(tuple(opened))
-        self._transition_rows((str(key), start, finish, self.address, t if stop is None else stop))
+        skey = str(key)
+        self._transition_rows((skey, start, finish, self.address, t if stop is None else stop))
         if opened is not None or begin is not None:
             start_t = begin if begin is not None else (opened[4] if opened else None)
             self._sinks["worker_execution"].append(
                 (
-                    str(key),
+                    skey,
                     self.address,
                     thread,
                     start_t,
@@ -438,15 +438,22 @@ class WorkerCapture(WorkerPlugin):
         self._interval = {}
         self._interval_start = now()
 
+        sink = self._sinks["worker_metric"]
+        ids, name_id = sink._ids, sink._name_id  # type: ignore[attr-defined]
+        names, values = sink._names.append, sink._values.append  # type: ignore[attr-defined]
+
         def digest_metric(name: Any, value: float) -> None:
             digest(name, value)
             if name.__class__ is not tuple or self._closed:
                 return
-            execution = self._execution
-            into = (
-                execution[2] if execution is not None and name[0] == "execute" else self._interval
-            )
-            into[name] = into.get(name, 0) + value
+            if self._execution is not None and name[0] == "execute":
+                # one row of the execution being finalised: its name's id and value, as numbers
+                i = ids.get(name)
+                names(name_id(name) if i is None else i)
+                values(value)
+            else:
+                interval = self._interval
+                interval[name] = interval.get(name, 0) + value
 
         def finalize_metrics(stim: Any, ledger: Any, *args: Any, **kwargs: Any) -> None:
             key = getattr(stim, "key", None)
@@ -459,13 +466,14 @@ class WorkerCapture(WorkerPlugin):
                 start = t - (ledger.func() - ledger.start)
             except Exception:
                 start = None
-            self._execution = (key, start, {})
+            self._execution = (key, start)
+            mark = sink.waiting  # type: ignore[attr-defined]
             try:
                 finalize(stim, ledger, *args, **kwargs)
             finally:
-                execution, self._execution = self._execution, None
+                self._execution = None
                 try:
-                    self._execution_rows(*execution)
+                    self._execution_rows(key, start, mark)
                 except Exception:  # the capture must never break the worker
                     log.debug("metaprov capture: metrics not recorded", exc_info=True)
 
@@ -476,30 +484,12 @@ class WorkerCapture(WorkerPlugin):
         for attr in ("digest_metric", "_finalize_metrics"):
             vars(worker).pop(attr, None)
 
-    def _execution_rows(self, key: Any, start: Any, metrics: dict[tuple[Any, ...], float]) -> None:
-        """One row per (context, activity, unit) of one execution (summed when Dask digests
-        the same activity twice, e.g. two memory reads), formatted as one piece of CSV text:
-        the cells the rows share (worker, key, times) once, each metric name's cells once per
-        worker (the few distinct names are cached)."""
-        if not metrics:
-            return
-        t = repr(now())
-        head = f"{self._address_cell},{csv_cell(str(key))},"
-        tail = f",{csv_cell(start)},{t},{t}\n"
-        cells = self._cells
-        parts = []
-        for name, value in metrics.items():
-            mid = cells.get(name)
-            if mid is None:
-                context, span, prefix, activity, unit = metric_fields(name)
-                mid = cells[name] = ",".join(map(csv_cell, (span, context, prefix, activity, unit)))
-            v = (
-                repr(value)
-                if value.__class__ is float or value.__class__ is int
-                else csv_cell(value)
-            )
-            parts.append(f"{head}{mid},{v}{tail}")
-        self._sinks["worker_metric"].append_text("".join(parts), len(parts))  # type: ignore[attr-defined]
+    def _execution_rows(self, key: Any, start: Any, mark: int) -> None:
+        """Close one execution: its metric rows are those digested since ``mark`` (kept as
+        numbers by the wrapped ``digest_metric``, summed per name when Dask digests the same
+        activity twice, e.g. two memory reads); :class:`MetricSink` formats them at the next
+        flush, in one batch off the worker's hot path."""
+        self._sinks["worker_metric"].close_execution(key, start, now(), mark)  # type: ignore[attr-defined]
 
     def _interval_rows(self, t: float) -> None:
         """The metrics digested outside executions since the previous flush, one row each."""
@@ -539,6 +529,168 @@ class WorkerCapture(WorkerPlugin):
             "rows": {name: sink.rows for name, sink in self._sinks.items()},
         }
         write_json_atomic(self.parts / f"worker_info.{self.part_id}.json", info)
+
+
+class MetricSink(TextSink):
+    """The ``worker_metric`` part file: execution metrics kept as numbers, formatted at flush.
+
+    An execution's metrics wait in flat columns: per metric row, a small id of its Dask metric
+    name and its value (appended by the wrapped ``digest_metric``); per execution, the key's
+    text, start, time and number of rows. No container the garbage collector must visit, and
+    the worker's event loop pays a few ``list.append``. :meth:`flush` (periodic, when
+    ``flush_rows`` rows wait, at close) formats the waiting executions in one batch: the cells
+    an execution's rows share (worker, key, times) once, each metric name's cells once per
+    worker, the values of a name digested twice in one execution summed in their order. Byte
+    for byte what the csv module writes (floats as their ``repr``). Rows given as text or
+    values (the interval rows) come after the executions closed before them.
+    """
+
+    def __init__(self, path: Path, address: str, *, flush_rows: int = 10_000) -> None:
+        super().__init__(path, WORKER_METRIC, flush_rows=flush_rows)
+        self._head = csv_cell(address) + ","
+        #: Dask metric name -> small id; id -> the name's CSV cells
+        #: ``span,context,prefix,activity,unit`` (formatted once per distinct name)
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._cells: list[str] = []
+        # per waiting row: name id, value (lists kept: the digest wrapper holds their append)
+        self._names: list[int] = []
+        self._values: list[Any] = []
+        # per waiting execution: key text, start, time, rows
+        self._keys: list[str] = []
+        self._starts: list[Any] = []
+        self._times: list[float] = []
+        self._counts: list[int] = []
+
+    @property
+    def waiting(self) -> int:
+        """Metric rows appended so far and not yet formatted (a mark for :meth:`close_execution`)."""
+        return len(self._names)
+
+    def append_execution(
+        self, key: Any, start: Any, t: float, metrics: dict[tuple[Any, ...], float]
+    ) -> None:
+        """One execution's metrics given at once (one row per name)."""
+        mark = len(self._names)
+        for name, value in metrics.items():
+            self._names.append(self._name_id(name))
+            self._values.append(value)
+        self.close_execution(key, start, t, mark)
+
+    def close_execution(self, key: Any, start: Any, t: float, mark: int) -> None:
+        """The rows appended since ``mark`` are one execution's (key, start, time)."""
+        n = len(self._names) - mark
+        if n <= 0:
+            return
+        try:
+            skey = str(key)
+        except Exception:  # a key without text: its rows only, never the worker
+            del self._names[mark:], self._values[mark:]
+            log.warning("metaprov capture: the metrics of an execution not recorded")
+            return
+        self._keys.append(skey)
+        self._starts.append(start)
+        self._times.append(t)
+        self._counts.append(n)
+        self._pending += n
+        if self._pending >= self._flush_rows:
+            self.flush()
+
+    def _name_id(self, name: tuple[Any, ...]) -> int:
+        i = self._ids.get(name)
+        if i is None:
+            cells = ",".join(map(csv_cell, _name_cells(name)))
+            i = self._ids[name] = len(self._cells)
+            self._cells.append(cells)
+        return i
+
+    def append_text(self, text: str, rows: int) -> None:
+        """Buffer ``rows`` rows given as their CSV text, after the executions waiting."""
+        if self._keys:
+            self._texts.append(self._format_executions())
+        super().append_text(text, rows)
+
+    def flush(self) -> None:
+        """Format the waiting executions, write the buffered text, flush the file to the OS."""
+        if self._keys:
+            self._texts.append(self._format_executions())
+        super().flush()
+
+    def _format_executions(self) -> str:
+        keys, starts, times, counts = self._keys, self._starts, self._times, self._counts
+        self._keys, self._starts, self._times, self._counts = [], [], [], []
+        # the rows of closed executions (rows of one still open, if any, stay)
+        total = sum(counts)
+        names, values = self._names[:total], self._values[:total]
+        del self._names[:total], self._values[:total]
+        cells = self._cells
+        head = self._head
+        parts = []
+        j = 0
+        for key, start, t, n in zip(keys, starts, times, counts, strict=True):
+            row_head = f"{head}{quote(key)},"
+            ts = repr(t)
+            tail = f",{csv_cell(start)},{ts},{ts}\n"
+            rows: Any = zip(names[j : j + n], values[j : j + n], strict=True)
+            if n > 1 and len(set(names[j : j + n])) < n:  # a name digested twice: summed
+                rows = _summed(rows)
+                self._pending -= n - len(rows)  # counted as digested until now
+            j += n
+            for i, value in rows:
+                cls = value.__class__
+                if cls is float or cls is int:
+                    v = repr(0 + value)  # as summed from 0 (-0.0 -> 0.0)
+                else:
+                    v = self._odd_cell(value, key)
+                    if v is None:
+                        continue
+                parts.append(f"{row_head}{cells[i]},{v}{tail}")
+        return "".join(parts)
+
+    def _odd_cell(self, value: Any, key: str) -> str | None:
+        """A value neither float nor int (summed from 0 where it can be), as the csv module
+        writes it; None (the row counted as not written) when it has no text."""
+        try:
+            try:
+                value = 0 + value
+            except TypeError:
+                pass
+            return csv_cell(value)
+        except Exception:
+            self._pending -= 1
+            log.warning("metaprov capture: a metric row of %s not recorded", key)
+            return None
+
+
+def _summed(rows: Any) -> Any:
+    """``(name id, value)`` pairs with the values of each id summed from 0 in their order
+    (first appearance first); unsummed when the values are not numbers."""
+    rows = list(rows)
+    summed: dict[int, Any] = {}
+    try:
+        for i, value in rows:
+            summed[i] = summed.get(i, 0) + value
+    except TypeError:
+        return rows
+    return list(summed.items())
+
+
+def _name_cells(name: tuple[Any, ...]) -> tuple[str | None, str, str | None, str, str]:
+    """The ``span,context,prefix,activity,unit`` cells of one of Dask's metric names."""
+    context, span, prefix, activity, unit = metric_fields(name)
+    return span, context, prefix, activity, unit
+
+
+def _compute_entry(startstops: Any) -> dict[str, Any] | None:
+    """The last ``compute`` entry of a task's ``startstops`` (Dask appends it last, after the
+    transfers of its dependencies), or None."""
+    if startstops:
+        last = startstops[-1]
+        if last.get("action") == "compute":
+            return last  # type: ignore[no-any-return]
+        for entry in reversed(startstops):
+            if entry.get("action") == "compute":
+                return entry  # type: ignore[no-any-return]
+    return None
 
 
 #: Metric contexts whose second element is a span id (``distributed.spans``).

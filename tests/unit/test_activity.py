@@ -227,20 +227,26 @@ def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path)
     import io
 
     pytest.importorskip("distributed")
-    from metaprov.capture._files import WORKER_METRIC, TextSink
-    from metaprov.capture.worker import WorkerCapture
+    from metaprov.capture._files import WORKER_METRIC
+    from metaprov.capture.worker import MetricSink, WorkerCapture
 
     cap = WorkerCapture(tmp_path, metrics=True)
     cap.address, cap._closed = "tcp://127.0.0.1:1234", False
-    cap._address_cell = cap.address
-    cap._sinks = {"worker_metric": TextSink(tmp_path / "m.csv", WORKER_METRIC)}
+    cap._sinks = {"worker_metric": MetricSink(tmp_path / "m.csv", cap.address)}
     key = "('a, \"b\"', 0)"
     metrics = {
         ("execute", "s-1", 'a, "b"', "thread-cpu", "seconds"): 0.1 + 0.2,
         ("execute", None, "inc", "memory-read", "bytes"): 1600000,
         ("execute", "s-1", "inc", ("disk", "read"), "count"): 2,
     }
-    cap._execution_rows(key, 1700000000.125, metrics)
+    digested = [(name, value) for name, value in metrics.items()]
+    digested.append((("execute", None, "inc", "memory-read", "bytes"), 400000))  # twice: summed
+    sink = cap._sinks["worker_metric"]
+    mark = sink.waiting
+    for name, value in digested:  # as the wrapped digest_metric keeps them
+        sink._names.append(sink._name_id(name))
+        sink._values.append(value)
+    cap._execution_rows(key, 1700000000.125, mark)
     cap._interval = {("gather-dep", "network", "seconds"): 1e-05}
     cap._interval_start = 1700000000.0
     cap._interval_rows(1700000002.5)
@@ -276,7 +282,7 @@ def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path)
             "inc",
             "memory-read",
             "bytes",
-            1600000,
+            2000000,
             1700000000.125,
             float(t),
             float(t),
@@ -314,6 +320,43 @@ def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path)
     )
     assert text == want.getvalue()
     assert cap._sinks["worker_metric"].rows == 4
+
+
+def test_buffered_metric_rows_reach_the_file_at_flush_and_an_odd_key_loses_only_its_own(
+    tmp_path: Path,
+) -> None:
+    """Executions' metrics wait as numbers: written when ``flush_rows`` rows wait or at close,
+    in order; a key or value that cannot be written costs its own rows only, not the batch."""
+    import csv
+    import io
+
+    pytest.importorskip("distributed")
+    from metaprov.capture.worker import MetricSink
+
+    class Odd:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    path = tmp_path / "m.csv"
+    sink = MetricSink(path, "tcp://127.0.0.1:1234", flush_rows=3)
+    m = {("execute", "s", "inc", "thread-cpu", "seconds"): 0.5}
+    sink.append_execution("inc-1", 1.0, 2.0, dict(m))
+    assert sink.rows == 1 and len(path.read_text().splitlines()) == 1  # header only: waiting
+    sink.append_execution(Odd(), 1.0, 2.0, dict(m))  # not recorded, not counted
+    assert sink.rows == 1
+    sink.append_execution("inc-2", 1.5, 2.5, dict(m))
+    sink.append_execution("inc-3", 1.5, 2.5, dict(m))  # 3 rows wait: the batch is written
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    assert [r[1] for r in rows[1:]] == ["inc-1", "inc-2", "inc-3"]
+    assert sink.rows == 3
+    sink.append_execution("inc-4", 3.0, 4.0, dict(m))
+    odd = {**m, ("execute", "s", "inc", "x", "count"): Odd()}
+    sink.append_execution("inc-5", 3.0, 4.0, odd)  # 3 rows wait: written, the odd one not
+    assert sink.rows == 5
+    sink.close()
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    assert [r[1] for r in rows[1:]] == ["inc-1", "inc-2", "inc-3", "inc-4", "inc-5"]
+    assert rows[-1][-3:] == ["3.0", "4.0", "4.0"] and sink.rows == 5
 
 
 def test_the_report_says_where_the_time_went_or_that_it_was_not_recorded(
