@@ -243,8 +243,8 @@ errors (a run, key or prefix the runs do not hold is an error with the nearest v
   run, which no query engine removes.
 
 **When to use which.** One question, or a few, on a finished run: ask the run directory (at
-10^6 tasks about half a minute for the first answer of a question with a direct form — 28–33 s
-of CPU, 1.7 GB peak, most of it reading the 1.3 GB of CSV — and about 4 s for the next; a run
+10^6 tasks 22–27 s to the first answer of a question with a direct form on an idle 2-core
+machine — 1.8 GB peak, most of it reading the 1.3 GB of CSV — and about 3.5 s for the next; a run
 whose records hold exceptions makes `failures` map its tasks: expect about a minute then; see
 [benchmarks.md](benchmarks.md)). Many questions, your own SPARQL at scale,
 several runs compared over time, or other tools (a SPARQL server, Jupyter): load the runs into
