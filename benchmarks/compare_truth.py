@@ -228,16 +228,27 @@ def network_seconds(path: Path, prefix: str = "step-") -> float:
     r = metaprov.read_run(path, darshan=False)
     tr = r.transfers
     into = tr["key"].astype(str).str.startswith(prefix) & tr["destination"].notna()
-    moved = float(tr.loc[into, "duration"].sum())
+    return float(tr.loc[into, "duration"].sum()) - _serialising(r)
+
+
+def serialising_seconds(path: Path) -> float:
+    """Seconds Dask's fine performance metrics measured (de)serialising and (de)compressing in
+    the run's transfers (``gather-dep``, ``get-data``); 0 without fine metrics."""
+    import metaprov
+
+    return _serialising(metaprov.read_run(path, darshan=False))
+
+
+def _serialising(r: Any) -> float:
     act = r.activity
     if act is None or not len(act):
-        return moved
+        return 0.0
     ser = (
         (act["unit"].astype(str) == "seconds")
         & act["context"].astype(str).isin(TRANSFER_CONTEXTS)
         & act["activity"].astype(str).isin(SERIALISING)
     )
-    return moved - float(act.loc[ser, "value"].sum())
+    return float(act.loc[ser, "value"].sum())
 
 
 def measured_injection(variant: str, base: Path, other: Path) -> float:

@@ -955,12 +955,40 @@ def _rank_causes(
         NOISE_SIGMAS * NOISE_ROUND_TRIPS * max(base.latency, other.latency),
     )
     causes.loc[single, "noise"] = np.maximum(causes.loc[single, "noise"], interval)
+    _boundary_noise(causes, base, other, interval)
     causes["significant"] = causes["seconds"].abs() > causes["noise"]
     sign = 1.0 if diff >= 0 else -1.0
     causes["_order"] = [CAUSES.index(c) for c in causes["cause"]]
     causes["_rank"] = -sign * causes["seconds"]
     causes = causes.sort_values(["_rank", "_order", "prefix"], kind="stable", na_position="last")
     return causes.drop(columns=["_order", "_rank"]).reset_index(drop=True)[CAUSE_COLUMNS]
+
+
+def _boundary_noise(causes: pd.DataFrame, base: Blame, other: Blame, interval: float) -> None:
+    """Widen the noise of ``startup`` and ``scheduler`` where they trade seconds at one boundary.
+
+    The opening of a run is two adjacent intervals: ``startup`` until the scheduler has ready
+    work, then its dispatch until the first task starts (part of ``scheduler``). Between two
+    recordings of the same workflow the boundary moves (when ``update_graph`` is counted as
+    having made work ready), so seconds leave one interval for the other: the same seconds, not
+    a cause. The dispatch before the first task is a single interval too (the interval's noise),
+    and seconds moved across the boundary (the smaller change, where the two change in opposite
+    directions) are noise of both; the scheduler's noise grows by at most the opening's own
+    change, so a dispatch slower all along is named as before, and so is a slower start that
+    trades nothing.
+    """
+    d_sched = other.startup_sched - base.startup_sched
+    d_start = other.startup - base.startup
+    if not (base.startup_sched or other.startup_sched):
+        return
+    traded = min(abs(d_sched), abs(d_start)) if d_sched * d_start < 0 else 0.0
+    is_sched = causes["cause"].eq("scheduler").to_numpy()
+    is_start = causes["cause"].eq("startup").to_numpy()
+    # never more than the opening's own change: the dispatch all along keeps its noise
+    causes.loc[is_sched, "noise"] = causes.loc[is_sched, "noise"] + min(
+        abs(d_sched), interval + traded
+    )
+    causes.loc[is_start, "noise"] = causes.loc[is_start, "noise"] + traded
 
 
 def _notes(base: Blame, other: Blame) -> list[str]:

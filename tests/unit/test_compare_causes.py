@@ -105,6 +105,35 @@ def test_the_scheduler_before_the_first_task_is_not_startup() -> None:
     assert bl.startup_sched == pytest.approx(0.499) and bl.startup == pytest.approx(0.001)
 
 
+def test_the_opening_trading_seconds_between_startup_and_dispatch_is_no_cause() -> None:
+    """Two recordings of one workflow: in the first the scheduler had the graph 0.02 s in and
+    started the first task 0.12 s in; in the second it had the graph 0.12 s in and started at
+    once (as CI saw). The same opening, split at another point: neither startup nor scheduler
+    is named. The same dispatch delay with no trade (the graph in at the same time) still is."""
+
+    def run(graph: float, first: float, label: str) -> Timeline:
+        tl = chain(3, 0.1, label=label)
+        shift = pd.Series([round(first * 1e6)] * len(tl.executions))
+        tl.executions["start"] += shift.to_numpy()
+        tl.executions["end"] += shift.to_numpy()
+        tl.start, tl.end = T0, int(tl.executions["end"].max())
+        tl.submitted = pd.Series({"0": T0}, dtype="int64")
+        tl.dispatched = pd.Series({"0": us(first), "1": us(first + 0.1), "2": us(first + 0.2)})
+        tl.workers["added"] = T0
+        tl.scheduler_first = T0 + round(graph * 1e6)
+        return tl
+
+    ex = explain(blame(run(0.02, 0.12, "a")), blame(run(0.12, 0.12, "b")))
+    _adds_up(ex)
+    named = ex.causes.loc[ex.causes["significant"], "cause"].tolist()
+    assert ex.totals["scheduler"] == pytest.approx(-0.1, abs=1e-6)
+    assert ex.totals["startup"] == pytest.approx(0.1, abs=1e-6)
+    assert "scheduler" not in named and "startup" not in named, ex.causes
+    # no trade: the graph in at 0.02 s both times, the first task 0.5 s later in the second
+    ex = explain(blame(run(0.02, 0.12, "a")), blame(run(0.02, 0.62, "b")))
+    assert ex.top["cause"] == "scheduler" and ex.causes.iloc[0]["significant"]
+
+
 def _moved(xfer: float, ser: float | None, label: str, nbytes: int = 1_000_000) -> Timeline:
     """``a`` on w0, then ``b`` on w1 after ``a``'s result moved for ``xfer`` seconds, of which
     ``ser`` were spent (de)serialising it (fine metrics; None: not recorded)."""
