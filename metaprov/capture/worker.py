@@ -134,7 +134,8 @@ class WorkerCapture(WorkerPlugin):
         self.results = results
         self.tracebacks = tracebacks
         self.metrics = metrics
-        self._execution: tuple[Any, Any] | None = None
+        #: an execution's metrics are being finalised (its ``execute`` rows are its own)
+        self._executing = False
         self._interval: dict[tuple[Any, ...], float] = {}
         self._interval_start = 0.0
         self._type_names: dict[type, str] = {}
@@ -446,7 +447,7 @@ class WorkerCapture(WorkerPlugin):
             digest(name, value)
             if name.__class__ is not tuple or self._closed:
                 return
-            if self._execution is not None and name[0] == "execute":
+            if self._executing and name[0] == "execute":
                 # one row of the execution being finalised: its name's id and value, as numbers
                 i = ids.get(name)
                 names(name_id(name) if i is None else i)
@@ -466,12 +467,12 @@ class WorkerCapture(WorkerPlugin):
                 start = t - (ledger.func() - ledger.start)
             except Exception:
                 start = None
-            self._execution = (key, start)
+            self._executing = True
             mark = sink.waiting  # type: ignore[attr-defined]
             try:
                 finalize(stim, ledger, *args, **kwargs)
             finally:
-                self._execution = None
+                self._executing = False
                 try:
                     self._execution_rows(key, start, mark)
                 except Exception:  # the capture must never break the worker

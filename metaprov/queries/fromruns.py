@@ -30,6 +30,8 @@ import pandas as pd
 
 from metaprov.errors import UsageError
 from metaprov.queries.needs import RDF_TYPE, Selection, selection
+from metaprov.queries.runcache import cached_records as read_cached  # the run's records, cached
+from metaprov.queries.runcache import keep_link
 from metaprov.store.embedded import EmbeddedStore
 
 if TYPE_CHECKING:
@@ -118,8 +120,6 @@ def query_runs(
             write()
         timing.keep = time.perf_counter() - t3
     if not link:  # the store path answered after all (and linked the runs): the link is kept
-        from metaprov.queries.runcache import keep_link
-
         for d, rec in zip(dirs, records, strict=True):
             keep_link(d, rec, darshan=darshan, cache=cache)
     return answer
@@ -249,25 +249,6 @@ def _run_dirs(runs: str | Path | Sequence[str | Path]) -> list[Path]:
     if not items:
         raise UsageError("no run directory given", hint="give one or more run directories")
     return [check_run_directory(p) for p in items]
-
-
-def read_cached(
-    run: Path,
-    *,
-    darshan: bool = True,
-    cache: bool | str | Path = True,
-    progress: bool = False,
-    link: bool = True,
-    later: list[Callable[[], None]] | None = None,
-) -> RunRecords:
-    """The run's records, linked as ``metaprov load`` links them (from the cache when valid;
-    ``link=False``: the Darshan I/O may be left unlinked; ``later``: a new entry written
-    when the caller says; see :func:`metaprov.queries.runcache.cached_records`)."""
-    from metaprov.queries.runcache import cached_records
-
-    return cached_records(
-        run, darshan=darshan, cache=cache, progress=progress, link=link, later=later
-    )
 
 
 def _checks(q: Question) -> tuple[str, ...]:

@@ -316,7 +316,10 @@ def _decode_fields(data: dict[str, Any], folder: Path) -> Any:
         if name == "__class__":
             continue
         if isinstance(value, dict) and "__table__" in value:
-            values[name] = _read_table(folder / f"{value['__table__']}{_SUFFIX}")
+            table = value["__table__"]
+            if not isinstance(table, str) or Path(table).name != table or table.startswith("."):
+                raise ValueError(f"a table name that is no file of the entry: {table!r}")
+            values[name] = _read_table(folder / f"{table}{_SUFFIX}")
         elif isinstance(value, dict) and "__fields__" in value:
             values[name] = _decode_fields(value["__fields__"], folder)
         else:

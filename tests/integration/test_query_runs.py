@@ -230,6 +230,28 @@ def test_the_cache_is_used_and_renewed(tmp_path: Path) -> None:
     )
 
 
+def test_an_entry_naming_a_table_outside_itself_is_read_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cache entry is a file on disk, not ours to trust: a table name that is a path (here to
+    a table planted beside the cache) is a damaged entry, never read; the run is read again."""
+    import json
+
+    run = shutil.copytree(EXAMPLE, tmp_path / "run")
+    cache = tmp_path / "cache"
+    first = format_result(query_runs("failures", [run], cache=cache), "csv")
+    (entry,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    meta = json.loads((entry / "entry.json").read_text(encoding="utf-8"))
+    name = meta["fields"]["tasks"]["__table__"]
+    shutil.copy(entry / f"{name}.arrow", tmp_path / "planted.arrow")
+    meta["fields"]["tasks"]["__table__"] = "../../planted"
+    (entry / "entry.json").write_text(json.dumps(meta), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="metaprov"):
+        again = format_result(query_runs("failures", [run], cache=cache), "csv")
+    assert again == first
+    assert "no file of the entry" in caplog.text and "reading the run again" in caplog.text
+
+
 def test_a_form_told_empty_from_the_records_is_so_in_the_mapping(
     synthetic_runs: dict[str, Path],
 ) -> None:

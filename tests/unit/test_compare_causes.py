@@ -80,20 +80,26 @@ def test_a_slow_scheduler_is_the_scheduler() -> None:
     assert "not yet handed to a worker" in explanation_lines(ex)[0]
 
 
+def _opening(graph: float, first: float, label: str) -> Timeline:
+    """A 3-task chain whose scheduler had the graph ``graph`` s in and handed out the first
+    task ``first`` s in (a worker up from the start)."""
+    tl = chain(3, 0.1, label=label)
+    shift = pd.Series([round(first * 1e6)] * len(tl.executions))
+    tl.executions["start"] += shift.to_numpy()
+    tl.executions["end"] += shift.to_numpy()
+    tl.start, tl.end = T0, int(tl.executions["end"].max())
+    tl.submitted = pd.Series({"0": T0}, dtype="int64")
+    tl.dispatched = pd.Series({"0": us(first), "1": us(first + 0.1), "2": us(first + 0.2)})
+    tl.workers["added"] = T0
+    tl.scheduler_first = T0 + round(graph * 1e6)
+    return tl
+
+
 def test_the_scheduler_before_the_first_task_is_not_startup() -> None:
     """The graph arrived, a worker was up, the first task was handed out 0.5 s later."""
 
     def run(late: float, label: str) -> Timeline:
-        tl = chain(3, 0.1, label=label)
-        shift = pd.Series([round(late * 1e6)] * len(tl.executions))
-        tl.executions["start"] += shift.to_numpy()
-        tl.executions["end"] += shift.to_numpy()
-        tl.start, tl.end = T0, int(tl.executions["end"].max())
-        tl.submitted = pd.Series({"0": T0}, dtype="int64")
-        tl.dispatched = pd.Series({"0": us(late), "1": us(late + 0.1), "2": us(late + 0.2)})
-        tl.workers["added"] = T0
-        tl.scheduler_first = T0 + 1000  # the scheduler had the graph 1 ms in
-        return tl
+        return _opening(0.001, late, label)  # the scheduler had the graph 1 ms in
 
     ex = explain(blame(run(0.0, "a")), blame(run(0.5, "b")))
     _adds_up(ex)
@@ -111,18 +117,7 @@ def test_the_opening_trading_seconds_between_startup_and_dispatch_is_no_cause() 
     once (as CI saw). The same opening, split at another point: neither startup nor scheduler
     is named. The same dispatch delay with no trade (the graph in at the same time) still is."""
 
-    def run(graph: float, first: float, label: str) -> Timeline:
-        tl = chain(3, 0.1, label=label)
-        shift = pd.Series([round(first * 1e6)] * len(tl.executions))
-        tl.executions["start"] += shift.to_numpy()
-        tl.executions["end"] += shift.to_numpy()
-        tl.start, tl.end = T0, int(tl.executions["end"].max())
-        tl.submitted = pd.Series({"0": T0}, dtype="int64")
-        tl.dispatched = pd.Series({"0": us(first), "1": us(first + 0.1), "2": us(first + 0.2)})
-        tl.workers["added"] = T0
-        tl.scheduler_first = T0 + round(graph * 1e6)
-        return tl
-
+    run = _opening
     ex = explain(blame(run(0.02, 0.12, "a")), blame(run(0.12, 0.12, "b")))
     _adds_up(ex)
     named = ex.causes.loc[ex.causes["significant"], "cause"].tolist()
