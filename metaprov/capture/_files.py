@@ -255,6 +255,56 @@ def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     return line if i is None else f"{i},{line}"
 
 
+def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
+    """``key,worker,thread,start,stop,outcome,run_id,time`` rows (one per execution attempt)."""
+    key, addr, thread, begin, stop, outcome, run_id, t = r
+    if not (
+        key.__class__ is str
+        and (thread is None or thread.__class__ is int)
+        and (begin is None or begin.__class__ is float)
+        and stop.__class__ is float
+        and outcome.__class__ is str
+        and (run_id is None or run_id.__class__ is int)
+        and t.__class__ is float
+    ):
+        return None
+    line = (
+        f"{quote(key)},{addr},{'' if thread is None else thread},"
+        f"{'' if begin is None else repr(begin)},{stop!r},{quote(outcome)},"
+        f"{'' if run_id is None else run_id},{t!r}\n"
+    )
+    return line if i is None else f"{i},{line}"
+
+
+def _number(value: Any) -> str | None:
+    """A float or int cell as the csv module writes it; None for anything else."""
+    cls = value.__class__
+    if cls is float:
+        return repr(value)
+    if cls is int:
+        return str(value)
+    return "" if value is None else None
+
+
+def fast_worker_transfer(i: int | None, r: tuple[Any, ...]) -> str | None:
+    """``start,stop,middle,duration,keys,total,bandwidth,who,type,called_from,time,compressed``
+    rows (one per transfer): numbers, the keys' text, the peer's address."""
+    begin, stop, middle, duration, keys, total, bandwidth, who, kind, addr, t, compressed = r
+    if keys.__class__ is not str or t.__class__ is not float:
+        return None
+    if who is not None and who.__class__ is not str:
+        return None
+    cells = [_number(v) for v in (begin, stop, middle, duration, total, bandwidth, compressed)]
+    if None in cells:
+        return None
+    b, s, m, d, tot, bw, comp = cells
+    line = (
+        f"{b},{s},{m},{d},{quote(keys)},{tot},{bw},{'' if who is None else quote(who)},"
+        f"{kind},{addr},{t!r},{comp}\n"
+    )
+    return line if i is None else f"{i},{line}"
+
+
 def csv_cell(value: Any) -> str:
     """One cell as the csv module writes it (``None`` empty, floats as their ``repr``)."""
     if value is None:

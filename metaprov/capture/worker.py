@@ -49,6 +49,8 @@ from metaprov.capture._files import (
     configured_directory,
     csv_cell,
     dask_config_snapshot,
+    fast_worker_execution,
+    fast_worker_transfer,
     fast_worker_transition,
     now,
     plain,
@@ -172,25 +174,30 @@ class WorkerCapture(WorkerPlugin):
         self.part_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.address = str(worker.address)
         self._pending = {}
+        # rows of the usual types formatted by specialised f-strings (an address that needs
+        # quoting, and any row they decline, by the csv module)
+        quick = plain(self.address)
         self._sinks = {
             "worker_transition": CsvSink(
                 self._part("worker_transition"),
                 WORKER_TRANSITION,
                 index=False,
                 flush_rows=self.flush_rows,
-                fast=fast_worker_transition if plain(self.address) else None,
+                fast=fast_worker_transition if quick else None,
             ),
             "worker_transfer": CsvSink(
                 self._part("worker_transfer"),
                 WORKER_TRANSFER,
                 index=False,
                 flush_rows=self.flush_rows,
+                fast=fast_worker_transfer if quick else None,
             ),
             "worker_execution": CsvSink(
                 self._part("worker_execution"),
                 WORKER_EXECUTION,
                 index=False,
                 flush_rows=self.flush_rows,
+                fast=fast_worker_execution if quick else None,
             ),
         }
         if self.results:

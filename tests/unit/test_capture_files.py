@@ -13,10 +13,14 @@ pytest.importorskip("distributed")
 from metaprov.capture._files import (  # noqa: E402
     MOFKA_FILES,
     SCHEDULER_TRANSITION,
+    WORKER_EXECUTION,
+    WORKER_TRANSFER,
     WORKER_TRANSITION,
     CsvSink,
     existing_outputs,
     fast_scheduler_transition,
+    fast_worker_execution,
+    fast_worker_transfer,
     fast_worker_transition,
     json_text,
 )
@@ -185,6 +189,104 @@ def _scheduler_row(key: str, j: int) -> tuple:
     )
 
 
+def _execution_row(key: str, j: int) -> tuple:
+    """Execution rows as the worker writes them: every optional cell present and absent, and
+    cells of other types (declined by the fast path, written by the csv module)."""
+    import numpy as np
+
+    t = 1795000000.0 + j / 7
+    variants = [
+        (key, "tcp://10.0.0.1:4000", 140234, t, t + 1e-05, "memory", 12, t + 0.5),
+        (key, "tcp://10.0.0.1:4000", None, None, t, "error", None, t),
+        (key, "tcp://10.0.0.1:4000", 2**64 - 1, -0.0, 1e16, "memory", 0, 5e-324),
+        (key, "tcp://10.0.0.1:4000", np.int64(7), t, t, "memory", 1, t),  # declined
+        (key, "tcp://10.0.0.1:4000", 1, t, t, 'odd, "state"', 1, t),
+    ]
+    return variants[j % len(variants)]
+
+
+def _transfer_row(key: str, j: int) -> tuple:
+    """Transfer log entries as Dask appends them (incoming without ``compressed``, outgoing
+    with it), and cells of other types (declined by the fast path)."""
+    import numpy as np
+
+    t = 1795000000.0 + j / 7
+    keys = str({key: 28, (key, 1): 2**40})
+    variants = [
+        (
+            t,
+            t + 0.01,
+            t + 0.005,
+            0.01,
+            keys,
+            2**40 + 28,
+            1.1e14,
+            "tcp://10.0.0.2:4001",
+            "incoming_transfer",
+            "tcp://10.0.0.1:4000",
+            t + 1,
+            None,
+        ),
+        (
+            t,
+            t,
+            t,
+            0.0,
+            keys,
+            0,
+            0.0,
+            "tcp://10.0.0.2:4001",
+            "outgoing_transfer",
+            "tcp://10.0.0.1:4000",
+            t,
+            0,
+        ),
+        (
+            None,
+            None,
+            None,
+            None,
+            keys,
+            None,
+            None,
+            None,
+            "incoming_transfer",
+            "tcp://10.0.0.1:4000",
+            t,
+            12.5,
+        ),
+        (
+            t,
+            t,
+            t,
+            0.0,
+            keys,
+            np.int64(3),
+            1.0,
+            "tcp://w",
+            "incoming_transfer",
+            "tcp://10.0.0.1:4000",
+            t,
+            True,
+        ),  # declined: numpy size, a bool
+        (
+            t,
+            t,
+            t,
+            0.0,
+            key,
+            1,
+            1.0,
+            ("tcp://w", 1),
+            "incoming_transfer",
+            "tcp://10.0.0.1:4000",
+            t,
+            None,
+        ),  # declined: a peer that is not text
+    ]
+    return variants[j % len(variants)]
+
+
 @pytest.mark.parametrize(
     ("columns", "fast", "make"),
     [
@@ -194,6 +296,8 @@ def _scheduler_row(key: str, j: int) -> tuple:
             lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
         ),
         (SCHEDULER_TRANSITION, fast_scheduler_transition, lambda k, j: _scheduler_row(k, j)),
+        (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
+        (WORKER_TRANSFER, fast_worker_transfer, lambda k, j: _transfer_row(k, j)),
     ],
 )
 def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, fast, make):
