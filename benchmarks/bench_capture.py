@@ -363,11 +363,12 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         WORKER_TRANSITION,
         CsvSink,
         fast_scheduler_transition,
+        fast_worker_execution,
         fast_worker_transition,
     )
     from metaprov.capture.worker import MetricSink
 
-    keys = [f"('add-1f3a9c0e', {i})" for i in range(n)]
+    keys = [("add-1f3a9c0e", i) for i in range(n)]  # as Dask hands them to the hooks
     labels = (
         ("thread-cpu", 0.01, "seconds"),
         ("thread-noncpu", 0.002, "seconds"),
@@ -403,7 +404,9 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
             "worker_transition": CsvSink(
                 d / "wt.csv", WORKER_TRANSITION, index=False, fast=fast_worker_transition
             ),
-            "worker_execution": CsvSink(d / "we.csv", WORKER_EXECUTION, index=False),
+            "worker_execution": CsvSink(
+                d / "we.csv", WORKER_EXECUTION, index=False, fast=fast_worker_execution
+            ),
         }
         cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
         if metrics:

@@ -12,6 +12,7 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import os
 import threading
 import time
@@ -19,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("metaprov.capture")
 
 #: Name under which both plugins are registered (scheduler and worker plugin namespaces differ).
 PLUGIN_NAME = "metaprov-capture"
@@ -249,8 +252,13 @@ def plain(text: str) -> bool:
 def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     """``key,start,finish,called_from,time`` rows."""
     key, start, finish, addr, t = r
-    if t.__class__ is not float or key.__class__ is not str:
+    if t.__class__ is not float:
         return None
+    cls = key.__class__
+    if cls is not str:
+        if cls is not tuple:
+            return None
+        key = str(key)  # Dask's tuple keys hold text and numbers only
     line = f"{quote(key)},{start},{finish},{addr},{t!r}\n"
     return line if i is None else f"{i},{line}"
 
@@ -258,9 +266,12 @@ def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
 def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
     """``key,worker,thread,start,stop,outcome,run_id,time`` rows (one per execution attempt)."""
     key, addr, thread, begin, stop, outcome, run_id, t = r
+    if key.__class__ is not str:
+        if key.__class__ is not tuple:
+            return None
+        key = str(key)  # Dask's tuple keys hold text and numbers only
     if not (
-        key.__class__ is str
-        and (thread is None or thread.__class__ is int)
+        (thread is None or thread.__class__ is int)
         and (begin is None or begin.__class__ is float)
         and stop.__class__ is float
         and outcome.__class__ is str
@@ -314,22 +325,46 @@ def csv_cell(value: Any) -> str:
     return quote(str(value))
 
 
+#: Cells that recur over many rows (task prefixes and groups, stimulus ids) and their quoted
+#: form; emptied when it holds 4,096 (a long-lived scheduler sees ever new stimulus ids).
+_QUOTED: dict[str, str] = {}
+
+
+def _quoted(text: str) -> str:
+    if len(_QUOTED) >= 4096:
+        _QUOTED.clear()
+    q = _QUOTED[text] = quote(text)
+    return q
+
+
 def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     """Scheduler rows: state-only rows, and rows with execution details of the usual types."""
     key, thread, worker, prefix, group, start, finish, stim, addr, b, e, d, size, t = r
     if not (
-        key.__class__ is str
-        and prefix.__class__ is str
+        prefix.__class__ is str
         and group.__class__ is str
         and stim.__class__ is str
         and t.__class__ is float
     ):
         return None
+    cls = key.__class__
+    if cls is not str:
+        if cls is not tuple:
+            return None
+        key = str(key)  # Dask's tuple keys hold text and numbers only
+    # a prefix, group and stimulus recur over many rows: quoted once each per batch
+    quoted = _QUOTED
+    q_prefix = quoted.get(prefix)
+    if q_prefix is None:
+        q_prefix = _quoted(prefix)
+    q_group = quoted.get(group)
+    if q_group is None:
+        q_group = _quoted(group)
+    q_stim = quoted.get(stim)
+    if q_stim is None:
+        q_stim = _quoted(stim)
     if thread is None and worker is None and b is None and size is None:
-        line = (
-            f"{quote(key)},,,{quote(prefix)},{quote(group)},{start},{finish},"
-            f"{quote(stim)},{addr},,,,,{t!r}\n"
-        )
+        line = f"{quote(key)},,,{q_prefix},{q_group},{start},{finish},{q_stim},{addr},,,,,{t!r}\n"
     elif (
         (thread is None or thread.__class__ is int)
         and worker.__class__ is str
@@ -337,8 +372,8 @@ def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
         and (b is None or (b.__class__ is float and e.__class__ is float and d.__class__ is float))
     ):
         line = (
-            f"{quote(key)},{'' if thread is None else thread},{quote(worker)},{quote(prefix)},"
-            f"{quote(group)},{start},{finish},{quote(stim)},{addr},"
+            f"{quote(key)},{'' if thread is None else thread},{quote(worker)},{q_prefix},"
+            f"{q_group},{start},{finish},{q_stim},{addr},"
             f"{'' if b is None else repr(b)},{'' if e is None else repr(e)},"
             f"{'' if d is None else repr(d)},{'' if size is None else size},{t!r}\n"
         )
@@ -396,32 +431,34 @@ class CsvSink:
             if self._fh.closed:
                 return
             if rows:
-                start = self._written
-                if self._fast is None:
-                    if self.index:
-                        self._writer.writerows((i, *r) for i, r in enumerate(rows, start))
-                    else:
-                        self._writer.writerows(rows)
-                else:
-                    self._fh.write(self._format(rows, start))
-                self._written += len(rows)
+                text, written = self._format(rows, self._written)
+                self._fh.write(text)
+                self._written += written
             self._fh.flush()
 
-    def _format(self, rows: list[tuple[Any, ...]], start: int) -> str:
-        # The common rows go through a specialised f-string (half the cost of the csv module);
-        # any row it declines (returns None) goes through the csv module, in order.
+    def _format(self, rows: list[tuple[Any, ...]], start: int) -> tuple[str, int]:
+        """The rows' CSV text and how many were written. The common rows go through a
+        specialised f-string (half the cost of the csv module); any row it declines (returns
+        None) goes through the csv module, in order. Hooks buffer a task's key as Dask gave it
+        (its text is made here, in the batch): a row with a cell that has no text is the only
+        one left out (logged), never the batch."""
         buf = io.StringIO()
         slow = csv.writer(buf, lineterminator="\n")
         fast = self._fast
-        assert fast is not None
         index = self.index
-        for i, r in enumerate(rows, start):
-            line = fast(i if index else None, r)
+        i = start
+        for r in rows:
+            line = None if fast is None else fast(i if index else None, r)
             if line is None:
-                slow.writerow((i, *r) if index else r)
+                try:
+                    slow.writerow((i, *r) if index else r)
+                except Exception:  # the csv module writes a line whole or not at all
+                    log.warning("metaprov capture: a row of %s not recorded", self.path.name)
+                    continue
             else:
                 buf.write(line)
-        return buf.getvalue()
+            i += 1
+        return buf.getvalue(), i - start
 
     def close(self) -> None:
         """Flush and close the file (idempotent)."""

@@ -417,8 +417,23 @@ class SchedulerCapture(SchedulerPlugin):
             prefix, group = ts.prefix.name, ts.group.name
         if not kwargs:  # most transitions: nothing but the states
             self._transition_rows(
-                (str(key), None, None, prefix, group, start, finish, stimulus_id)
-                + (self._address, None, None, None, None, now())
+                # the key as Dask gave it: its text is made at the flush, in one batch
+                (
+                    key,
+                    None,
+                    None,
+                    prefix,
+                    group,
+                    start,
+                    finish,
+                    stimulus_id,
+                    self._address,
+                    None,
+                    None,
+                    None,
+                    None,
+                    now(),
+                )
             )
             return
         begins = ends = duration = None
@@ -431,7 +446,7 @@ class SchedulerCapture(SchedulerPlugin):
                     break
         self._transition_rows(
             (
-                str(key),
+                key,
                 kwargs.get("thread"),
                 kwargs.get("worker"),
                 prefix,

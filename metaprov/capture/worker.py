@@ -209,6 +209,7 @@ class WorkerCapture(WorkerPlugin):
                 self._part("worker_metric"), self.address, flush_rows=self.flush_rows
             )
         self._result_rows = self._sinks["worker_result"].append if self.results else None
+        self._execution_append = self._sinks["worker_execution"].append
         self._transition_rows = self._sinks["worker_transition"].append
         self._closed = False
         self._setup_time = now()
@@ -281,12 +282,13 @@ class WorkerCapture(WorkerPlugin):
         t = now()
         if finish == "executing" and start not in _RUNNING:
             # Held back until the task leaves execution: then the row gets the true start.
-            self._pending[key] = ([str(key), start, finish, self.address, t], self._delay())
+            self._pending[key] = ([key, start, finish, self.address, t], self._delay())
             return
         if start in _RUNNING and finish not in _RUNNING:
             self._end_execution(key, start, finish, t)
             return
-        self._transition_rows((str(key), start, finish, self.address, t))
+        # the key as Dask gave it: its text is made at the flush, in one batch
+        self._transition_rows((key, start, finish, self.address, t))
 
     def _delay(self) -> float:
         return float(getattr(self.worker, "scheduler_delay", 0.0) or 0.0)
@@ -323,13 +325,12 @@ class WorkerCapture(WorkerPlugin):
             if begin is not None:
                 opened[4] = begin
             self._transition_rows(tuple(opened))
-        skey = str(key)
-        self._transition_rows((skey, start, finish, self.address, t if stop is None else stop))
+        self._transition_rows((key, start, finish, self.address, t if stop is None else stop))
         if opened is not None or begin is not None:
             start_t = begin if begin is not None else (opened[4] if opened else None)
-            self._sinks["worker_execution"].append(
+            self._execution_append(
                 (
-                    skey,
+                    key,
                     self.address,
                     thread,
                     start_t,
@@ -563,8 +564,8 @@ class MetricSink(TextSink):
         # per waiting row: name id, value (lists kept: the digest wrapper holds their append)
         self._names: list[int] = []
         self._values: list[Any] = []
-        # per waiting execution: key text, start, time, rows
-        self._keys: list[str] = []
+        # per waiting execution: key (as Dask gave it), start, time, rows
+        self._keys: list[Any] = []
         self._starts: list[Any] = []
         self._times: list[float] = []
         self._counts: list[int] = []
@@ -589,13 +590,7 @@ class MetricSink(TextSink):
         n = len(self._names) - mark
         if n <= 0:
             return
-        try:
-            skey = str(key)
-        except Exception:  # a key without text: its rows only, never the worker
-            del self._names[mark:], self._values[mark:]
-            log.warning("metaprov capture: the metrics of an execution not recorded")
-            return
-        self._keys.append(skey)
+        self._keys.append(key)  # as Dask gave it: its text is made at the flush
         self._starts.append(start)
         self._times.append(t)
         self._counts.append(n)
@@ -635,7 +630,14 @@ class MetricSink(TextSink):
         parts = []
         j = 0
         for key, start, t, n in zip(keys, starts, times, counts, strict=True):
-            row_head = f"{head}{quote(key)},"
+            try:
+                skey = key if key.__class__ is str else str(key)
+            except Exception:  # a key without text: its rows only, never the worker
+                j += n
+                self._pending -= n
+                log.warning("metaprov capture: the metrics of an execution not recorded")
+                continue
+            row_head = f"{head}{quote(skey)},"
             ts = repr(t)
             tail = f",{csv_cell(start)},{ts},{ts}\n"
             rows: Any = zip(names[j : j + n], values[j : j + n], strict=True)
@@ -648,7 +650,7 @@ class MetricSink(TextSink):
                 if cls is float or cls is int:
                     v = repr(0 + value)  # as summed from 0 (-0.0 -> 0.0)
                 else:
-                    v = self._odd_cell(value, key)
+                    v = self._odd_cell(value, skey)
                     if v is None:
                         continue
                 parts.append(f"{row_head}{cells[i]},{v}{tail}")

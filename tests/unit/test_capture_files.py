@@ -315,3 +315,74 @@ def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, 
         assert (tmp_path / f"fast{index}.csv").read_bytes() == (
             tmp_path / f"ref{index}.csv"
         ).read_bytes()
+
+
+#: Keys as Dask hands them to the hooks (the hooks buffer them as they are; their text is made at
+#: the flush): tuples of text and numbers, with the characters that need quoting.
+_TUPLE_KEYS = [
+    ("x-9f", 3, 0),
+    ("a,b", 1),
+    ('say "hi"', 2.5),
+    ("line\nbreak", -1),
+    ("caf\u00e9", 10**20),
+    (),
+]
+
+
+@pytest.mark.parametrize(
+    ("columns", "fast", "make"),
+    [
+        (
+            WORKER_TRANSITION,
+            fast_worker_transition,
+            lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
+        ),
+        (SCHEDULER_TRANSITION, fast_scheduler_transition, lambda k, j: _scheduler_row(k, j)),
+        (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
+    ],
+)
+def test_keys_given_as_tuples_are_written_as_their_text(tmp_path, columns, fast, make):
+    """A tuple key buffered as Dask gave it is written as ``str(key)`` quoted as the csv module
+    quotes it, by the fast path exactly as by the csv module (which writes ``str()`` of it)."""
+    rows = [make(k, j) for j, k in enumerate(_TUPLE_KEYS * 3)]
+    texts = [(str(r[0]), *r[1:]) for r in rows]
+    for index in (True, False):
+        ref = CsvSink(tmp_path / f"ref{index}.csv", columns, index=index, flush_rows=4)
+        quick = CsvSink(tmp_path / f"q{index}.csv", columns, index=index, flush_rows=4, fast=fast)
+        for r, text in zip(rows, texts, strict=True):
+            ref.append(text)
+            quick.append(r)
+        ref.close()
+        quick.close()
+        got = (tmp_path / f"q{index}.csv").read_bytes()
+        assert got == (tmp_path / f"ref{index}.csv").read_bytes()
+        assert b"\"('x-9f', 3, 0)\"" in got  # a tuple's text holds ", ": always quoted
+
+
+class _NoText:
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+def test_a_key_without_text_loses_only_its_own_row(tmp_path, caplog):
+    """A key whose ``str()`` fails at the flush (Dask never hands one; a plugin must not trust
+    that) costs its row, logged; the rows around it are written and the index runs on."""
+    good = [
+        ("a", "ready", "executing", "tcp://w:1", 1.5),
+        (("b", 1), "ready", "memory", "tcp://w:1", 2.5),
+    ]
+    rows = [good[0], (_NoText(), "ready", "executing", "tcp://w:1", 2.0), good[1]]
+    for fast in (fast_worker_transition, None):
+        path = tmp_path / f"t{fast is None}.csv"
+        sink = CsvSink(path, WORKER_TRANSITION, index=True, fast=fast)
+        for r in rows:
+            sink.append(r)
+        with caplog.at_level("WARNING", logger="metaprov.capture"):
+            sink.close()
+        assert path.read_text().splitlines() == [
+            ",key,start,finish,called_from,time",
+            "0,a,ready,executing,tcp://w:1,1.5",
+            "1,\"('b', 1)\",ready,memory,tcp://w:1,2.5",
+        ]
+        assert sink.rows == 2
+        assert f"a row of {path.name} not recorded" in caplog.text
