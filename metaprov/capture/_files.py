@@ -249,27 +249,53 @@ def plain(text: str) -> bool:
     return quote(text) == text
 
 
+#: A task key's CSV cell by the key object's identity: a key recurs over its task's rows (five
+#: to nine transitions, its execution), so its text and quoting are made once. Each entry holds
+#: its key (an id is not reused while the entry lives, and a key is never mistaken for another
+#: that merely compares equal, as 1 and 1.0 do); emptied at 8,192 entries.
+_KEY_CELLS: dict[int, tuple[Any, str]] = {}
+
+
+def _key_cell(key: Any) -> str | None:
+    """The CSV cell of a task key Dask gave as text or as a tuple (of text and numbers); None
+    for anything else, or a key without text (the row then goes to the csv module)."""
+    hit = _KEY_CELLS.get(id(key))
+    if hit is not None and hit[0] is key:
+        return hit[1]
+    cls = key.__class__
+    if cls is str:
+        cell = quote(key)
+    elif cls is tuple:
+        try:
+            cell = quote(str(key))
+        except Exception:
+            return None
+    else:
+        return None
+    if len(_KEY_CELLS) >= 8192:
+        _KEY_CELLS.clear()
+    _KEY_CELLS[id(key)] = (key, cell)
+    return cell
+
+
 def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     """``key,start,finish,called_from,time`` rows."""
     key, start, finish, addr, t = r
     if t.__class__ is not float:
         return None
-    cls = key.__class__
-    if cls is not str:
-        if cls is not tuple:
-            return None
-        key = str(key)  # Dask's tuple keys hold text and numbers only
-    line = f"{quote(key)},{start},{finish},{addr},{t!r}\n"
+    cell = _key_cell(key)
+    if cell is None:
+        return None
+    line = f"{cell},{start},{finish},{addr},{t!r}\n"
     return line if i is None else f"{i},{line}"
 
 
 def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
     """``key,worker,thread,start,stop,outcome,run_id,time`` rows (one per execution attempt)."""
     key, addr, thread, begin, stop, outcome, run_id, t = r
-    if key.__class__ is not str:
-        if key.__class__ is not tuple:
-            return None
-        key = str(key)  # Dask's tuple keys hold text and numbers only
+    cell = _key_cell(key)
+    if cell is None:
+        return None
     if not (
         (thread is None or thread.__class__ is int)
         and (begin is None or begin.__class__ is float)
@@ -280,7 +306,7 @@ def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
     ):
         return None
     line = (
-        f"{quote(key)},{addr},{'' if thread is None else thread},"
+        f"{cell},{addr},{'' if thread is None else thread},"
         f"{'' if begin is None else repr(begin)},{stop!r},{quote(outcome)},"
         f"{'' if run_id is None else run_id},{t!r}\n"
     )
@@ -347,11 +373,9 @@ def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
         and t.__class__ is float
     ):
         return None
-    cls = key.__class__
-    if cls is not str:
-        if cls is not tuple:
-            return None
-        key = str(key)  # Dask's tuple keys hold text and numbers only
+    cell = _key_cell(key)
+    if cell is None:
+        return None
     # a prefix, group and stimulus recur over many rows: quoted once each per batch
     quoted = _QUOTED
     q_prefix = quoted.get(prefix)
@@ -364,7 +388,7 @@ def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
     if q_stim is None:
         q_stim = _quoted(stim)
     if thread is None and worker is None and b is None and size is None:
-        line = f"{quote(key)},,,{q_prefix},{q_group},{start},{finish},{q_stim},{addr},,,,,{t!r}\n"
+        line = f"{cell},,,{q_prefix},{q_group},{start},{finish},{q_stim},{addr},,,,,{t!r}\n"
     elif (
         (thread is None or thread.__class__ is int)
         and worker.__class__ is str
@@ -372,7 +396,7 @@ def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
         and (b is None or (b.__class__ is float and e.__class__ is float and d.__class__ is float))
     ):
         line = (
-            f"{quote(key)},{'' if thread is None else thread},{quote(worker)},{q_prefix},"
+            f"{cell},{'' if thread is None else thread},{quote(worker)},{q_prefix},"
             f"{q_group},{start},{finish},{q_stim},{addr},"
             f"{'' if b is None else repr(b)},{'' if e is None else repr(e)},"
             f"{'' if d is None else repr(d)},{'' if size is None else size},{t!r}\n"

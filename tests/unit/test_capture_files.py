@@ -363,6 +363,8 @@ class _NoText:
     def __str__(self) -> str:
         raise ValueError("no text")
 
+    __repr__ = __str__  # a tuple's text is made of its items' repr
+
 
 def test_a_key_without_text_loses_only_its_own_row(tmp_path, caplog):
     """A key whose ``str()`` fails at the flush (Dask never hands one; a plugin must not trust
@@ -386,3 +388,24 @@ def test_a_key_without_text_loses_only_its_own_row(tmp_path, caplog):
         ]
         assert sink.rows == 2
         assert f"a row of {path.name} not recorded" in caplog.text
+
+
+def test_keys_that_compare_equal_keep_their_own_text(tmp_path):
+    """A key's cell is remembered by the key object itself (it recurs over its task's rows):
+    keys that merely compare equal (``("x", 1)`` and ``("x", 1.0)``) keep their own text, and a
+    tuple holding something without text costs its row only."""
+    a, b = ("x", 1), ("x", 1.0)
+    bad = ("y", _NoText())
+    rows = [(k, "ready", "executing", "tcp://w:1", 1.5) for k in (a, b, a, bad, b, "x")]
+    path = tmp_path / "t.csv"
+    sink = CsvSink(path, WORKER_TRANSITION, index=False, fast=fast_worker_transition)
+    for r in rows:
+        sink.append(r)
+    sink.close()
+    assert [line.split(",ready")[0] for line in path.read_text().splitlines()[1:]] == [
+        "\"('x', 1)\"",
+        "\"('x', 1.0)\"",
+        "\"('x', 1)\"",
+        "\"('x', 1.0)\"",
+        "x",
+    ]
