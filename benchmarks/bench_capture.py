@@ -409,6 +409,7 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
             ),
         }
         cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
+        cap._execution_append = cap._sinks["worker_execution"].append
         if metrics:
             cap._sinks["worker_metric"] = MetricSink(d / "wm.csv", w.address)
             cap._tap_metrics(w)
