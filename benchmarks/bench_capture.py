@@ -101,9 +101,11 @@ class _Timed:
     that: the clock's own cost where and when the hook ran. Beside every per-event hook an empty
     call is timed the same way; what it measures (a fraction of a microsecond either way: the
     clock pair is not exactly as cold as the region's own reads) is the measurement's residual,
-    taken off the hooks' total (``net_spent``) and reported (``residual``). Before, one warm
-    clock cost from a tight loop was subtracted: 1.4-2.2 us of the cold clock stayed in every
-    call, about a third of the figure at 60,000 calls on a loaded machine."""
+    taken off the hooks' total (``net_spent``) and reported (``residual``); the reads before
+    the region also warm the clock, so the region's own first read is no colder than the pair
+    subtracted. Until 2026-11-29 each region began with the first, cold read and one warm clock
+    cost from a tight loop was subtracted: the cold read's excess stayed in every call
+    (docs/benchmarks.md has both ways side by side on the same code)."""
 
     spent = 0.0
     calls = 0
