@@ -364,9 +364,9 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         WORKER_EXECUTION,
         WORKER_TRANSITION,
         CsvSink,
-        fast_scheduler_transition,
         fast_worker_execution,
-        fast_worker_transition,
+        scheduler_transitions,
+        worker_transitions,
     )
     from metaprov.capture.worker import MetricSink
 
@@ -404,7 +404,7 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         cap.worker, cap.address, cap._closed, cap._pending = w, w.address, False, {}
         cap._sinks = {
             "worker_transition": CsvSink(
-                d / "wt.csv", WORKER_TRANSITION, index=False, fast=fast_worker_transition
+                d / "wt.csv", WORKER_TRANSITION, index=False, batch=worker_transitions
             ),
             "worker_execution": CsvSink(
                 d / "we.csv", WORKER_EXECUTION, index=False, fast=fast_worker_execution
@@ -436,9 +436,7 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         cap = SchedulerCapture(d, environment=False)
         cap._tasks = {k: NS(prefix=prefix, group=group) for k in keys}
         cap._summary, cap._address = None, "tcp://127.0.0.1:8786"
-        sink = CsvSink(
-            d / "st.csv", SCHEDULER_TRANSITION, index=True, fast=fast_scheduler_transition
-        )
+        sink = CsvSink(d / "st.csv", SCHEDULER_TRANSITION, index=True, batch=scheduler_transitions)
         cap._transition_rows = sink.append
         t0, tr = time.time(), cap.transition
         done = {"worker": "tcp://127.0.0.1:40001", "nbytes": 28, "thread": 140_000_000}

@@ -235,6 +235,10 @@ OUTPUT_NAMES = (*MOFKA_FILES, *EXTRA_FILES, RUN_JSON, CONFIG_JSON, BATCH_JSON)
 
 #: ``fast(index_or_None, row) -> line | None``: a row formatted exactly as the csv module would.
 FastFormat = Callable[[int | None, tuple[Any, ...]], str | None]
+#: ``batch(rows, start_or_None) -> text | None``: a whole batch formatted exactly as the csv
+#: module would (``start``: the first row's index, None without an index column), or None when
+#: a row is not of the usual types (the batch then goes row by row).
+BatchFormat = Callable[[list[tuple[Any, ...]], int | None], str | None]
 
 
 def quote(text: str) -> str:
@@ -278,16 +282,25 @@ def _key_cell(key: Any) -> str | None:
     return cell
 
 
-def fast_worker_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
-    """``key,start,finish,called_from,time`` rows."""
-    key, start, finish, addr, t = r
-    if t.__class__ is not float:
-        return None
-    cell = _key_cell(key)
-    if cell is None:
-        return None
-    line = f"{cell},{start},{finish},{addr},{t!r}\n"
-    return line if i is None else f"{i},{line}"
+def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
+    """``key,start,finish,called_from,time`` rows, a whole batch (no call per row: the most
+    numerous rows of a capture)."""
+    out: list[str] = []
+    add = out.append
+    key_cell = _key_cell
+    i = start
+    for key, begin, finish, addr, t in rows:
+        if t.__class__ is not float:
+            return None
+        cell = key_cell(key)
+        if cell is None:
+            return None
+        if i is None:
+            add(f"{cell},{begin},{finish},{addr},{t!r}\n")
+        else:
+            add(f"{i},{cell},{begin},{finish},{addr},{t!r}\n")
+            i += 1
+    return "".join(out)
 
 
 def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
@@ -363,47 +376,69 @@ def _quoted(text: str) -> str:
     return q
 
 
-def fast_scheduler_transition(i: int | None, r: tuple[Any, ...]) -> str | None:
-    """Scheduler rows: state-only rows, and rows with execution details of the usual types."""
-    key, thread, worker, prefix, group, start, finish, stim, addr, b, e, d, size, t = r
-    if not (
-        prefix.__class__ is str
-        and group.__class__ is str
-        and stim.__class__ is str
-        and t.__class__ is float
-    ):
-        return None
-    cell = _key_cell(key)
-    if cell is None:
-        return None
-    # a prefix, group and stimulus recur over many rows: quoted once each per batch
+def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
+    """Scheduler rows, a whole batch: state-only rows, and rows with execution details of the
+    usual types (no call per row: the scheduler's most numerous rows)."""
+    out: list[str] = []
+    add = out.append
+    key_cell = _key_cell
     quoted = _QUOTED
-    q_prefix = quoted.get(prefix)
-    if q_prefix is None:
-        q_prefix = _quoted(prefix)
-    q_group = quoted.get(group)
-    if q_group is None:
-        q_group = _quoted(group)
-    q_stim = quoted.get(stim)
-    if q_stim is None:
-        q_stim = _quoted(stim)
-    if thread is None and worker is None and b is None and size is None:
-        line = f"{cell},,,{q_prefix},{q_group},{start},{finish},{q_stim},{addr},,,,,{t!r}\n"
-    elif (
-        (thread is None or thread.__class__ is int)
-        and worker.__class__ is str
-        and (size is None or size.__class__ is int)
-        and (b is None or (b.__class__ is float and e.__class__ is float and d.__class__ is float))
-    ):
-        line = (
-            f"{cell},{'' if thread is None else thread},{quote(worker)},{q_prefix},"
-            f"{q_group},{start},{finish},{q_stim},{addr},"
-            f"{'' if b is None else repr(b)},{'' if e is None else repr(e)},"
-            f"{'' if d is None else repr(d)},{'' if size is None else size},{t!r}\n"
-        )
-    else:
-        return None
-    return line if i is None else f"{i},{line}"
+    i = start
+    for key, thread, worker, prefix, group, begin, finish, stim, addr, b, e, d, size, t in rows:
+        if not (
+            prefix.__class__ is str
+            and group.__class__ is str
+            and stim.__class__ is str
+            and t.__class__ is float
+        ):
+            return None
+        cell = key_cell(key)
+        if cell is None:
+            return None
+        # a prefix, group and stimulus recur over many rows: quoted once each
+        q_prefix = quoted.get(prefix)
+        if q_prefix is None:
+            q_prefix = _quoted(prefix)
+        q_group = quoted.get(group)
+        if q_group is None:
+            q_group = _quoted(group)
+        q_stim = quoted.get(stim)
+        if q_stim is None:
+            q_stim = _quoted(stim)
+        if thread is None and worker is None and b is None and size is None:
+            line = f"{cell},,,{q_prefix},{q_group},{begin},{finish},{q_stim},{addr},,,,,{t!r}\n"
+        elif (
+            (thread is None or thread.__class__ is int)
+            and worker.__class__ is str
+            and (size is None or size.__class__ is int)
+            and (
+                b is None
+                or (b.__class__ is float and e.__class__ is float and d.__class__ is float)
+            )
+        ):
+            line = (
+                f"{cell},{'' if thread is None else thread},{quote(worker)},{q_prefix},"
+                f"{q_group},{begin},{finish},{q_stim},{addr},"
+                f"{'' if b is None else repr(b)},{'' if e is None else repr(e)},"
+                f"{'' if d is None else repr(d)},{'' if size is None else size},{t!r}\n"
+            )
+        else:
+            return None
+        if i is None:
+            add(line)
+        else:
+            add(f"{i},{line}")
+            i += 1
+    return "".join(out)
+
+
+def _row_by_row(batch: BatchFormat) -> FastFormat:
+    """A batch formatter applied to one row (the batch declined: its rows one at a time)."""
+
+    def fast(i: int | None, r: tuple[Any, ...]) -> str | None:
+        return batch([r], i)
+
+    return fast
 
 
 class CsvSink:
@@ -422,10 +457,14 @@ class CsvSink:
         index: bool,
         flush_rows: int = 10_000,
         fast: FastFormat | None = None,
+        batch: BatchFormat | None = None,
     ) -> None:
         self.path = Path(path)
         self.columns = tuple(columns)
         self.index = index
+        self._batch = batch
+        if fast is None and batch is not None:
+            fast = _row_by_row(batch)
         self._fast = fast
         self._flush_rows = max(1, int(flush_rows))
         self._rows: list[tuple[Any, ...]] = []
@@ -466,10 +505,14 @@ class CsvSink:
         None) goes through the csv module, in order. Hooks buffer a task's key as Dask gave it
         (its text is made here, in the batch): a row with a cell that has no text is the only
         one left out (logged), never the batch."""
+        index = self.index
+        if self._batch is not None:
+            text = self._batch(rows, start if index else None)
+            if text is not None:
+                return text, len(rows)
         buf = io.StringIO()
         slow = csv.writer(buf, lineterminator="\n")
         fast = self._fast
-        index = self.index
         i = start
         for r in rows:
             line = None if fast is None else fast(i if index else None, r)

@@ -51,11 +51,11 @@ from metaprov.capture._files import (
     dask_config_snapshot,
     fast_worker_execution,
     fast_worker_transfer,
-    fast_worker_transition,
     now,
     plain,
     quote,
     versions,
+    worker_transitions,
     write_json_atomic,
 )
 from metaprov.capture.facts import (
@@ -183,7 +183,7 @@ class WorkerCapture(WorkerPlugin):
                 WORKER_TRANSITION,
                 index=False,
                 flush_rows=self.flush_rows,
-                fast=fast_worker_transition if quick else None,
+                batch=worker_transitions if quick else None,
             ),
             "worker_transfer": CsvSink(
                 self._part("worker_transfer"),

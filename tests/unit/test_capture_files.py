@@ -18,11 +18,11 @@ from metaprov.capture._files import (  # noqa: E402
     WORKER_TRANSITION,
     CsvSink,
     existing_outputs,
-    fast_scheduler_transition,
     fast_worker_execution,
     fast_worker_transfer,
-    fast_worker_transition,
     json_text,
+    scheduler_transitions,
+    worker_transitions,
 )
 
 
@@ -189,6 +189,13 @@ def _scheduler_row(key: str, j: int) -> tuple:
     )
 
 
+def _formatter(f):
+    """CsvSink's keyword for a formatter: a whole batch's, or one row's."""
+    if f is None:
+        return {}
+    return {"batch": f} if f in (worker_transitions, scheduler_transitions) else {"fast": f}
+
+
 def _execution_row(key: str, j: int) -> tuple:
     """Execution rows as the worker writes them: every optional cell present and absent, and
     cells of other types (declined by the fast path, written by the csv module)."""
@@ -292,10 +299,10 @@ def _transfer_row(key: str, j: int) -> tuple:
     [
         (
             WORKER_TRANSITION,
-            fast_worker_transition,
+            worker_transitions,
             lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
         ),
-        (SCHEDULER_TRANSITION, fast_scheduler_transition, lambda k, j: _scheduler_row(k, j)),
+        (SCHEDULER_TRANSITION, scheduler_transitions, lambda k, j: _scheduler_row(k, j)),
         (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
         (WORKER_TRANSFER, fast_worker_transfer, lambda k, j: _transfer_row(k, j)),
     ],
@@ -305,7 +312,7 @@ def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, 
     for index in (True, False):
         ref = CsvSink(tmp_path / f"ref{index}.csv", columns, index=index, flush_rows=5)
         quick = CsvSink(
-            tmp_path / f"fast{index}.csv", columns, index=index, flush_rows=5, fast=fast
+            tmp_path / f"fast{index}.csv", columns, index=index, flush_rows=5, **_formatter(fast)
         )
         for r in rows:
             ref.append(r)
@@ -334,10 +341,10 @@ _TUPLE_KEYS = [
     [
         (
             WORKER_TRANSITION,
-            fast_worker_transition,
+            worker_transitions,
             lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
         ),
-        (SCHEDULER_TRANSITION, fast_scheduler_transition, lambda k, j: _scheduler_row(k, j)),
+        (SCHEDULER_TRANSITION, scheduler_transitions, lambda k, j: _scheduler_row(k, j)),
         (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
     ],
 )
@@ -348,7 +355,9 @@ def test_keys_given_as_tuples_are_written_as_their_text(tmp_path, columns, fast,
     texts = [(str(r[0]), *r[1:]) for r in rows]
     for index in (True, False):
         ref = CsvSink(tmp_path / f"ref{index}.csv", columns, index=index, flush_rows=4)
-        quick = CsvSink(tmp_path / f"q{index}.csv", columns, index=index, flush_rows=4, fast=fast)
+        quick = CsvSink(
+            tmp_path / f"q{index}.csv", columns, index=index, flush_rows=4, **_formatter(fast)
+        )
         for r, text in zip(rows, texts, strict=True):
             ref.append(text)
             quick.append(r)
@@ -374,9 +383,9 @@ def test_a_key_without_text_loses_only_its_own_row(tmp_path, caplog):
         (("b", 1), "ready", "memory", "tcp://w:1", 2.5),
     ]
     rows = [good[0], (_NoText(), "ready", "executing", "tcp://w:1", 2.0), good[1]]
-    for fast in (fast_worker_transition, None):
+    for fast in (worker_transitions, None):
         path = tmp_path / f"t{fast is None}.csv"
-        sink = CsvSink(path, WORKER_TRANSITION, index=True, fast=fast)
+        sink = CsvSink(path, WORKER_TRANSITION, index=True, **_formatter(fast))
         for r in rows:
             sink.append(r)
         with caplog.at_level("WARNING", logger="metaprov.capture"):
@@ -398,7 +407,7 @@ def test_keys_that_compare_equal_keep_their_own_text(tmp_path):
     bad = ("y", _NoText())
     rows = [(k, "ready", "executing", "tcp://w:1", 1.5) for k in (a, b, a, bad, b, "x")]
     path = tmp_path / "t.csv"
-    sink = CsvSink(path, WORKER_TRANSITION, index=False, fast=fast_worker_transition)
+    sink = CsvSink(path, WORKER_TRANSITION, index=False, batch=worker_transitions)
     for r in rows:
         sink.append(r)
     sink.close()
