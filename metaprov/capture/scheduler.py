@@ -415,40 +415,26 @@ class SchedulerCapture(SchedulerPlugin):
         prefix = group = None
         if ts is not None:
             prefix, group = ts.prefix.name, ts.group.name
-        if not kwargs:  # most transitions: nothing but the states
-            self._transition_rows(
-                # the key as Dask gave it: its text is made at the flush, in one batch
-                (
-                    key,
-                    None,
-                    None,
-                    prefix,
-                    group,
-                    start,
-                    finish,
-                    stimulus_id,
-                    self._address,
-                    None,
-                    None,
-                    None,
-                    None,
-                    now(),
-                )
+        thread = worker = nbytes = begins = ends = duration = None
+        if kwargs:  # most transitions carry nothing but the states
+            thread, worker, nbytes = (
+                kwargs.get("thread"),
+                kwargs.get("worker"),
+                kwargs.get("nbytes"),
             )
-            return
-        begins = ends = duration = None
-        startstops = kwargs.get("startstops")
-        if startstops:
-            for entry in reversed(startstops):
-                if entry.get("action") == "compute":
-                    begins, ends = entry["start"], entry["stop"]
-                    duration = ends - begins
-                    break
+            startstops = kwargs.get("startstops")
+            if startstops:
+                for entry in reversed(startstops):
+                    if entry.get("action") == "compute":
+                        begins, ends = entry["start"], entry["stop"]
+                        duration = ends - begins
+                        break
+        # the key as Dask gave it: its text is made at the flush, in one batch
         self._transition_rows(
             (
                 key,
-                kwargs.get("thread"),
-                kwargs.get("worker"),
+                thread,
+                worker,
                 prefix,
                 group,
                 start,
@@ -458,7 +444,7 @@ class SchedulerCapture(SchedulerPlugin):
                 begins,
                 ends,
                 duration,
-                kwargs.get("nbytes"),
+                nbytes,
                 now(),
             )
         )

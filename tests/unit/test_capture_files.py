@@ -294,19 +294,20 @@ def _transfer_row(key: str, j: int) -> tuple:
     return variants[j % len(variants)]
 
 
-@pytest.mark.parametrize(
-    ("columns", "fast", "make"),
-    [
-        (
-            WORKER_TRANSITION,
-            worker_transitions,
-            lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
-        ),
-        (SCHEDULER_TRANSITION, scheduler_transitions, lambda k, j: _scheduler_row(k, j)),
-        (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
-        (WORKER_TRANSFER, fast_worker_transfer, lambda k, j: _transfer_row(k, j)),
-    ],
-)
+#: Each file's specialised formatter and a maker of its rows (key, position).
+_FORMATTERS = [
+    (
+        WORKER_TRANSITION,
+        worker_transitions,
+        lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
+    ),
+    (SCHEDULER_TRANSITION, scheduler_transitions, lambda k, j: _scheduler_row(k, j)),
+    (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
+    (WORKER_TRANSFER, fast_worker_transfer, lambda k, j: _transfer_row(k, j)),
+]
+
+
+@pytest.mark.parametrize(("columns", "fast", "make"), _FORMATTERS)
 def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, fast, make):
     rows = [make(k, j) for j, k in enumerate(_AWKWARD_KEYS * 3)]
     for index in (True, False):
@@ -336,18 +337,8 @@ _TUPLE_KEYS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("columns", "fast", "make"),
-    [
-        (
-            WORKER_TRANSITION,
-            worker_transitions,
-            lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
-        ),
-        (SCHEDULER_TRANSITION, scheduler_transitions, lambda k, j: _scheduler_row(k, j)),
-        (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
-    ],
-)
+# the files whose first cell is a task's key (a transfer row names its keys inside a text)
+@pytest.mark.parametrize(("columns", "fast", "make"), _FORMATTERS[:3])
 def test_keys_given_as_tuples_are_written_as_their_text(tmp_path, columns, fast, make):
     """A tuple key buffered as Dask gave it is written as ``str(key)`` quoted as the csv module
     quotes it, by the fast path exactly as by the csv module (which writes ``str()`` of it)."""
