@@ -134,6 +134,31 @@ def test_a_sparse_csv_is_never_expanded(tmp_path: Path) -> None:
     assert sparse.stat().st_size == 3 << 30  # the run's file is as it was
 
 
+def test_follow_reads_no_file_to_tell_a_cut_snapshot_from_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the final refresh follow asks whether its snapshot holds the run's very files (then
+    ``load`` may later say "unchanged"): files of other sizes answer no before any byte is
+    hashed (a sparse run's 3 GiB hole, never copied into the snapshot, was read as zeros)."""
+    import shutil
+
+    from metaprov.live.follow import _same_fingerprint
+    from metaprov.store.catalog import run_fingerprint
+
+    run = write_run(tmp_path / "R1", tiny_files())
+    snap = tmp_path / "snap"
+    shutil.copytree(run, snap)
+    opts = {"base": "https://w3id.org/metaprov/id", "detail": "transitions", "darshan": False}
+    assert _same_fingerprint(snap, run, **opts) == run_fingerprint(run, **opts)
+    cut = snap / "worker_transfer.csv"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    hashed: list[Path] = []
+    monkeypatch.setattr(
+        "metaprov.store.catalog.run_fingerprint", lambda path, **kw: hashed.append(path) or "x"
+    )
+    assert _same_fingerprint(snap, run, **opts) is None and hashed == []
+
+
 def _hwm_kib(pid: int) -> int:
     """The peak resident memory of a live process (VmHWM, KiB)."""
     with open(f"/proc/{pid}/status") as fh:
