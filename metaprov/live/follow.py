@@ -1274,7 +1274,11 @@ def follow(
             # the snapshot's time is when it began: every row on disk then is in it (rows
             # written while it is copied may be too), so a refresh's duration counts the copy
             snap_time = time.time()
-            snap = take_snapshot(run_path, snap_dir)
+            try:
+                snap = take_snapshot(run_path, snap_dir)
+            except OSError:
+                watched.check()  # the run vanished or was swapped while copied: say so
+                raise
             if snap.signature != last_sig:
                 last_sig, last_change = snap.signature, t0
             complete, reason = False, ""
