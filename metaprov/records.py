@@ -473,20 +473,23 @@ def _empty_template(name: str) -> pd.DataFrame:
 
 
 def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    """Return ``df`` with exactly the schema's columns (missing ones as NA) and dtypes."""
-    cols: dict[str, pd.Series] = {}
+    """Return ``df`` with exactly the schema's columns (missing ones as NA) and dtypes (a new
+    table, indexed 0..n-1, built from the columns' arrays: from Series, pandas would align
+    their indexes, ~8 ms a table)."""
+    cols: dict[str, Any] = {}
     n = len(df)
+    present = set(df.columns)
     for c, t, _ in SCHEMAS[name]:
-        if c in df.columns:
+        if c in present:
             s = df[c]
             if str(s.dtype) != str(t):
                 s = _cast(s, t)
-            cols[c] = s.reset_index(drop=True)
+            cols[c] = s.array
         elif n:
-            cols[c] = pd.Series(pd.array([None] * n, dtype=t), dtype=t)
+            cols[c] = pd.array([None] * n, dtype=t)
         else:
-            cols[c] = _empty_template(name)[c].copy()
-    return pd.DataFrame(cols)
+            cols[c] = _empty_template(name)[c].array
+    return pd.DataFrame(cols, index=pd.RangeIndex(n), copy=True)
 
 
 def _cast(s: pd.Series, t: Any) -> pd.Series:
