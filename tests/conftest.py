@@ -32,6 +32,7 @@ FULL = any(
 )
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: one worker more than the cores this process may use. Many tests wait on
     what they started (a CLI subprocess, a LocalCluster's workers, a server, a follow's
