@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -57,6 +58,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _metaprov_log_level():  # type: ignore[no-untyped-def]
+    """Each test starts from the ``metaprov`` logger's level it found: a CLI run in this process
+    (CliRunner) sets it for the process, as the program does (``-q``: errors only), and a test
+    that checks a warning after one on the same xdist worker saw nothing."""
+    logger = logging.getLogger("metaprov")
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 def sample_runs(runs: list[Path], keep: int = 2) -> list[Path]:
