@@ -62,11 +62,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _metaprov_log_level():  # type: ignore[no-untyped-def]
-    """Each test starts from the ``metaprov`` logger's level it found: a CLI run in this process
-    (CliRunner) sets it for the process, as the program does (``-q``: errors only), and a test
-    that checks a warning after one on the same xdist worker saw nothing."""
+    """Each test starts with the ``metaprov`` logger passing warnings, as a program that
+    configured no logging sees it: a CLI run in this process (CliRunner, also from a module
+    fixture) sets its level, and the root logger's when it has no handler yet, for the process,
+    as the program does (``-q``: errors only), and a test that checked a warning after one on
+    the same xdist worker saw nothing."""
     logger = logging.getLogger("metaprov")
     level = logger.level
+    logger.setLevel(logging.WARNING)
     yield
     logger.setLevel(level)
 
