@@ -1270,14 +1270,14 @@ def follow(
                 if stop.wait(interval):
                     return result
                 continue
-            snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
             # the snapshot's time is when it began: every row on disk then is in it (rows
             # written while it is copied may be too), so a refresh's duration counts the copy
             snap_time = time.time()
             try:
+                snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
                 snap = take_snapshot(run_path, snap_dir)
             except OSError:
-                watched.check()  # the run vanished or was swapped while copied: say so
+                watched.check()  # the run vanished or was swapped since it was checked: say so
                 raise
             if snap.signature != last_sig:
                 last_sig, last_change = snap.signature, t0
