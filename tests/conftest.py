@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -32,6 +33,21 @@ FULL = any(
 )
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker more than the cores this process may use. Many tests wait on
+    what they started (a CLI subprocess, a LocalCluster's workers, a server, a follow's
+    interval), and while they wait one worker per core leaves a core idle. Set
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` to choose the number yourself (xdist reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores + 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` (a second real run of a kind already covered, a whole matrix, a
     second recording on a cluster) are skipped, saying so, unless METAPROV_FULL=1: they keep the
@@ -42,6 +58,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _metaprov_log_level():  # type: ignore[no-untyped-def]
+    """Each test starts with the ``metaprov`` logger passing warnings, as a program that
+    configured no logging sees it: a CLI run in this process (CliRunner, also from a module
+    fixture) sets its level, and the root logger's when it has no handler yet, for the process,
+    as the program does (``-q``: errors only), and a test that checked a warning after one on
+    the same xdist worker saw nothing."""
+    logger = logging.getLogger("metaprov")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    yield
+    logger.setLevel(level)
 
 
 def sample_runs(runs: list[Path], keep: int = 2) -> list[Path]:

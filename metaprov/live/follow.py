@@ -267,15 +267,25 @@ def _same_fingerprint(
     """The run directory's load fingerprint (:func:`metaprov.store.catalog.run_fingerprint`)
     when the snapshot converted holds the same files (so ``metaprov load RUN`` would write this
     very graph and may say "unchanged"), else None (e.g. the workers' parts of a capture that
-    died were merged into the snapshot only, or the run changed since)."""
+    died were merged into the snapshot only, or the run changed since). The files' names and
+    sizes are compared first: when they differ the fingerprints do too, and nothing is read (a
+    sparse file's hole, never copied into the snapshot, would be read as gigabytes of zeros)."""
     from metaprov.store.catalog import run_fingerprint
 
     try:
+        if _names_and_sizes(snapshot) != _names_and_sizes(run):
+            return None
         fp = run_fingerprint(run, base=base, detail=detail, darshan=darshan)
         same = run_fingerprint(snapshot, base=base, detail=detail, darshan=darshan) == fp
     except (InputError, OSError):
         return None
     return fp if same else None
+
+
+def _names_and_sizes(directory: Path) -> list[tuple[str, int]]:
+    """The name and size of each file directly in ``directory`` (what a fingerprint hashes
+    before each file's bytes), in name order."""
+    return [(p.name, p.stat().st_size) for p in sorted(directory.iterdir()) if p.is_file()]
 
 
 def state_lines(run_iri: str, *, updated: float, lag: float | None) -> list[bytes]:
@@ -1260,11 +1270,15 @@ def follow(
                 if stop.wait(interval):
                     return result
                 continue
-            snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
             # the snapshot's time is when it began: every row on disk then is in it (rows
             # written while it is copied may be too), so a refresh's duration counts the copy
             snap_time = time.time()
-            snap = take_snapshot(run_path, snap_dir)
+            try:
+                snap_dir = work / f"s{len(result.refreshes)}" / (run_path.resolve().name or "run")
+                snap = take_snapshot(run_path, snap_dir)
+            except OSError:
+                watched.check()  # the run vanished or was swapped since it was checked: say so
+                raise
             if snap.signature != last_sig:
                 last_sig, last_change = snap.signature, t0
             complete, reason = False, ""

@@ -22,11 +22,14 @@ def run_fingerprint(run: str | Path, *, base: str, detail: str, darshan: bool) -
     """A hash of everything a run's graph is made from.
 
     The names and contents of the run directory's files, the mapping options and the metaprov
-    version: the same fingerprint gives the same graph (the export is deterministic).
+    version: the same fingerprint gives the same graph (the export is deterministic). A sparse
+    file's bytes from its first hole on are never read (the readers stop there and count the
+    rest by its size, which is hashed): a 3 GiB hole is not hashed as 3 GiB of zeros.
     """
     import hashlib
 
     from metaprov._version import __version__
+    from metaprov.ingest.csvread import first_hole
 
     h = hashlib.blake2b(digest_size=20)
     h.update(f"metaprov {__version__}\nbase={base}\ndetail={detail}\ndarshan={darshan}\n".encode())
@@ -39,9 +42,13 @@ def run_fingerprint(run: str | Path, *, base: str, detail: str, darshan: bool) -
         st = p.stat()
         h.update(f"{p.name}\0{st.st_size}\0".encode())
         try:
+            data = first_hole(p, st.st_size)
+            if data < st.st_size:
+                h.update(f"\0data ends at {data}\0".encode())
             with open(p, "rb") as f:
-                while block := f.read(1 << 22):
+                while data > 0 and (block := f.read(min(1 << 22, data))):
                     h.update(block)
+                    data -= len(block)
         except OSError:
             # unreadable (the reader reports it): its size and time stand for its content, so
             # the fingerprint changes when it becomes readable or changes

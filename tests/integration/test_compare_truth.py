@@ -12,8 +12,10 @@ recordings must name no cause above the noise. One recording session serves ever
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -43,7 +45,7 @@ MAX_LOAD_PER_CORE = 3.0
 
 
 @pytest.fixture(scope="session")
-def truth():
+def truth(tmp_path_factory: pytest.TempPathFactory):
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
     if load > MAX_LOAD_PER_CORE:
         pytest.skip(
@@ -52,14 +54,48 @@ def truth():
             "benchmarks/compare_truth.py on a quieter machine"
         )
     mod = _truth_module()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one recording for the whole run: the first worker to get one of these tests records,
+        # another that gets one waits for it (~30 s of clusters, not once per worker)
+        with _shared_recording(tmp_path_factory.getbasetemp().parent / "compare-truth") as out:
+            runs = _recorded(mod, out)
+        yield _truth_of(mod, runs)  # the lock released: the runs are only read from here on
+        return
     out = Path(tempfile.mkdtemp(prefix="metaprov-compare-truth-"))
     try:
-        runs = mod.record_all(out)
-        timelines = dict(zip(runs, read_timelines(list(runs.values())), strict=True))
-        base = {p: k for k, p in runs.items()}[mod.baseline_of(runs)]
-        yield mod, runs, timelines, base
+        yield _truth_of(mod, mod.record_all(out))
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _shared_recording(out: Path):
+    """``out`` (created), held under an exclusive lock until the recording in it is whole."""
+    import fcntl
+
+    out.mkdir(exist_ok=True)
+    with open(out.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield out
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _recorded(mod, out: Path) -> dict[str, Path]:
+    """The runs recorded in ``out`` (its manifest), recorded now if there are none."""
+    manifest = out / "runs.json"
+    if manifest.is_file():
+        return {k: Path(v) for k, v in json.loads(manifest.read_text()).items()}
+    runs = mod.record_all(out / "runs")
+    manifest.write_text(json.dumps({k: str(v) for k, v in runs.items()}))
+    return runs
+
+
+def _truth_of(mod, runs: dict[str, Path]):
+    timelines = dict(zip(runs, read_timelines(list(runs.values())), strict=True))
+    base = {p: k for k, p in runs.items()}[mod.baseline_of(runs)]
+    return mod, runs, timelines, base
 
 
 @pytest.mark.parametrize(

@@ -134,6 +134,56 @@ def test_a_sparse_csv_is_never_expanded(tmp_path: Path) -> None:
     assert sparse.stat().st_size == 3 << 30  # the run's file is as it was
 
 
+def test_follow_reads_no_file_to_tell_a_cut_snapshot_from_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the final refresh follow asks whether its snapshot holds the run's very files (then
+    ``load`` may later say "unchanged"): files of other sizes answer no before any byte is
+    hashed (a sparse run's 3 GiB hole, never copied into the snapshot, was read as zeros)."""
+    import shutil
+
+    from metaprov.live.follow import _same_fingerprint
+    from metaprov.store.catalog import run_fingerprint
+
+    run = write_run(tmp_path / "R1", tiny_files())
+    snap = tmp_path / "snap"
+    shutil.copytree(run, snap)
+    opts = {"base": "https://w3id.org/metaprov/id", "detail": "transitions", "darshan": False}
+    assert _same_fingerprint(snap, run, **opts) == run_fingerprint(run, **opts)
+    cut = snap / "worker_transfer.csv"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    hashed: list[Path] = []
+    monkeypatch.setattr(
+        "metaprov.store.catalog.run_fingerprint", lambda path, **kw: hashed.append(path) or "x"
+    )
+    assert _same_fingerprint(snap, run, **opts) is None and hashed == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/self/io")
+def test_the_load_fingerprint_never_reads_a_hole(tmp_path: Path) -> None:
+    """``load`` fingerprints the run's files (to say "unchanged" later): a sparse file is
+    hashed up to its first hole and by its size, never read as gigabytes of zeros."""
+    from metaprov.store.catalog import run_fingerprint
+
+    def bytes_read() -> int:
+        text = Path("/proc/self/io").read_text()
+        return int(text.split("rchar:")[1].split()[0])
+
+    run = write_run(tmp_path / "R1", tiny_files())
+    opts = {"base": "https://w3id.org/metaprov/id", "detail": "tasks", "darshan": False}
+    whole = run_fingerprint(run, **opts)
+    sparse = run / "worker_transfer.csv"
+    os.truncate(sparse, 3 << 30)
+    if sparse.stat().st_blocks * 512 >= sparse.stat().st_size:
+        pytest.skip("this file system does not keep holes")
+    before = bytes_read()
+    three = run_fingerprint(run, **opts)
+    assert bytes_read() - before < 1 << 20
+    os.truncate(sparse, 2 << 30)  # the same data, a shorter hole: another fingerprint
+    assert run_fingerprint(run, **opts) not in (three, whole)
+    assert run_fingerprint(run, **opts) == run_fingerprint(run, **opts)
+
+
 def _hwm_kib(pid: int) -> int:
     """The peak resident memory of a live process (VmHWM, KiB)."""
     with open(f"/proc/{pid}/status") as fh:
