@@ -355,6 +355,19 @@ def fast_worker_transfer(i: int | None, r: tuple[Any, ...]) -> str | None:
     return line if i is None else f"{i},{line}"
 
 
+def compute_entry(startstops: Any) -> dict[str, Any] | None:
+    """The last ``compute`` entry of a task's ``startstops`` (Dask appends it last, after the
+    transfers of its dependencies), or None."""
+    if startstops:
+        last = startstops[-1]
+        if last.get("action") == "compute":
+            return last  # type: ignore[no-any-return]
+        for entry in reversed(startstops):
+            if entry.get("action") == "compute":
+                return entry  # type: ignore[no-any-return]
+    return None
+
+
 def csv_cell(value: Any) -> str:
     """One cell as the csv module writes it (``None`` empty, floats as their ``repr``)."""
     if value is None:

@@ -52,6 +52,7 @@ from metaprov.capture._files import (
     WORKER_LOSS,
     WORKER_MEMORY,
     CsvSink,
+    compute_entry,
     configured_directory,
     dask_config_snapshot,
     default_directory,
@@ -422,13 +423,10 @@ class SchedulerCapture(SchedulerPlugin):
                 kwargs.get("worker"),
                 kwargs.get("nbytes"),
             )
-            startstops = kwargs.get("startstops")
-            if startstops:
-                for entry in reversed(startstops):
-                    if entry.get("action") == "compute":
-                        begins, ends = entry["start"], entry["stop"]
-                        duration = ends - begins
-                        break
+            entry = compute_entry(kwargs.get("startstops"))
+            if entry is not None:
+                begins, ends = entry["start"], entry["stop"]
+                duration = ends - begins
         # the key as Dask gave it: its text is made at the flush, in one batch
         self._transition_rows(
             (

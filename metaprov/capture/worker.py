@@ -46,6 +46,7 @@ from metaprov.capture._files import (
     WORKER_TRANSITION,
     CsvSink,
     TextSink,
+    compute_entry,
     configured_directory,
     csv_cell,
     dask_config_snapshot,
@@ -308,7 +309,7 @@ class WorkerCapture(WorkerPlugin):
             # started*. That estimate moves by 10-20 ms at heartbeats, so undo the shift with the
             # value seen at ready->executing (d0) unless only the current one (d1) puts the window
             # between the two hooks, where it must lie.
-            entry = _compute_entry(ts.startstops)
+            entry = compute_entry(ts.startstops)
             if entry is not None:
                 lo = -float("inf") if opened is None else opened[4]
                 first, last = entry["start"], entry["stop"]
@@ -688,19 +689,6 @@ def _name_cells(name: tuple[Any, ...]) -> tuple[str | None, str, str | None, str
     """The ``span,context,prefix,activity,unit`` cells of one of Dask's metric names."""
     context, span, prefix, activity, unit = metric_fields(name)
     return span, context, prefix, activity, unit
-
-
-def _compute_entry(startstops: Any) -> dict[str, Any] | None:
-    """The last ``compute`` entry of a task's ``startstops`` (Dask appends it last, after the
-    transfers of its dependencies), or None."""
-    if startstops:
-        last = startstops[-1]
-        if last.get("action") == "compute":
-            return last  # type: ignore[no-any-return]
-        for entry in reversed(startstops):
-            if entry.get("action") == "compute":
-                return entry  # type: ignore[no-any-return]
-    return None
 
 
 #: Metric contexts whose second element is a span id (``distributed.spans``).

@@ -283,9 +283,10 @@ def _same_fingerprint(
 
 
 def _names_and_sizes(directory: Path) -> list[tuple[str, int]]:
-    """The name and size of each file directly in ``directory`` (what a fingerprint hashes
-    before each file's bytes), in name order."""
-    return [(p.name, p.stat().st_size) for p in sorted(directory.iterdir()) if p.is_file()]
+    """The name and size of each file a fingerprint hashes (before each file's bytes)."""
+    from metaprov.store.catalog import fingerprint_files
+
+    return [(p.name, p.stat().st_size) for p in fingerprint_files(directory)]
 
 
 def state_lines(run_iri: str, *, updated: float, lag: float | None) -> list[bytes]:

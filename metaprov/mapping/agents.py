@@ -163,9 +163,14 @@ def busy_table(ctx: MapContext) -> pd.DataFrame:
     run-level part is handed the sum of its partitions' partials instead)."""
 
     def make() -> pd.DataFrame:
-        from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
+        from metaprov.mapping.tables import (
+            executions_sorted,
+            mapped_rows,
+            maps_every_key,
+            task_index,
+        )
 
-        if ctx.cache.get("owns_keys") is None and "task_index" not in ctx.cache:
+        if maps_every_key(ctx) and "task_index" not in ctx.cache:
             # every key is mapped, and the sums are exact whatever the order: the executions
             # with a key, without building the task index to sort them (seconds at 10^6)
             return busy_partials(ctx.records.executions.dropna(subset=["key"]))

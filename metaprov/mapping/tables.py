@@ -275,15 +275,21 @@ def ragged_gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
     return out_off, pos
 
 
+def maps_every_key(ctx: MapContext) -> bool:
+    """Whether this export writes every key's triples (not one partition of a run: see
+    :func:`mapped_rows`)."""
+    return ctx.cache.get("owns_keys") is None
+
+
 def mapped_rows(ctx: MapContext, idx: TaskIndex) -> np.ndarray | None:
     """Per key row, whether this export writes the key's triples (its task, executions, chunks,
     replicas); None: every key. A run mapped in partitions (:mod:`metaprov.export.partition`)
     sets ``ctx.cache["owns_keys"]`` (key texts -> bool per key) so that each partition maps only
     the keys it owns, the other keys (its tasks' dependencies) being read for what the owned
     keys' triples say about them."""
-    owns = ctx.cache.get("owns_keys")
-    if owns is None:
+    if maps_every_key(ctx):
         return None
+    owns = ctx.cache["owns_keys"]
     return ctx.cached("mapped_rows", lambda: np.asarray(owns(idx.keys), dtype=bool))
 
 

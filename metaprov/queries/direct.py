@@ -97,10 +97,10 @@ def _has_threads(ctx: Any) -> bool:
 def _has_compute(ctx: Any) -> bool:
     """Whether an execution the tasks step writes has a start: one with a key and a start when
     the mapping writes every key (the whole run), else through the mapped key rows."""
-    from metaprov.mapping.tables import executions_sorted, mapped_rows, task_index
+    from metaprov.mapping.tables import executions_sorted, mapped_rows, maps_every_key, task_index
 
     ex = ctx.records.executions
-    if ctx.cache.get("owns_keys") is None:
+    if maps_every_key(ctx):
         return bool((ex["key"].notna() & ex["start"].notna()).any())
     idx = task_index(ctx)
     ex = executions_sorted(ctx, idx)

@@ -18,6 +18,11 @@ from metaprov.errors import InputError
 CATALOG = "metaprov-catalog.json"
 
 
+def fingerprint_files(root: Path) -> list[Path]:
+    """The files of a run directory a fingerprint hashes (its regular files, by name)."""
+    return [p for p in sorted(root.iterdir()) if p.is_file()]
+
+
 def run_fingerprint(run: str | Path, *, base: str, detail: str, darshan: bool) -> str:
     """A hash of everything a run's graph is made from.
 
@@ -36,9 +41,7 @@ def run_fingerprint(run: str | Path, *, base: str, detail: str, darshan: bool) -
     root = Path(run)
     if not root.is_dir():
         raise InputError("no such run directory", path=root)
-    for p in sorted(root.iterdir()):
-        if not p.is_file():
-            continue
+    for p in fingerprint_files(root):
         st = p.stat()
         h.update(f"{p.name}\0{st.st_size}\0".encode())
         try:
