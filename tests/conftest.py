@@ -33,21 +33,6 @@ FULL = any(
 )
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: one worker more than the cores this process may use. Many tests wait on
-    what they started (a CLI subprocess, a LocalCluster's workers, a server, a follow's
-    interval), and while they wait one worker per core leaves a core idle. Set
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` to choose the number yourself (xdist reads it)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return cores + 1
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` (a second real run of a kind already covered, a whole matrix, a
     second recording on a cluster) are skipped, saying so, unless METAPROV_FULL=1: they keep the
