@@ -254,13 +254,16 @@ def plain(text: str) -> bool:
 
 
 #: A task key's CSV cell by the key object's identity: a key recurs over its task's rows (five
-#: to nine transitions, its execution), so its text and quoting are made once. Each entry holds
-#: its key (an id is not reused while the entry lives, and a key is never mistaken for another
-#: that merely compares equal, as 1 and 1.0 do); emptied at 8,192 entries.
+#: to nine transitions, its execution, its metrics), so its text and quoting are made once. Each
+#: entry holds its key (an id is not reused while the entry lives, and a key is never mistaken
+#: for another that merely compares equal, as 1 and 1.0 do). An entry lives until its task's
+#: ``forgotten`` row is formatted (the task's last row in that process), so the cache holds the
+#: tasks the process still knows; emptied at ``_KEY_CAP`` entries (a graph larger than that).
 _KEY_CELLS: dict[int, tuple[Any, str]] = {}
+_KEY_CAP = 1 << 17
 
 
-def _key_cell(key: Any) -> str | None:
+def key_cell(key: Any) -> str | None:
     """The CSV cell of a task key Dask gave as text or as a tuple (of text and numbers); None
     for anything else, or a key without text (the row then goes to the csv module)."""
     hit = _KEY_CELLS.get(id(key))
@@ -276,10 +279,17 @@ def _key_cell(key: Any) -> str | None:
             return None
     else:
         return None
-    if len(_KEY_CELLS) >= 8192:
+    if len(_KEY_CELLS) >= _KEY_CAP:
         _KEY_CELLS.clear()
     _KEY_CELLS[id(key)] = (key, cell)
     return cell
+
+
+def _forget_key(key: Any) -> None:
+    """Drop a key's cached cell (its task's last row in this process was formatted)."""
+    hit = _KEY_CELLS.get(id(key))
+    if hit is not None and hit[0] is key:
+        _KEY_CELLS.pop(id(key), None)  # another thread's flush may have emptied the cache
 
 
 def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
@@ -287,14 +297,20 @@ def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | 
     numerous rows of a capture)."""
     out: list[str] = []
     add = out.append
-    key_cell = _key_cell
+    cells = _KEY_CELLS
     i = start
     for key, begin, finish, addr, t in rows:
         if t.__class__ is not float:
             return None
-        cell = key_cell(key)
-        if cell is None:
-            return None
+        hit = cells.get(id(key))
+        if hit is not None and hit[0] is key:
+            cell = hit[1]
+        else:
+            cell = key_cell(key)
+            if cell is None:
+                return None
+        if finish == "forgotten":
+            _forget_key(key)
         if i is None:
             add(f"{cell},{begin},{finish},{addr},{t!r}\n")
         else:
@@ -306,7 +322,7 @@ def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | 
 def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
     """``key,worker,thread,start,stop,outcome,run_id,time`` rows (one per execution attempt)."""
     key, addr, thread, begin, stop, outcome, run_id, t = r
-    cell = _key_cell(key)
+    cell = key_cell(key)
     if cell is None:
         return None
     if not (
@@ -394,7 +410,7 @@ def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str
     usual types (no call per row: the scheduler's most numerous rows)."""
     out: list[str] = []
     add = out.append
-    key_cell = _key_cell
+    cells = _KEY_CELLS
     quoted = _QUOTED
     i = start
     for key, thread, worker, prefix, group, begin, finish, stim, addr, b, e, d, size, t in rows:
@@ -405,9 +421,15 @@ def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str
             and t.__class__ is float
         ):
             return None
-        cell = key_cell(key)
-        if cell is None:
-            return None
+        hit = cells.get(id(key))
+        if hit is not None and hit[0] is key:
+            cell = hit[1]
+        else:
+            cell = key_cell(key)
+            if cell is None:
+                return None
+        if finish == "forgotten":
+            _forget_key(key)
         # a prefix, group and stimulus recur over many rows: quoted once each
         q_prefix = quoted.get(prefix)
         if q_prefix is None:
@@ -418,8 +440,13 @@ def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str
         q_stim = quoted.get(stim)
         if q_stim is None:
             q_stim = _quoted(stim)
+        if i is None:
+            lead = ""
+        else:
+            lead = f"{i},"
+            i += 1
         if thread is None and worker is None and b is None and size is None:
-            line = f"{cell},,,{q_prefix},{q_group},{begin},{finish},{q_stim},{addr},,,,,{t!r}\n"
+            add(f"{lead}{cell},,,{q_prefix},{q_group},{begin},{finish},{q_stim},{addr},,,,,{t!r}\n")
         elif (
             (thread is None or thread.__class__ is int)
             and worker.__class__ is str
@@ -429,19 +456,17 @@ def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str
                 or (b.__class__ is float and e.__class__ is float and d.__class__ is float)
             )
         ):
-            line = (
-                f"{cell},{'' if thread is None else thread},{quote(worker)},{q_prefix},"
+            q_worker = quoted.get(worker)
+            if q_worker is None:
+                q_worker = _quoted(worker)
+            add(
+                f"{lead}{cell},{'' if thread is None else thread},{q_worker},{q_prefix},"
                 f"{q_group},{begin},{finish},{q_stim},{addr},"
                 f"{'' if b is None else repr(b)},{'' if e is None else repr(e)},"
                 f"{'' if d is None else repr(d)},{'' if size is None else size},{t!r}\n"
             )
         else:
             return None
-        if i is None:
-            add(line)
-        else:
-            add(f"{i},{line}")
-            i += 1
     return "".join(out)
 
 

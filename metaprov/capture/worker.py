@@ -52,6 +52,7 @@ from metaprov.capture._files import (
     dask_config_snapshot,
     fast_worker_execution,
     fast_worker_transfer,
+    key_cell,
     now,
     plain,
     quote,
@@ -260,7 +261,7 @@ class WorkerCapture(WorkerPlugin):
         if self.metrics:
             self._untap_metrics(worker)
             self._interval_rows(t)
-        for sink in self._sinks.values():
+        for sink in self._flush_order():
             sink.close()
         self._untap_transfer_logs(worker)
         if self._env_job is not None:
@@ -271,8 +272,16 @@ class WorkerCapture(WorkerPlugin):
         """Write the buffered rows of every part file (and the metrics of the interval)."""
         if self.metrics and not self._closed:
             self._interval_rows(now())
-        for sink in self._sinks.values():
+        for sink in self._flush_order():
             sink.flush()
+
+    def _flush_order(self) -> list[CsvSink]:
+        """The sinks, transitions last: formatting a task's ``forgotten`` row drops its key's
+        cached text, which its execution, transfer and metric rows of the interval still use."""
+        sinks = self._sinks
+        return [s for n, s in sinks.items() if n != "worker_transition"] + [
+            sinks["worker_transition"]
+        ]
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -631,14 +640,16 @@ class MetricSink(TextSink):
         parts = []
         j = 0
         for key, start, t, n in zip(keys, starts, times, counts, strict=True):
-            try:
-                skey = key if key.__class__ is str else str(key)
-            except Exception:  # a key without text: its rows only, never the worker
-                j += n
-                self._pending -= n
-                log.warning("metaprov capture: the metrics of an execution not recorded")
-                continue
-            row_head = f"{head}{quote(skey)},"
+            cell = key_cell(key)  # text and tuple keys: cached with the task's other rows
+            if cell is None:
+                try:
+                    cell = quote(str(key))
+                except Exception:  # a key without text: its rows only, never the worker
+                    j += n
+                    self._pending -= n
+                    log.warning("metaprov capture: the metrics of an execution not recorded")
+                    continue
+            row_head = f"{head}{cell},"
             ts = repr(t)
             tail = f",{csv_cell(start)},{ts},{ts}\n"
             rows: Any = zip(names[j : j + n], values[j : j + n], strict=True)
@@ -651,7 +662,7 @@ class MetricSink(TextSink):
                 if cls is float or cls is int:
                     v = repr(0 + value)  # as summed from 0 (-0.0 -> 0.0)
                 else:
-                    v = self._odd_cell(value, skey)
+                    v = self._odd_cell(value, cell)
                     if v is None:
                         continue
                 parts.append(f"{row_head}{cells[i]},{v}{tail}")

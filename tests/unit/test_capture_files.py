@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from metaprov.capture import _files  # noqa: E402
 from metaprov.capture._files import (  # noqa: E402
     MOFKA_FILES,
     SCHEDULER_TRANSITION,
@@ -409,3 +410,51 @@ def test_keys_that_compare_equal_keep_their_own_text(tmp_path):
         "\"('x', 1.0)\"",
         "x",
     ]
+
+
+def _sched_row(key, start, finish, t):
+    return (key, None, None, "p", "p-1", start, finish, "s-1", "tcp://s:1", *[None] * 4, t)
+
+
+@pytest.mark.parametrize(
+    ("batch", "make"),
+    [
+        (worker_transitions, lambda k, a, b, t: (k, a, b, "tcp://w:1", t)),
+        (scheduler_transitions, _sched_row),
+    ],
+)
+def test_a_keys_cached_text_lives_until_its_task_is_forgotten(tmp_path, batch, make):
+    """The text of a key is made once for all its task's rows, however far apart they come
+    (a 10^4-task graph's first and last rows are seconds and thousands of rows apart), and
+    dropped with the task's ``forgotten`` row: the cache holds the tasks the process still
+    knows, not every key it ever saw. A key submitted again after it was forgotten, as an equal
+    but new object, gets its text anew."""
+    _files._KEY_CELLS.clear()
+    keys = [("k", i) for i in range(20_000)]  # more tasks than any earlier bound (8,192)
+    sink = CsvSink(
+        tmp_path / "a.csv",
+        WORKER_TRANSITION if batch is worker_transitions else SCHEDULER_TRANSITION,
+        index=True,
+        flush_rows=10**6,
+        batch=batch,
+    )
+    for k in keys:
+        sink.append(make(k, "released", "waiting", 1.0))
+    sink.flush()
+    assert len(_files._KEY_CELLS) == len(keys)
+    made = {id(k): _files._KEY_CELLS[id(k)][1] for k in keys}
+    for k in keys:
+        sink.append(make(k, "waiting", "processing", 2.0))
+    sink.flush()
+    # the same strings, not new ones: each key's text was made once
+    assert all(_files._KEY_CELLS[id(k)][1] is made[id(k)] for k in keys)
+    for k in keys[:15_000]:
+        sink.append(make(k, "released", "forgotten", 3.0))
+    sink.flush()
+    assert len(_files._KEY_CELLS) == 5_000
+    again = ("k", 0)  # equal to a forgotten key, a new object
+    sink.append(make(again, "released", "waiting", 4.0))
+    sink.close()
+    last = (tmp_path / "a.csv").read_text().splitlines()[-1]
+    assert last.startswith("55000,\"('k', 0)\",")
+    assert _files._KEY_CELLS[id(again)][0] is again
