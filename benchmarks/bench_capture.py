@@ -434,7 +434,7 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
     def scheduler(d: Path) -> float:
         prefix, group = NS(name="add"), NS(name="add-1f3a9c0e")
         cap = SchedulerCapture(d, environment=False)
-        cap._tasks = {k: NS(prefix=prefix, group=group) for k in keys}
+        cap._tasks = {k: NS(key=k, prefix=prefix, group=group) for k in keys}
         cap._summary, cap._address = None, "tcp://127.0.0.1:8786"
         sink = CsvSink(d / "st.csv", SCHEDULER_TRANSITION, index=True, batch=scheduler_transitions)
         cap._transition_rows = sink.append

@@ -260,7 +260,7 @@ def plain(text: str) -> bool:
 #: ``forgotten`` row is formatted (the task's last row in that process), so the cache holds the
 #: tasks the process still knows; emptied at ``_KEY_CAP`` entries (a graph larger than that).
 _KEY_CELLS: dict[int, tuple[Any, str]] = {}
-_KEY_CAP = 1 << 17
+_KEY_CAP = 1 << 16
 
 
 def key_cell(key: Any) -> str | None:

@@ -415,6 +415,9 @@ class SchedulerCapture(SchedulerPlugin):
         ts = self._tasks.get(key)
         prefix = group = None
         if ts is not None:
+            # the task's own key object: Dask passes an equal one decoded from a worker's
+            # message at ``processing -> memory``; the key's text is cached by identity
+            key = ts.key
             prefix, group = ts.prefix.name, ts.group.name
         thread = worker = nbytes = begins = ends = duration = None
         if kwargs:  # most transitions carry nothing but the states

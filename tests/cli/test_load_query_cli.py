@@ -239,6 +239,8 @@ def test_environment_says_which_runs_have_no_environment_records(
     (without,) = set(ids["i"]) - {rows[0]["run_id"]}
     res = invoke("query", "environment", "--store", str(path))
     assert f"note: run {without} has no software environment records" in res.output
+
+
 def test_query_run_directories_without_a_store(
     store_dir: Path, runs: list[Path], tmp_path: Path
 ) -> None:
