@@ -347,14 +347,17 @@ def metrics_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
     return {"plain_us": plain, "captured_us": tapped, "metrics_us_per_execution": tapped - plain}
 
 
-def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
+def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[str, float]:
     """The capture's per-event work for one task, in this process (no cluster: thread CPU,
     robust on a loaded machine), rows formatted and written to real files: on a worker, six
     transitions (released -> waiting -> ready -> executing -> memory -> released -> forgotten)
     and the execution's row, with and without Dask's fine performance metrics (5 per execution,
     through the capture's wrappers); on the scheduler, five transitions, one with the
-    execution's details as Dask passes them. Stand-in task and worker states; best of
-    ``repeat``."""
+    execution's details as Dask passes them (with an equal key object, as decoded from the
+    worker's message). In the order a graph makes them: every task's arrival first, then the
+    executions, then the releases, the files flushed every ``every`` tasks as the periodic
+    flush does (a task's rows come thousands of rows apart, as on a cluster). Stand-in task and
+    worker states; best of ``repeat``."""
     from types import SimpleNamespace as NS
 
     from distributed.metrics import DelayedMetricsLedger
@@ -419,15 +422,23 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         stims = [NS(key=k) for k in keys]
         tr = cap.transition
         t = time.thread_time()
-        for k, stim, ledger in zip(keys, stims, ledgers, strict=True):
+        for k in keys:
             tr(k, "released", "waiting")
             tr(k, "waiting", "ready")
+        cap.flush()
+        for i, (k, stim, ledger) in enumerate(zip(keys, stims, ledgers, strict=True), 1):
             tr(k, "ready", "executing")
             tr(k, "executing", "memory")
             w._finalize_metrics(stim, ledger, "span-1")
+            if i % every == 0:
+                cap.flush()
+        cap.flush()
+        for k in keys:
             tr(k, "memory", "released")
             tr(k, "released", "forgotten")
-        for sink in cap._sinks.values():
+        # as at teardown: the transitions last where the capture orders them so
+        order = getattr(cap, "_flush_order", None)
+        for sink in order() if order is not None else cap._sinks.values():
             sink.close()
         return (time.thread_time() - t) / n * 1e6
 
@@ -440,10 +451,13 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
         cap._transition_rows = sink.append
         t0, tr = time.time(), cap.transition
         done = {"worker": "tcp://127.0.0.1:40001", "nbytes": 28, "thread": 140_000_000}
+        decoded = [(k[0], k[1]) for k in keys]  # equal keys, other objects (from messages)
         t = time.thread_time()
         for k in keys:
             tr(k, "released", "waiting", stimulus_id="update-graph-1")
             tr(k, "waiting", "processing", stimulus_id="update-graph-1")
+        sink.flush()
+        for i, k in enumerate(decoded, 1):
             tr(
                 k,
                 "processing",
@@ -452,6 +466,10 @@ def hooks_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
                 startstops=({"action": "compute", "start": t0, "stop": t0 + 1e-3},),
                 **done,
             )
+            if i % every == 0:
+                sink.flush()
+        sink.flush()
+        for k in keys:
             tr(k, "memory", "released", stimulus_id="client-releases-1")
             tr(k, "released", "forgotten", stimulus_id="client-releases-1")
         sink.close()
