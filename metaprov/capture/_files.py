@@ -285,6 +285,15 @@ def key_cell(key: Any) -> str | None:
     return cell
 
 
+def row_key(key: Any, finish: str) -> str | None:
+    """:func:`key_cell` for a transition row; a ``forgotten`` row (its task's last in this
+    process) drops the key's cached text after use."""
+    cell = key_cell(key)
+    if finish == "forgotten":
+        _forget_key(key)
+    return cell
+
+
 def _forget_key(key: Any) -> None:
     """Drop a key's cached cell (its task's last row in this process was formatted)."""
     hit = _KEY_CELLS.get(id(key))
@@ -297,20 +306,13 @@ def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | 
     numerous rows of a capture)."""
     out: list[str] = []
     add = out.append
-    cells = _KEY_CELLS
     i = start
     for key, begin, finish, addr, t in rows:
         if t.__class__ is not float:
             return None
-        hit = cells.get(id(key))
-        if hit is not None and hit[0] is key:
-            cell = hit[1]
-        else:
-            cell = key_cell(key)
-            if cell is None:
-                return None
-        if finish == "forgotten":
-            _forget_key(key)
+        cell = row_key(key, finish)
+        if cell is None:
+            return None
         if i is None:
             add(f"{cell},{begin},{finish},{addr},{t!r}\n")
         else:
@@ -410,7 +412,6 @@ def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str
     usual types (no call per row: the scheduler's most numerous rows)."""
     out: list[str] = []
     add = out.append
-    cells = _KEY_CELLS
     quoted = _QUOTED
     i = start
     for key, thread, worker, prefix, group, begin, finish, stim, addr, b, e, d, size, t in rows:
@@ -421,15 +422,9 @@ def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str
             and t.__class__ is float
         ):
             return None
-        hit = cells.get(id(key))
-        if hit is not None and hit[0] is key:
-            cell = hit[1]
-        else:
-            cell = key_cell(key)
-            if cell is None:
-                return None
-        if finish == "forgotten":
-            _forget_key(key)
+        cell = row_key(key, finish)
+        if cell is None:
+            return None
         # a prefix, group and stimulus recur over many rows: quoted once each
         q_prefix = quoted.get(prefix)
         if q_prefix is None:
