@@ -289,16 +289,11 @@ def row_key(key: Any, finish: str) -> str | None:
     """:func:`key_cell` for a transition row; a ``forgotten`` row (its task's last in this
     process) drops the key's cached text after use."""
     cell = key_cell(key)
-    if finish == "forgotten":
-        _forget_key(key)
+    if cell is not None and finish == "forgotten":
+        # key_cell left this very object's entry (alive here, its id its own); another
+        # thread's flush may have emptied the cache since
+        _KEY_CELLS.pop(id(key), None)
     return cell
-
-
-def _forget_key(key: Any) -> None:
-    """Drop a key's cached cell (its task's last row in this process was formatted)."""
-    hit = _KEY_CELLS.get(id(key))
-    if hit is not None and hit[0] is key:
-        _KEY_CELLS.pop(id(key), None)  # another thread's flush may have emptied the cache
 
 
 def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
