@@ -329,7 +329,7 @@ def metrics_micro(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
             w = StandIn()
             cap = WorkerCapture(d, metrics=True)
             cap.address, cap._closed = "tcp://127.0.0.1:40001", False
-            cap._sinks = {"worker_metric": MetricSink(d / "m.csv", cap.address)}
+            cap._sinks = {"worker_metric": MetricSink(d / "m.part", cap.address)}
             if tap:
                 cap._tap_metrics(w)
             ledgers = [DelayedMetricsLedger() for _ in range(n)]
@@ -362,16 +362,33 @@ def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[st
 
     from distributed.metrics import DelayedMetricsLedger
 
+    from metaprov.capture import _files
     from metaprov.capture._files import (
         SCHEDULER_TRANSITION,
         WORKER_EXECUTION,
         WORKER_TRANSITION,
         CsvSink,
-        fast_worker_execution,
         scheduler_transitions,
-        worker_transitions,
     )
     from metaprov.capture.worker import MetricSink
+
+    def worker_sinks(d: Path) -> dict[str, Any]:
+        """The worker's part files as the checkout under test writes them (typed columns since
+        0.14; CSV text through specialised formatters before: kept for A/B runs)."""
+        part = getattr(_files, "PartSink", None)
+        if part is not None:
+            return {
+                "worker_transition": part(d / "wt.arrows", WORKER_TRANSITION, key=0, finish=2),
+                "worker_execution": part(d / "we.arrows", WORKER_EXECUTION, key=0),
+            }
+        return {
+            "worker_transition": CsvSink(
+                d / "wt.csv", WORKER_TRANSITION, index=False, batch=_files.worker_transitions
+            ),
+            "worker_execution": CsvSink(
+                d / "we.csv", WORKER_EXECUTION, index=False, fast=_files.fast_worker_execution
+            ),
+        }
 
     keys = [("add-1f3a9c0e", i) for i in range(n)]  # as Dask hands them to the hooks
     labels = (
@@ -405,18 +422,11 @@ def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[st
         )
         cap = WorkerCapture(d, metrics=metrics, results=False, environment=False)
         cap.worker, cap.address, cap._closed, cap._pending = w, w.address, False, {}
-        cap._sinks = {
-            "worker_transition": CsvSink(
-                d / "wt.csv", WORKER_TRANSITION, index=False, batch=worker_transitions
-            ),
-            "worker_execution": CsvSink(
-                d / "we.csv", WORKER_EXECUTION, index=False, fast=fast_worker_execution
-            ),
-        }
+        cap._sinks = worker_sinks(d)
         cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
         cap._execution_append = cap._sinks["worker_execution"].append
         if metrics:
-            cap._sinks["worker_metric"] = MetricSink(d / "wm.csv", w.address)
+            cap._sinks["worker_metric"] = MetricSink(d / "wm.part", w.address)
             cap._tap_metrics(w)
         ledgers = [DelayedMetricsLedger() for _ in range(n)]
         stims = [NS(key=k) for k in keys]

@@ -296,6 +296,29 @@ def row_key(key: Any, finish: str) -> str | None:
     return cell
 
 
+#: A task key's raw text (``str(key)``) by the key object's identity, for the workers' part
+#: files (their cells are quoted once, at the merge): same lifetime rules as ``_KEY_CELLS``.
+_KEY_TEXTS: dict[int, tuple[Any, str]] = {}
+
+
+def key_text(key: Any) -> str | None:
+    """``str(key)`` of a task key (text keys as they are, others made once per task and cached
+    by identity); None for a key without text (its row is then left out, logged)."""
+    if key.__class__ is str:
+        return key  # type: ignore[no-any-return]
+    hit = _KEY_TEXTS.get(id(key))
+    if hit is not None and hit[0] is key:
+        return hit[1]
+    try:
+        text = str(key)
+    except Exception:
+        return None
+    if len(_KEY_TEXTS) >= _KEY_CAP:
+        _KEY_TEXTS.clear()
+    _KEY_TEXTS[id(key)] = (key, text)
+    return text
+
+
 def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
     """``key,start,finish,called_from,time`` rows, a whole batch (no call per row: the most
     numerous rows of a capture)."""
@@ -316,58 +339,6 @@ def worker_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | 
     return "".join(out)
 
 
-def fast_worker_execution(i: int | None, r: tuple[Any, ...]) -> str | None:
-    """``key,worker,thread,start,stop,outcome,run_id,time`` rows (one per execution attempt)."""
-    key, addr, thread, begin, stop, outcome, run_id, t = r
-    cell = key_cell(key)
-    if cell is None:
-        return None
-    if not (
-        (thread is None or thread.__class__ is int)
-        and (begin is None or begin.__class__ is float)
-        and stop.__class__ is float
-        and outcome.__class__ is str
-        and (run_id is None or run_id.__class__ is int)
-        and t.__class__ is float
-    ):
-        return None
-    line = (
-        f"{cell},{addr},{'' if thread is None else thread},"
-        f"{'' if begin is None else repr(begin)},{stop!r},{quote(outcome)},"
-        f"{'' if run_id is None else run_id},{t!r}\n"
-    )
-    return line if i is None else f"{i},{line}"
-
-
-def _number(value: Any) -> str | None:
-    """A float or int cell as the csv module writes it; None for anything else."""
-    cls = value.__class__
-    if cls is float:
-        return repr(value)
-    if cls is int:
-        return str(value)
-    return "" if value is None else None
-
-
-def fast_worker_transfer(i: int | None, r: tuple[Any, ...]) -> str | None:
-    """``start,stop,middle,duration,keys,total,bandwidth,who,type,called_from,time,compressed``
-    rows (one per transfer): numbers, the keys' text, the peer's address."""
-    begin, stop, middle, duration, keys, total, bandwidth, who, kind, addr, t, compressed = r
-    if keys.__class__ is not str or t.__class__ is not float:
-        return None
-    if who is not None and who.__class__ is not str:
-        return None
-    cells = [_number(v) for v in (begin, stop, middle, duration, total, bandwidth, compressed)]
-    if None in cells:
-        return None
-    b, s, m, d, tot, bw, comp = cells
-    line = (
-        f"{b},{s},{m},{d},{quote(keys)},{tot},{bw},{'' if who is None else quote(who)},"
-        f"{kind},{addr},{t!r},{comp}\n"
-    )
-    return line if i is None else f"{i},{line}"
-
-
 def compute_entry(startstops: Any) -> dict[str, Any] | None:
     """The last ``compute`` entry of a task's ``startstops`` (Dask appends it last, after the
     transfers of its dependencies), or None."""
@@ -379,15 +350,6 @@ def compute_entry(startstops: Any) -> dict[str, Any] | None:
             if entry.get("action") == "compute":
                 return entry  # type: ignore[no-any-return]
     return None
-
-
-def csv_cell(value: Any) -> str:
-    """One cell as the csv module writes it (``None`` empty, floats as their ``repr``)."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(float(value))
-    return quote(str(value))
 
 
 #: Cells that recur over many rows (task prefixes and groups, stimulus ids) and their quoted
@@ -563,48 +525,181 @@ class CsvSink:
                 self._fh.close()
 
 
-class TextSink(CsvSink):
-    """A :class:`CsvSink` fed with rows already formatted as CSV text, several at once.
+_NONE = type(None)
 
-    For rows that come in groups (the metrics of one execution): a hook formats its group in
-    one string with the cells it shares formatted once, instead of appending a tuple per row.
-    The text must be what the csv module would write (no index column).
+
+def text_cell(value: Any) -> str:
+    """A value's text as the csv module writes it, unquoted (floats as their ``repr``)."""
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def arrow_column(values: Sequence[Any], bad: set[int]) -> list[tuple[str, Any]]:
+    """One column of a flush as Arrow arrays, each with the suffix of its name: ``float64``
+    when it holds Python floats (and None), ``int64`` for Python ints, both (the ints under
+    ``#int``) for floats and ints, text for text, and the text the csv module would write for
+    anything else. A value without text is null and its row index goes to ``bad``."""
+    import pyarrow as pa
+
+    from metaprov.ingest.parts import INT_SUFFIX
+
+    kinds = set(map(type, values))
+    kinds.discard(_NONE)
+    try:
+        if len(kinds) == 1:
+            kind = kinds.pop()
+            if kind is float:
+                return [("", pa.array(values, pa.float64()))]
+            if kind is str:
+                return [("", pa.array(values, pa.string()))]
+            if kind is int:
+                return [("", pa.array(values, pa.int64()))]
+        elif not kinds:
+            return [("", pa.nulls(len(values), pa.string()))]
+        elif kinds == {float, int}:
+            import pyarrow.compute as pc
+
+            # one pass in Python (which are ints), the rest in Arrow: every number as a double
+            # (exact for the ints below 2**53, checked), the ints taken back as int64
+            is_int = pa.array([v.__class__ is int for v in values], pa.bool_())
+            numbers = pa.array(values, pa.float64())
+            ints = pc.if_else(is_int, numbers, None)
+            if pc.max(pc.abs(ints)).as_py() < 2.0**53:
+                return [
+                    ("", pc.if_else(is_int, None, numbers)),
+                    (INT_SUFFIX, pc.cast(ints, pa.int64())),
+                ]
+    except (OverflowError, pa.ArrowException):
+        pass  # an int beyond 64 bits: as text
+    texts: list[str | None] = []
+    add = texts.append
+    for i, v in enumerate(values):
+        if v is None:
+            add(None)
+            continue
+        try:
+            add(text_cell(v))
+        except Exception:
+            add(None)
+            bad.add(i)
+    return [("", pa.array(texts, pa.string()))]
+
+
+def arrow_chunk(arrays: list[Any], names: Sequence[str], bad: set[int]) -> list[Any]:
+    """One flush's columns as a chunk of a part file (Arrow IPC stream: schema, record batch,
+    end marker), as buffers to write in order; the rows in ``bad`` left out."""
+    import pyarrow as pa
+
+    from metaprov.ingest.parts import EOS
+
+    batch = pa.RecordBatch.from_arrays(arrays, names=list(names))
+    if bad:
+        keep = [i not in bad for i in range(batch.num_rows)]
+        batch = batch.filter(pa.array(keep, pa.bool_()))
+    return [batch.schema.serialize(), batch.serialize(), EOS]
+
+
+class PartSink:
+    """A worker's part file of one table (``<table>.<part id>.arrows``): rows kept as tuples of
+    Python values, written at each flush as one chunk of typed columns (numbers stay binary),
+    formatted as CSV text once, at the merge (:mod:`metaprov.ingest.parts`).
+
+    Args:
+        path: the part file.
+        columns: the table's columns.
+        flush_rows: rows that trigger a flush.
+        key: index of the column holding task keys as Dask gave them (their text is made at the
+            flush, once per task, by :func:`key_text`).
+        finish: index of the column holding a transition's new state: a ``forgotten`` row drops
+            its key's cached text.
     """
 
-    def __init__(self, path: Path, columns: Sequence[str], *, flush_rows: int = 10_000) -> None:
-        super().__init__(path, columns, index=False, flush_rows=flush_rows)
-        self._texts: list[str] = []
-        self._pending = 0
+    def __init__(
+        self,
+        path: Path,
+        columns: Sequence[str],
+        *,
+        flush_rows: int = 10_000,
+        key: int | None = None,
+        finish: int | None = None,
+    ) -> None:
+        import pyarrow  # noqa: F401 - imported once here, off the hooks' path
+
+        self.path = Path(path)
+        self.columns = tuple(columns)
+        self._key = key
+        self._finish = finish
+        self._flush_rows = max(1, int(flush_rows))
+        self._rows: list[tuple[Any, ...]] = []
+        self._written = 0
+        self._lock = threading.Lock()
+        self._fh = open(self.path, "wb")  # noqa: SIM115 - long-lived
 
     @property
     def rows(self) -> int:
         """Rows appended so far (written or still buffered)."""
-        return self._written + self._pending
+        return self._written + len(self._rows)
 
     def append(self, row: tuple[Any, ...]) -> None:
-        """Buffer one row given as values (formatted by the csv module)."""
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerow(row)
-        self.append_text(buf.getvalue(), 1)
-
-    def append_text(self, text: str, rows: int) -> None:
-        """Buffer ``rows`` rows given as their CSV text (each ending in ``\\n``)."""
-        self._texts.append(text)
-        self._pending += rows
-        if self._pending >= self._flush_rows:
+        """Buffer one row (values in column order); writes a chunk when the buffer is full."""
+        self._rows.append(row)
+        if len(self._rows) >= self._flush_rows:
             self.flush()
 
     def flush(self) -> None:
-        """Write the buffered text and flush the file to the OS."""
+        """Write the buffered rows as one chunk and flush the file to the OS."""
         with self._lock:
-            texts, self._texts = self._texts, []
-            n, self._pending = self._pending, 0
+            rows, self._rows = self._rows, []  # a row appended meanwhile: the next chunk's
             if self._fh.closed:
                 return
-            if texts:
-                self._fh.write("".join(texts))
-                self._written += n
+            if rows:
+                self._write(self._chunk(rows))
             self._fh.flush()
+
+    def _write(self, buffers: list[Any]) -> None:
+        for b in buffers:
+            self._fh.write(b)
+
+    def _chunk(self, rows: list[tuple[Any, ...]]) -> list[Any]:
+        import pyarrow as pa
+
+        bad: set[int] = set()
+        cols = list(zip(*rows, strict=True))
+        names: list[str] = []
+        arrays = []
+        for j, col in enumerate(cols):
+            name = self.columns[j]
+            if j == self._key:
+                texts = self._key_texts(col, None if self._finish is None else cols[self._finish])
+                key_array = pa.array(texts, pa.string())
+                if key_array.null_count:
+                    bad.update(i for i, t in enumerate(texts) if t is None)
+                names.append(name)
+                arrays.append(key_array)
+            else:
+                for suffix, array in arrow_column(col, bad):
+                    names.append(name + suffix)
+                    arrays.append(array)
+        if bad:
+            log.warning("metaprov capture: %d row(s) of %s not recorded", len(bad), self.path.name)
+        self._written += len(rows) - len(bad)
+        return arrow_chunk(arrays, names, bad)
+
+    @staticmethod
+    def _key_texts(keys: Sequence[Any], finishes: Sequence[Any] | None) -> list[str | None]:
+        texts = [k if k.__class__ is str else key_text(k) for k in keys]
+        cache = _KEY_TEXTS
+        if finishes is not None and cache:  # text keys are never cached
+            for k, f in zip(keys, finishes, strict=True):
+                if f == "forgotten" and k.__class__ is not str:
+                    cache.pop(id(k), None)  # the task's last row in this process
+        return texts
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        self.flush()
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
 
 
 #: Epoch seconds, the clock the Mofka plugins used (bound directly: it runs once per row).

@@ -1,8 +1,9 @@
 """Merge the workers' part files of a capture into the single files of the Mofka schema.
 
-Input: ``<run>/metaprov-parts/`` (``worker_transition.<part>.csv``, ``worker_transfer.<part>.csv``,
-``worker_execution.<part>.csv``, ``worker_info.<part>.json``, one set per worker process), and
-optionally the scheduler's view of the workers.
+Input: ``<run>/metaprov-parts/`` (``worker_transition.<part>.arrows``,
+``worker_transfer.<part>.arrows``, ``worker_execution.<part>.arrows``, ... and
+``worker_info.<part>.json``, one set per worker process; the ``.csv`` parts of older captures
+too, read by :mod:`metaprov.ingest.parts`), and optionally the scheduler's view of the workers.
 Output: ``<run>/worker_transition.csv``, ``worker_transfer.csv``, ``worker_execution.csv`` (rows of
 all parts, stably sorted by ``time``, with the pandas index column) and ``workers_info.csv``. The
 parts directory is removed once every part is closed; otherwise it stays and the merge can be
@@ -26,6 +27,7 @@ from metaprov.capture._files import (
     write_json_atomic,
 )
 from metaprov.errors import InputError
+from metaprov.ingest.parts import part_files, read_part
 
 log = logging.getLogger("metaprov.capture")
 
@@ -51,24 +53,23 @@ def _merge_table(
 ) -> tuple[int, list[str]] | None:
     import pandas as pd
 
-    files = sorted(parts.glob(f"{table}.*.csv"))
+    files = part_files(parts, table)
     if not files:
         return None
     notes: list[str] = []
     frames = []
     for f in files:
-        try:
-            df = pd.read_csv(
-                f, dtype=str, keep_default_na=False, na_filter=False, on_bad_lines="skip"
+        got = read_part(f, columns)
+        notes.extend(got.notes)
+        if got.cut_bytes:
+            unit = "chunk" if f.suffix == ".arrows" else "row"
+            notes.append(
+                f"{f.name}: {got.cut_bytes} bytes after its last whole {unit} left out (a "
+                f"{unit} cut while written, by a worker killed or still running, or bytes "
+                "that are not a part file's)"
             )
-        except pd.errors.EmptyDataError:
-            notes.append(f"{f.name}: empty part (no header)")
-            continue
-        missing = [c for c in columns if c not in df.columns]
-        if missing:
-            notes.append(f"{f.name}: columns {missing} missing; part skipped")
-            continue
-        frames.append(df[list(columns)])
+        if got.frame is not None:
+            frames.append(got.frame)
     if frames:
         df = pd.concat(frames, ignore_index=True)
     else:

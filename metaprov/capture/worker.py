@@ -1,17 +1,22 @@
 """Worker side of the capture: a Dask ``WorkerPlugin`` writing this process's part files.
 
 Input: the worker's task state transitions, its transfer logs and its task states.
-Output, under ``<run>/metaprov-parts/`` (one set per worker, named by process id and a token):
+Output, under ``<run>/metaprov-parts/`` (one set per worker, named by process id and a token),
+each table a part file of Arrow chunks (:class:`metaprov.capture._files.PartSink`: rows kept as
+Python values, written at each flush as typed columns, made CSV text once at the merge; read by
+:mod:`metaprov.ingest.parts`):
 
-- ``worker_transition.<part>.csv`` — Mofka schema ``key,start,finish,called_from,time``. The
-  ``ready->executing`` and ``executing->memory|error`` rows carry the *exact* compute start and
-  stop of the task (worker clock), not the time the hook ran, so these rows give the true
+- ``worker_transition.<part>.arrows`` — Mofka schema ``key,start,finish,called_from,time``.
+  The ``ready->executing`` and ``executing->memory|error`` rows carry the *exact* compute start
+  and stop of the task (worker clock), not the time the hook ran, so these rows give the true
   compute window;
-- ``worker_transfer.<part>.csv`` — every entry of the worker's incoming and outgoing transfer
-  logs, written exactly once when Dask appends it (no polling, no re-sent duplicates);
-- ``worker_execution.<part>.csv`` — one row per execution attempt: thread id, compute window,
-  outcome (closes the gap of failed-then-retried attempts, whose thread the scheduler never sees);
-- ``worker_metric.<part>.csv`` — Dask's fine performance metrics as the worker digests them:
+- ``worker_transfer.<part>.arrows`` — every entry of the worker's incoming and outgoing
+  transfer logs, written exactly once when Dask appends it (no polling, no re-sent duplicates);
+- ``worker_execution.<part>.arrows`` — one row per execution attempt: thread id, compute
+  window, outcome (closes the gap of failed-then-retried attempts, whose thread the scheduler
+  never sees);
+- ``worker_result.<part>.arrows`` — the task facts: each result's type and size, each error;
+- ``worker_metric.<part>.arrows`` — Dask's fine performance metrics as the worker digests them:
   per execution for the ``execute`` context (thread CPU and non-CPU time, executor, other,
   memory reads, spill, ...), summed per flush interval for the other contexts (``gather-dep``,
   ``get-data``, ``memory-monitor``);
@@ -44,20 +49,16 @@ from metaprov.capture._files import (
     WORKER_RESULT,
     WORKER_TRANSFER,
     WORKER_TRANSITION,
-    CsvSink,
-    TextSink,
+    PartSink,
+    arrow_chunk,
+    arrow_column,
     compute_entry,
     configured_directory,
-    csv_cell,
     dask_config_snapshot,
-    fast_worker_execution,
-    fast_worker_transfer,
-    key_cell,
+    key_text,
     now,
-    plain,
-    quote,
+    text_cell,
     versions,
-    worker_transitions,
     write_json_atomic,
 )
 from metaprov.capture.facts import (
@@ -143,7 +144,7 @@ class WorkerCapture(WorkerPlugin):
         self._interval: dict[tuple[Any, ...], float] = {}
         self._interval_start = 0.0
         self._type_names: dict[type, str] = {}
-        self._sinks: dict[str, CsvSink] = {}
+        self._sinks: dict[str, PartSink] = {}
         self._pending: dict[Any, tuple[list[Any], float]] = {}
         self._closed = True
 
@@ -176,35 +177,26 @@ class WorkerCapture(WorkerPlugin):
         self.part_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.address = str(worker.address)
         self._pending = {}
-        # rows of the usual types formatted by specialised f-strings (an address that needs
-        # quoting, and any row they decline, by the csv module)
-        quick = plain(self.address)
+        # rows kept as Python values, written as typed columns at each flush (numbers stay
+        # binary; the CSV text is made once, at the merge)
         self._sinks = {
-            "worker_transition": CsvSink(
+            "worker_transition": PartSink(
                 self._part("worker_transition"),
                 WORKER_TRANSITION,
-                index=False,
                 flush_rows=self.flush_rows,
-                batch=worker_transitions if quick else None,
+                key=0,
+                finish=2,
             ),
-            "worker_transfer": CsvSink(
-                self._part("worker_transfer"),
-                WORKER_TRANSFER,
-                index=False,
-                flush_rows=self.flush_rows,
-                fast=fast_worker_transfer if quick else None,
+            "worker_transfer": PartSink(
+                self._part("worker_transfer"), WORKER_TRANSFER, flush_rows=self.flush_rows
             ),
-            "worker_execution": CsvSink(
-                self._part("worker_execution"),
-                WORKER_EXECUTION,
-                index=False,
-                flush_rows=self.flush_rows,
-                fast=fast_worker_execution if quick else None,
+            "worker_execution": PartSink(
+                self._part("worker_execution"), WORKER_EXECUTION, flush_rows=self.flush_rows, key=0
             ),
         }
         if self.results:
-            self._sinks["worker_result"] = CsvSink(
-                self._part("worker_result"), WORKER_RESULT, index=False, flush_rows=self.flush_rows
+            self._sinks["worker_result"] = PartSink(
+                self._part("worker_result"), WORKER_RESULT, flush_rows=self.flush_rows, key=0
             )
         if self.metrics:
             self._sinks["worker_metric"] = MetricSink(
@@ -275,7 +267,7 @@ class WorkerCapture(WorkerPlugin):
         for sink in self._flush_order():
             sink.flush()
 
-    def _flush_order(self) -> list[CsvSink]:
+    def _flush_order(self) -> list[PartSink]:
         """The sinks, transitions last: formatting a task's ``forgotten`` row drops its key's
         cached text, which its execution, transfer and metric rows of the interval still use."""
         sinks = self._sinks
@@ -363,7 +355,7 @@ class WorkerCapture(WorkerPlugin):
             name = self._type_names[typ] = "" if typ is None else qualified_type(typ)
         self._result_rows(  # type: ignore[misc]
             (
-                str(key),
+                key,  # its text made at the flush
                 self.address,
                 start,
                 "memory",
@@ -387,7 +379,7 @@ class WorkerCapture(WorkerPlugin):
         )
         self._result_rows(  # type: ignore[misc]
             (
-                str(key),
+                key,  # its text made at the flush
                 self.address,
                 start,
                 "error",
@@ -524,7 +516,7 @@ class WorkerCapture(WorkerPlugin):
     # -- info --------------------------------------------------------------------------------
 
     def _part(self, table: str) -> Path:
-        return self.parts / f"{table}.{self.part_id}.csv"
+        return self.parts / f"{table}.{self.part_id}.arrows"
 
     def _write_info(self, *, closed: float | None) -> None:
         w = self.worker
@@ -550,27 +542,27 @@ class WorkerCapture(WorkerPlugin):
         write_json_atomic(self.parts / f"worker_info.{self.part_id}.json", info)
 
 
-class MetricSink(TextSink):
-    """The ``worker_metric`` part file: execution metrics kept as numbers, formatted at flush.
+class MetricSink(PartSink):
+    """The ``worker_metric`` part file: execution metrics kept as numbers, written as columns.
 
     An execution's metrics wait in flat columns: per metric row, a small id of its Dask metric
-    name and its value (appended by the wrapped ``digest_metric``); per execution, the key's
-    text, start, time and number of rows. No container the garbage collector must visit, and
-    the worker's event loop pays a few ``list.append``. :meth:`flush` (periodic, when
-    ``flush_rows`` rows wait, at close) formats the waiting executions in one batch: the cells
-    an execution's rows share (worker, key, times) once, each metric name's cells once per
-    worker, the values of a name digested twice in one execution summed in their order. Byte
-    for byte what the csv module writes (floats as their ``repr``). Rows given as text or
-    values (the interval rows) come after the executions closed before them.
+    name and its value (appended by the wrapped ``digest_metric``); per execution, the key (as
+    Dask gave it), start, time and number of rows. No container the garbage collector must
+    visit, and the worker's event loop pays a few ``list.append``. :meth:`flush` (periodic, when
+    ``flush_rows`` rows wait, at close) turns the waiting executions into one chunk of columns:
+    each name's cells taken by id, each execution's cells repeated over its rows (in Arrow,
+    not per row in Python), the values of a name digested twice in one execution summed from 0
+    in their order. Rows given as values (the interval rows) come after the executions closed
+    before them, in chunks of their own.
     """
 
     def __init__(self, path: Path, address: str, *, flush_rows: int = 10_000) -> None:
         super().__init__(path, WORKER_METRIC, flush_rows=flush_rows)
-        self._head = csv_cell(address) + ","
-        #: Dask metric name -> small id; id -> the name's CSV cells
-        #: ``span,context,prefix,activity,unit`` (formatted once per distinct name)
+        self._address = address
+        #: Dask metric name -> small id; per id, the name's ``span, context, prefix, activity,
+        #: unit`` (text or None, made once per distinct name)
         self._ids: dict[tuple[Any, ...], int] = {}
-        self._cells: list[str] = []
+        self._name_cells: list[tuple[str | None, ...]] = []
         # per waiting row: name id, value (lists kept: the digest wrapper holds their append)
         self._names: list[int] = []
         self._values: list[Any] = []
@@ -579,11 +571,25 @@ class MetricSink(TextSink):
         self._starts: list[Any] = []
         self._times: list[float] = []
         self._counts: list[int] = []
+        self._pending = 0
+        #: chunks made, in order, not yet written
+        self._chunks: list[list[Any]] = []
+
+    @property
+    def rows(self) -> int:
+        """Rows appended so far (written or still waiting)."""
+        return self._written + self._pending + len(self._rows)
 
     @property
     def waiting(self) -> int:
         """Metric rows appended so far and not yet formatted (a mark for :meth:`close_execution`)."""
         return len(self._names)
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Buffer one row given as values (an interval row), after the executions waiting."""
+        if self._keys:
+            self._chunks.append(self._executions_chunk())
+        super().append(row)
 
     def append_execution(
         self, key: Any, start: Any, t: float, metrics: dict[tuple[Any, ...], float]
@@ -600,6 +606,9 @@ class MetricSink(TextSink):
         n = len(self._names) - mark
         if n <= 0:
             return
+        if self._rows:  # interval rows given before this execution closed come first
+            rows, self._rows = self._rows, []
+            self._chunks.append(self._chunk(rows))
         self._keys.append(key)  # as Dask gave it: its text is made at the flush
         self._starts.append(start)
         self._times.append(t)
@@ -611,76 +620,120 @@ class MetricSink(TextSink):
     def _name_id(self, name: tuple[Any, ...]) -> int:
         i = self._ids.get(name)
         if i is None:
-            cells = ",".join(map(csv_cell, _name_cells(name)))
-            i = self._ids[name] = len(self._cells)
-            self._cells.append(cells)
+            i = self._ids[name] = len(self._name_cells)
+            self._name_cells.append(_name_cells(name))
         return i
 
-    def append_text(self, text: str, rows: int) -> None:
-        """Buffer ``rows`` rows given as their CSV text, after the executions waiting."""
-        if self._keys:
-            self._texts.append(self._format_executions())
-        super().append_text(text, rows)
-
     def flush(self) -> None:
-        """Format the waiting executions, write the buffered text, flush the file to the OS."""
-        if self._keys:
-            self._texts.append(self._format_executions())
-        super().flush()
+        """Write the waiting executions and rows as chunks, flush the file to the OS."""
+        with self._lock:
+            if self._keys:
+                self._chunks.append(self._executions_chunk())
+            rows, self._rows = self._rows, []
+            if rows:
+                self._chunks.append(self._chunk(rows))
+            chunks, self._chunks = self._chunks, []
+            if self._fh.closed:
+                return
+            for chunk in chunks:
+                self._write(chunk)
+            self._fh.flush()
 
-    def _format_executions(self) -> str:
+    def _executions_chunk(self) -> list[Any]:
+        import numpy as np
+        import pyarrow as pa
+
         keys, starts, times, counts = self._keys, self._starts, self._times, self._counts
         self._keys, self._starts, self._times, self._counts = [], [], [], []
         # the rows of closed executions (rows of one still open, if any, stay)
         total = sum(counts)
         names, values = self._names[:total], self._values[:total]
         del self._names[:total], self._values[:total]
-        cells = self._cells
-        head = self._head
-        parts = []
-        j = 0
-        for key, start, t, n in zip(keys, starts, times, counts, strict=True):
-            cell = key_cell(key)  # text and tuple keys: cached with the task's other rows
-            if cell is None:
-                try:
-                    cell = quote(str(key))
-                except Exception:  # a key without text: its rows only, never the worker
-                    j += n
-                    self._pending -= n
-                    log.warning("metaprov capture: the metrics of an execution not recorded")
-                    continue
-            row_head = f"{head}{cell},"
-            ts = repr(t)
-            tail = f",{csv_cell(start)},{ts},{ts}\n"
-            rows: Any = zip(names[j : j + n], values[j : j + n], strict=True)
-            if n > 1 and len(set(names[j : j + n])) < n:  # a name digested twice: summed
-                rows = _summed(rows)
-                self._pending -= n - len(rows)  # counted as digested until now
-            j += n
-            for i, value in rows:
-                cls = value.__class__
-                if cls is float or cls is int:
-                    v = repr(0 + value)  # as summed from 0 (-0.0 -> 0.0)
-                else:
-                    v = self._odd_cell(value, cell)
-                    if v is None:
-                        continue
-                parts.append(f"{row_head}{cells[i]},{v}{tail}")
-        return "".join(parts)
+        self._pending -= total
+        texts = [k if k.__class__ is str else key_text(k) for k in keys]
+        ids = np.array(names, dtype=np.int64)
+        runs = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+        width = max(len(self._name_cells), 1)
+        pairs = runs * width + ids  # ascending by execution: sorted in one near-linear pass
+        pairs.sort()
+        if total > 1 and bool((pairs[1:] == pairs[:-1]).any()):
+            ids, runs, values = _summed_executions(ids, runs, values, len(keys))
+        bad: set[int] = set()
+        for e, text in enumerate(texts):
+            if text is None:  # a key without text: its rows only, never the worker
+                log.warning("metaprov capture: the metrics of an execution not recorded")
+                bad.update(np.flatnonzero(runs == e).tolist())
+        take_runs = pa.array(runs)
+        take_ids = pa.array(ids)
+        cells = list(zip(*self._name_cells, strict=True))
+        stamps = pa.array(times, pa.float64()).take(take_runs)
+        names = ["worker", "key", "span", "context", "prefix", "activity", "unit"]
+        arrays = [
+            pa.array([self._address], pa.string()).take(pa.array(np.zeros(len(ids), np.int64))),
+            pa.array(texts, pa.string()).take(take_runs),
+            *(pa.array(c, pa.string()).take(take_ids) for c in cells),
+        ]
+        for suffix, array in _value_column(values, bad):
+            names.append("value" + suffix)
+            arrays.append(array)
+        for suffix, array in arrow_column(starts, set()):
+            names.append("start" + suffix)
+            arrays.append(array.take(take_runs))
+        names += ["stop", "time"]
+        arrays += [stamps, stamps]
+        self._written += len(ids) - len(bad)
+        return arrow_chunk(arrays, names, bad)
 
-    def _odd_cell(self, value: Any, key: str) -> str | None:
-        """A value neither float nor int (summed from 0 where it can be), as the csv module
-        writes it; None (the row counted as not written) when it has no text."""
+
+def _value_column(values: list[Any], bad: set[int]) -> list[tuple[str, Any]]:
+    """The metric values as Dask summed them from 0 (-0.0 as 0.0): binary when all are floats
+    and ints (see :func:`arrow_column`), else the text the csv module writes of each (a value
+    without text: its row in ``bad``, logged)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if set(map(type, values)) <= {float, int}:
+        columns = arrow_column(values, bad)
+        first = columns[0][1]
+        if first.type == pa.float64():
+            return [("", pc.add(first, 0.0)), *columns[1:]]
+        if first.type == pa.int64():
+            return columns
+        # an int beyond 64 bits: as text, below
+    texts: list[str | None] = []
+    for i, value in enumerate(values):
         try:
             try:
                 value = 0 + value
             except TypeError:
                 pass
-            return csv_cell(value)
+            texts.append(None if value is None else text_cell(value))
         except Exception:
-            self._pending -= 1
-            log.warning("metaprov capture: a metric row of %s not recorded", key)
-            return None
+            texts.append(None)
+            bad.add(i)
+            log.warning("metaprov capture: a metric row not recorded")
+    return [("", pa.array(texts, pa.string()))]
+
+
+def _summed_executions(
+    ids: Any, runs: Any, values: list[Any], n: int
+) -> tuple[Any, Any, list[Any]]:
+    """Rows of executions where a name was digested twice, each name's values summed from 0 in
+    their order (first appearance first); unsummed when they are not numbers."""
+    import numpy as np
+
+    out_ids: list[int] = []
+    out_runs: list[int] = []
+    out_values: list[Any] = []
+    bounds = np.searchsorted(runs, np.arange(n + 1))
+    for e in range(n):
+        lo, hi = int(bounds[e]), int(bounds[e + 1])
+        rows = _summed(zip(ids[lo:hi].tolist(), values[lo:hi], strict=True))
+        for i, value in rows:
+            out_ids.append(i)
+            out_runs.append(e)
+            out_values.append(value)
+    return np.array(out_ids, np.int64), np.array(out_runs, np.int64), out_values
 
 
 def _summed(rows: Any) -> Any:

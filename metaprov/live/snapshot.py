@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from metaprov.ingest.csvread import first_hole
+from metaprov.ingest.parts import part_files, read_part
 
 #: The capture's parts directory and the worker tables it holds (kept equal to
 #: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
@@ -153,7 +154,7 @@ def take_snapshot(run: str | Path, dest: str | Path) -> Snapshot:
     parts = src / PARTS_DIR
     if parts.is_dir():
         for table in WORKER_TABLES:
-            files = sorted(parts.glob(f"{table}.*.csv"))
+            files = part_files(parts, table)
             for f in files:
                 try:
                     st = f.stat()
@@ -199,40 +200,23 @@ def _copy_tree(
 
 
 def _merge_parts(files: list[Path], out: Path, cut: dict[str, int]) -> int:
-    """The capture's merge (:func:`metaprov.capture.merge_parts`) of whole rows of ``files``."""
-    import io
-
+    """The capture's merge (:func:`metaprov.capture.merge_parts`) of the whole chunks and rows
+    of ``files`` (a chunk or row being written is left for the next snapshot)."""
     import pandas as pd
 
     frames = []
     header: list[str] | None = None
     for f in files:
-        try:
-            whole = whole_rows_size(f)
-            with f.open("rb") as fh:
-                data = fh.read(whole)
-        except OSError:
-            continue
-        size = f.stat().st_size if f.exists() else whole
-        if size > whole:
-            cut[f"{PARTS_DIR}/{f.name}"] = size - whole
-        if not data:
-            continue
-        try:
-            df = pd.read_csv(
-                io.BytesIO(data),
-                dtype=str,
-                keep_default_na=False,
-                na_filter=False,
-                on_bad_lines="skip",
-            )
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
+        got = read_part(f, header)
+        if got.cut_bytes:
+            cut[f"{PARTS_DIR}/{f.name}"] = got.cut_bytes
+        if got.frame is None or not len(got.frame.columns):
             continue
         if header is None:
-            header = list(df.columns)
-        if list(df.columns) != header:
+            header = list(got.frame.columns)
+        if list(got.frame.columns) != header:
             continue
-        frames.append(df)
+        frames.append(got.frame)
     if not frames:
         return 0
     df = pd.concat(frames, ignore_index=True)

@@ -127,6 +127,44 @@ def test_snapshot_merges_worker_parts_exactly_as_the_capture_does(tmp_path: Path
     ).read_bytes()
 
 
+def test_snapshot_of_arrow_parts_being_written_takes_their_whole_chunks(tmp_path: Path) -> None:
+    """Today's workers write Arrow chunks: a snapshot taken while one is being written reads the
+    whole chunks of every part (the one being written is left for the next snapshot, its bytes
+    counted), merged exactly as the capture's merge does once the worker is done."""
+    pytest.importorskip("distributed")
+    from metaprov.capture import merge_parts
+    from metaprov.capture._files import WORKER_TRANSITION, PartSink
+
+    run = tmp_path / "run"
+    parts = run / "metaprov-parts"
+    parts.mkdir(parents=True)
+    a = PartSink(parts / "worker_transition.1-aa.arrows", WORKER_TRANSITION, key=0)
+    b = PartSink(parts / "worker_transition.2-bb.arrows", WORKER_TRANSITION, key=0)
+    a.append(("x", "ready", "executing", "tcp://a:1", 3.5))
+    a.append(("x", "executing", "memory", "tcp://a:1", 4.25))
+    b.append((("y", 0), "ready", "executing", "tcp://b:1", 3.5))
+    a.close()
+    b.flush()
+    whole = (parts / "worker_transition.2-bb.arrows").stat().st_size
+    b.append(("y", "executing", "memory", "tcp://b:1", 1.0))
+    b.flush()
+    data = (parts / "worker_transition.2-bb.arrows").read_bytes()
+    (parts / "worker_transition.2-bb.arrows").write_bytes(data[: whole + 100])  # mid-write
+    snap = take_snapshot(run, tmp_path / "snap" / "run")
+    assert snap.parts == {"worker_transition": 3}
+    assert snap.cut_bytes == {"metaprov-parts/worker_transition.2-bb.arrows": 100}
+    (parts / "worker_transition.2-bb.arrows").write_bytes(data[:whole])  # as if not yet written
+    merge_parts(run, keep_parts=True)
+    assert (snap.path / "worker_transition.csv").read_bytes() == (
+        run / "worker_transition.csv"
+    ).read_bytes()
+    assert (run / "worker_transition.csv").read_text().splitlines()[1:] == [
+        "0,x,ready,executing,tcp://a:1,3.5",
+        "1,\"('y', 0)\",ready,executing,tcp://b:1,3.5",
+        "2,x,executing,memory,tcp://a:1,4.25",
+    ]
+
+
 def test_service_queries_are_recognised_outside_strings_and_iris() -> None:
     assert uses_service("SELECT * { SERVICE <http://x/> { ?s ?p ?o } }")
     assert uses_service("select * { service\n<http://x/> { ?s ?p ?o } }")

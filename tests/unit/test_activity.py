@@ -220,6 +220,16 @@ def test_inspect_says_where_the_time_went_or_that_it_was_not_recorded(
     assert "  memory   not recorded" in format_summary(plain)
 
 
+def _merged_text(part: Path) -> str:
+    """A metric part file's rows as the capture's merge writes them (no index column)."""
+    from metaprov.ingest.parts import read_part
+
+    got = read_part(part, None)
+    assert got.cut_bytes == 0 and not got.notes and got.frame is not None
+    text: str = got.frame.to_csv(index=False, lineterminator="\n")
+    return text
+
+
 def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path) -> None:
     """The worker plugin formats an execution's metric rows itself (the shared cells once):
     byte for byte what ``csv.writer`` (and pandas) write, for awkward keys and numbers too."""
@@ -232,7 +242,7 @@ def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path)
 
     cap = WorkerCapture(tmp_path, metrics=True)
     cap.address, cap._closed = "tcp://127.0.0.1:1234", False
-    cap._sinks = {"worker_metric": MetricSink(tmp_path / "m.csv", cap.address)}
+    cap._sinks = {"worker_metric": MetricSink(tmp_path / "m.arrows", cap.address)}
     key = "('a, \"b\"', 0)"
     metrics = {
         ("execute", "s-1", 'a, "b"', "thread-cpu", "seconds"): 0.1 + 0.2,
@@ -251,7 +261,7 @@ def test_metric_rows_are_written_exactly_as_the_csv_module_would(tmp_path: Path)
     cap._interval_start = 1700000000.0
     cap._interval_rows(1700000002.5)
     cap._sinks["worker_metric"].close()
-    text = (tmp_path / "m.csv").read_text(encoding="utf-8")
+    text = _merged_text(tmp_path / "m.arrows")
     rows = list(csv.reader(io.StringIO(text)))
     t = rows[1][-1]
     want = io.StringIO()
@@ -338,15 +348,15 @@ def test_buffered_metric_rows_reach_the_file_at_flush_and_an_odd_key_loses_only_
         def __str__(self) -> str:
             raise RuntimeError("no text")
 
-    path = tmp_path / "m.csv"
+    path = tmp_path / "m.arrows"
     sink = MetricSink(path, "tcp://127.0.0.1:1234", flush_rows=3)
     m = {("execute", "s", "inc", "thread-cpu", "seconds"): 0.5}
     sink.append_execution("inc-1", 1.0, 2.0, dict(m))
-    assert sink.rows == 1 and len(path.read_text().splitlines()) == 1  # header only: waiting
+    assert sink.rows == 1 and path.stat().st_size == 0  # nothing written: waiting
     sink.append_execution(Odd(), 1.0, 2.0, dict(m))  # waits: its text is made at the flush
     assert sink.rows == 2
     sink.append_execution(("inc", 2), 1.5, 2.5, dict(m))  # 3 rows wait: the batch is written
-    rows = list(csv.reader(io.StringIO(path.read_text())))
+    rows = list(csv.reader(io.StringIO(_merged_text(path))))
     assert [r[1] for r in rows[1:]] == ["inc-1", "('inc', 2)"]  # the odd key's row only lost
     assert sink.rows == 2
     sink.append_execution("inc-3", 1.5, 2.5, dict(m))
@@ -355,7 +365,7 @@ def test_buffered_metric_rows_reach_the_file_at_flush_and_an_odd_key_loses_only_
     sink.append_execution("inc-5", 3.0, 4.0, odd)  # 3 rows wait: written, the odd one not
     assert sink.rows == 5
     sink.close()
-    rows = list(csv.reader(io.StringIO(path.read_text())))
+    rows = list(csv.reader(io.StringIO(_merged_text(path))))
     assert [r[1] for r in rows[1:]] == ["inc-1", "('inc', 2)", "inc-3", "inc-4", "inc-5"]
     assert rows[-1][-3:] == ["3.0", "4.0", "4.0"] and sink.rows == 5
 

@@ -18,9 +18,8 @@ from metaprov.capture._files import (  # noqa: E402
     WORKER_TRANSFER,
     WORKER_TRANSITION,
     CsvSink,
+    PartSink,
     existing_outputs,
-    fast_worker_execution,
-    fast_worker_transfer,
     json_text,
     scheduler_transitions,
     worker_transitions,
@@ -303,8 +302,6 @@ _FORMATTERS = [
         lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1795000000.0 + j / 7),
     ),
     (SCHEDULER_TRANSITION, scheduler_transitions, lambda k, j: _scheduler_row(k, j)),
-    (WORKER_EXECUTION, fast_worker_execution, lambda k, j: _execution_row(k, j)),
-    (WORKER_TRANSFER, fast_worker_transfer, lambda k, j: _transfer_row(k, j)),
 ]
 
 
@@ -338,8 +335,7 @@ _TUPLE_KEYS = [
 ]
 
 
-# the files whose first cell is a task's key (a transfer row names its keys inside a text)
-@pytest.mark.parametrize(("columns", "fast", "make"), _FORMATTERS[:3])
+@pytest.mark.parametrize(("columns", "fast", "make"), _FORMATTERS)
 def test_keys_given_as_tuples_are_written_as_their_text(tmp_path, columns, fast, make):
     """A tuple key buffered as Dask gave it is written as ``str(key)`` quoted as the csv module
     quotes it, by the fast path exactly as by the csv module (which writes ``str()`` of it)."""
@@ -458,3 +454,121 @@ def test_a_keys_cached_text_lives_until_its_task_is_forgotten(tmp_path, batch, m
     last = (tmp_path / "a.csv").read_text().splitlines()[-1]
     assert last.startswith("55000,\"('k', 0)\",")
     assert _files._KEY_CELLS[id(again)][0] is again
+
+
+# -- the workers' part files: typed columns, CSV text made at the merge -------------------------
+
+
+def _merged(path, columns):
+    """A part file's rows as the merge writes them (no index column)."""
+    from metaprov.ingest.parts import read_part
+
+    got = read_part(path, columns)
+    assert got.cut_bytes == 0 and not got.notes, got.notes
+    return got.frame.to_csv(index=False, lineterminator="\n")
+
+
+def _result_row(key, j: int) -> tuple:
+    t = 1795000000.0 + j / 7
+    variants = [
+        (key, "tcp://10.0.0.1:4000", t, "memory", "numpy.ndarray", 8_000_000, None, None, None, t),
+        (key, "tcp://10.0.0.1:4000", None, "error", None, None, "ValueError", '"bad, x"', "", t),
+        (key, "tcp://10.0.0.1:4000", t, "memory", "int", 2**70, None, None, None, t),
+    ]
+    return variants[j % len(variants)]
+
+
+#: Each worker table and a maker of its rows (key, position): awkward cells, every optional
+#: cell present and absent, numbers of every kind Python and numpy give.
+_WORKER_ROWS = [
+    (WORKER_TRANSITION, 0, lambda k, j: (k, "ready", "executing", "tcp://10.0.0.1:4000", 1.5 + j)),
+    (WORKER_EXECUTION, 0, _execution_row),
+    (WORKER_TRANSFER, None, _transfer_row),
+    (_files.WORKER_RESULT, 0, _result_row),
+]
+
+
+@pytest.mark.parametrize(("columns", "key", "make"), _WORKER_ROWS)
+def test_part_files_merge_to_the_bytes_the_csv_module_writes(tmp_path, columns, key, make):
+    """A worker's part file keeps its rows as typed columns (floats and ints binary); once
+    merged, its text is byte for byte what the csv module writes of the same rows: every float
+    its ``repr`` (-0.0, 5e-324, 1e16), ints beyond 64 bits, numpy numbers, bools, None, and keys
+    that need quoting, given as text or as tuples (written as ``str(key)``)."""
+    keys = [*_AWKWARD_KEYS, *_TUPLE_KEYS]
+    rows = [make(k, j) for j, k in enumerate(keys * 2)]
+    ref = CsvSink(tmp_path / "ref.csv", columns, index=False, flush_rows=3)
+    part = PartSink(tmp_path / "p.arrows", columns, key=key, flush_rows=3)
+    for r in rows:
+        ref.append(r if key is None else (str(r[key]), *r[1:]))
+        part.append(r)
+    ref.close()
+    part.close()
+    assert part.rows == ref.rows == len(rows)
+    assert _merged(tmp_path / "p.arrows", columns) == (tmp_path / "ref.csv").read_bytes().decode()
+
+
+def test_a_column_of_floats_and_ints_keeps_each_as_it_was(tmp_path):
+    """Dask's metric values are seconds and counts in one column: written as two typed columns
+    (the ints under ``value#int``), read back as one, each cell as the csv module writes it."""
+    cols = ("key", "value", "time")
+    rows = [("a", 0.5, 1.0), ("b", 3, 2.0), ("c", None, 3.0), ("d", 2**53 + 1, 4.0)]
+    part = PartSink(tmp_path / "p.arrows", cols, key=0)
+    for r in rows[:3]:
+        part.append(r)
+    part.flush()
+    part.append(rows[3])  # beyond a double's exact ints: a chunk of its own, as text
+    part.close()
+    assert _merged(tmp_path / "p.arrows", cols) == (
+        "key,value,time\na,0.5,1.0\nb,3,2.0\nc,,3.0\nd,9007199254740993,4.0\n"
+    )
+
+
+def test_a_part_key_without_text_loses_only_its_own_row(tmp_path, caplog):
+    rows = [
+        ("a", "ready", "executing", "tcp://w:1", 1.5),
+        (_NoText(), "ready", "executing", "tcp://w:1", 2.0),
+        (("b", 1), "ready", "memory", "tcp://w:1", 2.5),
+        (("y", _NoText()), "ready", "memory", "tcp://w:1", 3.0),
+    ]
+    part = PartSink(tmp_path / "t.arrows", WORKER_TRANSITION, key=0, finish=2)
+    for r in rows:
+        part.append(r)
+    with caplog.at_level("WARNING", logger="metaprov.capture"):
+        part.close()
+    assert _merged(tmp_path / "t.arrows", WORKER_TRANSITION).splitlines() == [
+        "key,start,finish,called_from,time",
+        "a,ready,executing,tcp://w:1,1.5",
+        "\"('b', 1)\",ready,memory,tcp://w:1,2.5",
+    ]
+    assert part.rows == 2
+    assert "2 row(s) of t.arrows not recorded" in caplog.text
+
+
+def test_a_part_keys_text_is_made_once_and_dropped_when_its_task_is_forgotten(tmp_path):
+    """As for the scheduler's file: a tuple key's text is made once for all its task's rows and
+    dropped with its ``forgotten`` row; keys that merely compare equal keep their own text."""
+    _files._KEY_TEXTS.clear()
+    keys = [("k", i) for i in range(20_000)]
+    part = PartSink(tmp_path / "t.arrows", WORKER_TRANSITION, key=0, finish=2, flush_rows=10**6)
+    for k in keys:
+        part.append((k, "released", "waiting", "tcp://w:1", 1.0))
+    part.flush()
+    made = {id(k): _files._KEY_TEXTS[id(k)][1] for k in keys}
+    for k in keys:
+        part.append((k, "waiting", "ready", "tcp://w:1", 2.0))
+    part.flush()
+    assert all(_files._KEY_TEXTS[id(k)][1] is made[id(k)] for k in keys)
+    for k in keys[:15_000]:
+        part.append((k, "released", "forgotten", "tcp://w:1", 3.0))
+    part.flush()
+    assert len(_files._KEY_TEXTS) == 5_000
+    a, b = ("x", 1), ("x", 1.0)
+    for k in (a, b, a):
+        part.append((k, "ready", "executing", "tcp://w:1", 4.0))
+    part.close()
+    tail = _merged(tmp_path / "t.arrows", WORKER_TRANSITION).splitlines()[-3:]
+    assert [line.split(",ready")[0] for line in tail] == [
+        "\"('x', 1)\"",
+        "\"('x', 1.0)\"",
+        "\"('x', 1)\"",
+    ]

@@ -129,3 +129,31 @@ def test_merge_run_updates_the_run_json(run):
 def test_merge_of_a_missing_directory_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not a directory"):
         merge_parts(tmp_path / "nope")
+
+
+def test_a_killed_workers_arrow_part_gives_its_whole_chunks_and_says_what_was_cut(run):
+    """Parts of today's workers (Arrow chunks) merge with the CSV parts of older captures, by
+    time; a part whose last chunk was cut mid-write (its worker killed) gives its whole chunks,
+    and the merge says how many bytes it left out, naming the file."""
+    from metaprov.capture._files import PartSink
+
+    path = run / PARTS_DIR / "worker_transition.3-c.arrows"
+    sink = PartSink(path, WORKER_TRANSITION, key=0, finish=2)
+    sink.append((("k4", 0), "waiting", "ready", "tcp://w3", 2.0))
+    sink.flush()
+    whole = path.stat().st_size
+    sink.append((("k4", 0), "ready", "executing", "tcp://w3", 2.5))
+    sink.close()
+    with open(path, "r+b") as fh:  # the last chunk cut, as by a SIGKILL mid-write
+        fh.truncate(path.stat().st_size - 9)
+    cut = path.stat().st_size - whole
+    _info(run, "3-c", "tcp://w3", closed=False)
+    summary = merge_parts(run)
+    df = pd.read_csv(run / "worker_transition.csv", index_col=0, dtype=str)
+    assert df["key"].tolist() == ["k3", "('k4', 0)", "k1", "k2", "k1"]
+    assert df["time"].tolist() == ["1.0", "2.0", "3.0", "4.0", "5.0"]
+    assert any(
+        n.startswith(f"worker_transition.3-c.arrows: {cut} bytes after its last whole chunk")
+        for n in summary["notes"]
+    ), summary["notes"]
+    assert summary["incomplete_workers"] == ["tcp://w3"]

@@ -147,9 +147,14 @@ def _setup_worker(tmp_path, worker):
 
 
 def _parts(tmp_path, table):
-    files = sorted((tmp_path / PARTS_DIR).glob(f"{table}.*.csv"))
-    assert len(files) == 1
-    return pd.read_csv(files[0], dtype=str, keep_default_na=False)
+    from metaprov.capture._files import WORKER_TABLES
+    from metaprov.ingest.parts import part_files, read_part
+
+    files = part_files(tmp_path / PARTS_DIR, table)
+    assert len(files) == 1 and files[0].suffix == ".arrows"
+    got = read_part(files[0], WORKER_TABLES[table])
+    assert got.cut_bytes == 0 and not got.notes
+    return got.frame
 
 
 def test_worker_rows_give_the_true_compute_window_and_thread(tmp_path):
