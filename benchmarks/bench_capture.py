@@ -376,6 +376,12 @@ def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[st
         """The worker's part files as the checkout under test writes them (typed columns since
         0.14; CSV text through specialised formatters before: kept for A/B runs)."""
         part = getattr(_files, "PartSink", None)
+        columns = getattr(_files, "TransitionPart", None)
+        if columns is not None:
+            return {
+                "worker_transition": columns(d / "wt.arrows", StandIn.address),
+                "worker_execution": part(d / "we.arrows", WORKER_EXECUTION, key=0),
+            }
         if part is not None:
             return {
                 "worker_transition": part(d / "wt.arrows", WORKER_TRANSITION, key=0, finish=2),
@@ -424,6 +430,9 @@ def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[st
         cap.worker, cap.address, cap._closed, cap._pending = w, w.address, False, {}
         cap._sinks = worker_sinks(d)
         cap._transition_rows, cap._result_rows = cap._sinks["worker_transition"].append, None
+        adders = getattr(cap._sinks["worker_transition"], "adders", None)
+        if adders is not None:
+            cap._add_key, cap._add_start, cap._add_finish, cap._add_time = adders
         cap._execution_append = cap._sinks["worker_execution"].append
         if metrics:
             cap._sinks["worker_metric"] = MetricSink(d / "wm.part", w.address)

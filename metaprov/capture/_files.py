@@ -707,6 +707,100 @@ class PartSink:
                 self._fh.close()
 
 
+class TransitionPart(PartSink):
+    """The ``worker_transition`` part file, its rows buffered as columns.
+
+    A worker's most numerous rows (five to nine per task): the hook appends the key (as Dask
+    gave it), the two states and the time to four buffers, the time as a raw double
+    (``array('d')``): no tuple per row for the garbage collector to count, and nothing at the
+    flush walks row objects made seconds earlier (cold in the cache on a busy worker). The
+    ``called_from`` cell is the worker's own address on every row. The buffers are emptied in
+    place, so the hook may hold their ``append`` methods (:attr:`adders`).
+    """
+
+    def __init__(self, path: Path, address: str, *, flush_rows: int = 10_000) -> None:
+        super().__init__(path, WORKER_TRANSITION, flush_rows=flush_rows, key=0, finish=2)
+        from array import array
+
+        self.address = address
+        self._keys: list[Any] = []
+        self._starts: list[Any] = []
+        self._finishes: list[Any] = []
+        self._times = array("d")
+        #: the four buffers' ``append``: key, start state, finish state, time (a float)
+        self.adders = (
+            self._keys.append,
+            self._starts.append,
+            self._finishes.append,
+            self._times.append,
+        )
+
+    @property
+    def rows(self) -> int:
+        """Rows appended so far (written or still buffered)."""
+        return self._written + len(self._keys)
+
+    @property
+    def full(self) -> bool:
+        """Whether ``flush_rows`` rows wait (the hook appends without looking)."""
+        return len(self._keys) >= self._flush_rows
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Buffer one whole row (its ``called_from`` is this worker's address)."""
+        key, start, finish, _address, t = row
+        add_key, add_start, add_finish, add_time = self.adders
+        add_key(key)
+        add_start(start)
+        add_finish(finish)
+        add_time(t)
+        if self.full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as one chunk and flush the file to the OS."""
+        with self._lock:
+            n = min(len(self._keys), len(self._starts), len(self._finishes), len(self._times))
+            keys, starts, finishes = self._keys[:n], self._starts[:n], self._finishes[:n]
+            times = self._times[:n]
+            del self._keys[:n], self._starts[:n], self._finishes[:n], self._times[:n]
+            if self._fh.closed:
+                return
+            if n:
+                self._write(self._columns_chunk(keys, starts, finishes, times))
+            self._fh.flush()
+
+    def _columns_chunk(
+        self, keys: list[Any], starts: list[Any], finishes: list[Any], times: Any
+    ) -> list[Any]:
+        import numpy as np
+        import pyarrow as pa
+
+        bad: set[int] = set()
+        texts = self._key_texts(keys, finishes)
+        key_array = pa.array(texts, pa.string())
+        if key_array.null_count:
+            bad.update(i for i, t in enumerate(texts) if t is None)
+        names = ["key"]
+        arrays = [key_array]
+        for name, states in (("start", starts), ("finish", finishes)):
+            try:
+                columns = [("", pa.array(states, pa.string()))]  # Dask's states: text
+            except (pa.ArrowException, TypeError):
+                columns = arrow_column(states, bad)
+            for suffix, array in columns:
+                names.append(name + suffix)
+                arrays.append(array)
+        names += ["called_from", "time"]
+        arrays += [
+            pa.repeat(self.address, len(keys)).cast(pa.string()),
+            pa.array(np.frombuffer(times, dtype=np.float64)),
+        ]
+        if bad:
+            log.warning("metaprov capture: %d row(s) of %s not recorded", len(bad), self.path.name)
+        self._written += len(keys) - len(bad)
+        return arrow_chunk(arrays, names, bad)
+
+
 #: Epoch seconds, the clock the Mofka plugins used (bound directly: it runs once per row).
 now = time.time
 

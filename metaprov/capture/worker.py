@@ -48,8 +48,8 @@ from metaprov.capture._files import (
     WORKER_METRIC,
     WORKER_RESULT,
     WORKER_TRANSFER,
-    WORKER_TRANSITION,
     PartSink,
+    TransitionPart,
     arrow_chunk,
     arrow_column,
     compute_entry,
@@ -180,12 +180,8 @@ class WorkerCapture(WorkerPlugin):
         # rows kept as Python values, written as typed columns at each flush (numbers stay
         # binary; the CSV text is made once, at the merge)
         self._sinks = {
-            "worker_transition": PartSink(
-                self._part("worker_transition"),
-                WORKER_TRANSITION,
-                flush_rows=self.flush_rows,
-                key=0,
-                finish=2,
+            "worker_transition": TransitionPart(
+                self._part("worker_transition"), self.address, flush_rows=self.flush_rows
             ),
             "worker_transfer": PartSink(
                 self._part("worker_transfer"), WORKER_TRANSFER, flush_rows=self.flush_rows
@@ -205,6 +201,10 @@ class WorkerCapture(WorkerPlugin):
         self._result_rows = self._sinks["worker_result"].append if self.results else None
         self._execution_append = self._sinks["worker_execution"].append
         self._transition_rows = self._sinks["worker_transition"].append
+        # a plain transition's key, states and time go straight to the part's column buffers
+        self._add_key, self._add_start, self._add_finish, self._add_time = self._sinks[
+            "worker_transition"
+        ].adders  # type: ignore[attr-defined]
         self._closed = False
         self._setup_time = now()
         self._tap_transfer_logs(worker)
@@ -289,8 +289,12 @@ class WorkerCapture(WorkerPlugin):
         if start in _RUNNING and finish not in _RUNNING:
             self._end_execution(key, start, finish, t)
             return
-        # the key as Dask gave it: its text is made at the flush, in one batch
-        self._transition_rows((key, start, finish, self.address, t))
+        # the key as Dask gave it (its text is made at the flush, in one batch), no tuple: four
+        # appends to the part's columns (its size is looked at when an execution ends)
+        self._add_key(key)
+        self._add_start(start)
+        self._add_finish(finish)
+        self._add_time(t)
 
     def _delay(self) -> float:
         return float(getattr(self.worker, "scheduler_delay", 0.0) or 0.0)

@@ -136,10 +136,9 @@ def _texts(arr: pa.Array) -> list[Any]:
         fmt = str
     else:
         raise TypeError(f"a column of type {t}")
-    values = arr.to_pylist()
     if arr.null_count:
-        return [None if v is None else fmt(v) for v in values]
-    return list(map(fmt, values))
+        return [None if v is None else fmt(v) for v in arr.to_pylist()]
+    return list(map(fmt, arr.to_numpy().tolist()))  # numpy's tolist: no per-value scalar boxing
 
 
 def _cells(batch: pa.RecordBatch, name: str) -> list[str]:
@@ -159,7 +158,7 @@ def _cells(batch: pa.RecordBatch, name: str) -> list[str]:
 
 def _read_arrows(path: Path, size: int, columns: Sequence[str] | None) -> PartRows:
     out = PartRows(None)
-    frames: list[pd.DataFrame] = []
+    groups: list[tuple[list[str], dict[str, list[Any]]]] = []  # runs of chunks, same columns
     good = 0  # bytes up to the end of the last whole batch (or chunk)
     try:
         fh = pa.OSFile(str(path), "r")
@@ -204,12 +203,17 @@ def _read_arrows(path: Path, size: int, columns: Sequence[str] | None) -> PartRo
                 except TypeError as exc:
                     out.notes.append(f"{path.name}: chunk {chunk}: {exc}; chunk skipped")
                     continue
-                frames.append(pd.DataFrame(cells, columns=want, dtype=object))
+                if not groups or groups[-1][0] != want:
+                    groups.append((want, {c: [] for c in want}))
+                acc = groups[-1][1]
+                for c in want:
+                    acc[c].extend(cells[c])
             if not closed:
                 break  # the file ends inside this chunk: its whole batches read, the rest cut
     out.cut_bytes = size - good
-    if frames:
-        out.frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if groups:
+        parts = [pd.DataFrame(acc, columns=names, dtype=object) for names, acc in groups]
+        out.frame = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
     elif columns is not None:
         out.frame = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
     return out

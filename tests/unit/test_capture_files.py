@@ -572,3 +572,41 @@ def test_a_part_keys_text_is_made_once_and_dropped_when_its_task_is_forgotten(tm
         "\"('x', 1.0)\"",
         "\"('x', 1)\"",
     ]
+
+
+def test_transition_part_buffers_columns_and_merges_to_the_csv_modules_bytes(tmp_path, caplog):
+    """The workers' most numerous rows go to four column buffers (no tuple per row): whole rows
+    and the hook's four appends interleave in order, a flush takes only rows complete in all
+    four buffers, and the merged text is what the csv module writes of the same rows."""
+    from metaprov.capture._files import TransitionPart
+
+    addr = "tcp://10.0.0.1:4000"
+    keys = [*_AWKWARD_KEYS, *_TUPLE_KEYS, _NoText()]
+    rows = [(k, "ready", "executing", addr, 1795000000.0 + j / 7) for j, k in enumerate(keys)]
+    ref = CsvSink(tmp_path / "ref.csv", WORKER_TRANSITION, index=False)
+    part = TransitionPart(tmp_path / "t.arrows", addr, flush_rows=4)
+    add_key, add_start, add_finish, add_time = part.adders
+    for j, r in enumerate(rows):
+        if not isinstance(r[0], _NoText):
+            ref.append((str(r[0]), *r[1:]))
+        if j % 2:
+            part.append(r)  # whole rows flush when full
+        else:
+            add_key(r[0])
+            add_start(r[1])
+            add_finish(r[2])
+            add_time(r[4])
+    add_key("half")  # a row the hook is still appending: not flushed, not lost
+    part.flush()
+    assert part.rows == len(rows) - 1 + 1 and part.full is False
+    add_start("ready")
+    add_finish("memory")
+    add_time(9.0)
+    ref.append(("half", "ready", "memory", addr, 9.0))
+    ref.close()
+    with caplog.at_level("WARNING", logger="metaprov.capture"):
+        part.close()
+    assert "1 row(s) of t.arrows not recorded" in caplog.text  # the key without text
+    assert part.rows == len(rows)  # written: every row but the key without text, and "half"
+    got = _merged(tmp_path / "t.arrows", WORKER_TRANSITION)
+    assert got == (tmp_path / "ref.csv").read_bytes().decode()
