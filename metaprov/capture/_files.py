@@ -431,7 +431,46 @@ def _row_by_row(batch: BatchFormat) -> FastFormat:
     return fast
 
 
-class CsvSink:
+class _Sink:
+    """What both kinds of sink share: an append-only file, rows buffered in memory and written
+    in batches (every ``flush_rows`` rows, on :meth:`flush` and on :meth:`close`), so a hook
+    costs one ``list.append``. Subclasses write in :meth:`flush`."""
+
+    def __init__(self, path: Path, columns: Sequence[str], flush_rows: int, mode: str) -> None:
+        self.path = Path(path)
+        self.columns = tuple(columns)
+        self._flush_rows = max(1, int(flush_rows))
+        self._rows: list[tuple[Any, ...]] = []
+        self._written = 0
+        self._lock = threading.Lock()
+        if mode == "w":
+            self._fh: Any = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+        else:
+            self._fh = open(self.path, "wb")  # noqa: SIM115 - long-lived
+
+    @property
+    def rows(self) -> int:
+        """Rows appended so far (written or still buffered)."""
+        return self._written + len(self._rows)
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """Buffer one row (values in column order); writes a batch when the buffer is full."""
+        self._rows.append(row)
+        if len(self._rows) >= self._flush_rows:
+            self.flush()
+
+    def flush(self) -> None:  # pragma: no cover - every sink writes its own way
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        self.flush()
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+
+class CsvSink(_Sink):
     """Buffered, append-only CSV file with a fixed header.
 
     Rows are kept in memory and written in batches (every ``flush_rows`` rows, on :meth:`flush`
@@ -449,32 +488,15 @@ class CsvSink:
         fast: FastFormat | None = None,
         batch: BatchFormat | None = None,
     ) -> None:
-        self.path = Path(path)
-        self.columns = tuple(columns)
+        super().__init__(path, columns, flush_rows, "w")
         self.index = index
         self._batch = batch
         if fast is None and batch is not None:
             fast = _row_by_row(batch)
         self._fast = fast
-        self._flush_rows = max(1, int(flush_rows))
-        self._rows: list[tuple[Any, ...]] = []
-        self._written = 0
-        self._lock = threading.Lock()
-        self._fh = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115 - long-lived
         self._writer = csv.writer(self._fh, lineterminator="\n")
         self._writer.writerow(("", *self.columns) if index else self.columns)
         self._fh.flush()
-
-    @property
-    def rows(self) -> int:
-        """Rows appended so far (written or still buffered)."""
-        return self._written + len(self._rows)
-
-    def append(self, row: tuple[Any, ...]) -> None:
-        """Buffer one row (values in column order); writes a batch when the buffer is full."""
-        self._rows.append(row)
-        if len(self._rows) >= self._flush_rows:
-            self.flush()
 
     def flush(self) -> None:
         """Write the buffered rows and flush the file to the OS."""
@@ -516,13 +538,6 @@ class CsvSink:
                 buf.write(line)
             i += 1
         return buf.getvalue(), i - start
-
-    def close(self) -> None:
-        """Flush and close the file (idempotent)."""
-        self.flush()
-        with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
 
 
 _NONE = type(None)
@@ -598,7 +613,7 @@ def arrow_chunk(arrays: list[Any], names: Sequence[str], bad: set[int]) -> list[
     return [batch.schema.serialize(), batch.serialize(), EOS]
 
 
-class PartSink:
+class PartSink(_Sink):
     """A worker's part file of one table (``<table>.<part id>.arrows``): rows kept as tuples of
     Python values, written at each flush as one chunk of typed columns (numbers stay binary),
     formatted as CSV text once, at the merge (:mod:`metaprov.ingest.parts`).
@@ -629,26 +644,9 @@ class PartSink:
 
         import metaprov.ingest.parts  # noqa: F401
 
-        self.path = Path(path)
-        self.columns = tuple(columns)
+        super().__init__(path, columns, flush_rows, "wb")
         self._key = key
         self._finish = finish
-        self._flush_rows = max(1, int(flush_rows))
-        self._rows: list[tuple[Any, ...]] = []
-        self._written = 0
-        self._lock = threading.Lock()
-        self._fh = open(self.path, "wb")  # noqa: SIM115 - long-lived
-
-    @property
-    def rows(self) -> int:
-        """Rows appended so far (written or still buffered)."""
-        return self._written + len(self._rows)
-
-    def append(self, row: tuple[Any, ...]) -> None:
-        """Buffer one row (values in column order); writes a chunk when the buffer is full."""
-        self._rows.append(row)
-        if len(self._rows) >= self._flush_rows:
-            self.flush()
 
     def flush(self) -> None:
         """Write the buffered rows as one chunk and flush the file to the OS."""
@@ -698,13 +696,6 @@ class PartSink:
                 if f == "forgotten" and k.__class__ is not str:
                     cache.pop(id(k), None)  # the task's last row in this process
         return texts
-
-    def close(self) -> None:
-        """Flush and close the file (idempotent)."""
-        self.flush()
-        with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
 
 
 class TransitionPart(PartSink):

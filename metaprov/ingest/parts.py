@@ -81,16 +81,22 @@ def read_part(path: Path, columns: Sequence[str] | None = None) -> PartRows:
     return _read_csv(path, size, columns)
 
 
-def _whole_rows(fh: Any, size: int) -> int:
-    end = size
-    while end > 0:
-        start = max(0, end - _TAIL)
-        fh.seek(start)
-        block = fh.read(end - start)
-        i = block.rfind(b"\n")
-        if i >= 0:
-            return start + i + 1
-        end = start
+def whole_rows_size(path: Path, size: int | None = None) -> int:
+    """Bytes of ``path`` up to and including its last ``\\n`` (0 when it holds none) before
+    its first hole, if sparse (a hole is never read: gigabytes of zeros)."""
+    if size is None:
+        size = path.stat().st_size
+    size = first_hole(path, size)
+    with path.open("rb") as fh:
+        end = size
+        while end > 0:
+            start = max(0, end - _TAIL)
+            fh.seek(start)
+            block = fh.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i + 1
+            end = start
     return 0
 
 
@@ -98,9 +104,8 @@ def _read_csv(path: Path, size: int, columns: Sequence[str] | None) -> PartRows:
     import io
 
     try:
+        whole = whole_rows_size(path, size)
         with path.open("rb") as fh:
-            whole = _whole_rows(fh, size)
-            fh.seek(0)
             data = fh.read(whole)
     except OSError as exc:
         return PartRows(None, 0, [f"{path.name}: unreadable ({exc.strerror or exc})"])
@@ -224,4 +229,12 @@ def _read_arrows(path: Path, size: int, columns: Sequence[str] | None) -> PartRo
     return out
 
 
-__all__ = ["EOS", "INT_SUFFIX", "PART_SUFFIXES", "PartRows", "part_files", "read_part"]
+__all__ = [
+    "EOS",
+    "INT_SUFFIX",
+    "PART_SUFFIXES",
+    "PartRows",
+    "part_files",
+    "read_part",
+    "whole_rows_size",
+]

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaprov.ingest.csvread import first_hole
-from metaprov.ingest.parts import part_files, read_part
+from metaprov.ingest.parts import part_files, read_part, whole_rows_size
 
 #: The capture's parts directory and the worker tables it holds (kept equal to
 #: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
@@ -39,8 +38,6 @@ WORKER_TABLES = (
 RUN_JSON = "metaprov-run.json"
 #: The statuses of a capture that has finished writing.
 FINISHED = ("complete", "incomplete")
-
-_TAIL = 1 << 16
 
 
 @dataclass
@@ -62,25 +59,6 @@ class Snapshot:
     signature: tuple[tuple[str, int, int], ...]
     cut_bytes: dict[str, int] = field(default_factory=dict)
     parts: dict[str, int] = field(default_factory=dict)
-
-
-def whole_rows_size(path: Path, size: int | None = None) -> int:
-    """Bytes of ``path`` up to and including its last ``\\n`` (0 when it holds none) before
-    its first hole, if sparse (a hole is never read: gigabytes of zeros)."""
-    if size is None:
-        size = path.stat().st_size
-    size = first_hole(path, size)
-    with path.open("rb") as fh:
-        end = size
-        while end > 0:
-            start = max(0, end - _TAIL)
-            fh.seek(start)
-            block = fh.read(end - start)
-            i = block.rfind(b"\n")
-            if i >= 0:
-                return start + i + 1
-            end = start
-    return 0
 
 
 def copy_prefix(src: Path, dst: Path, length: int) -> None:
