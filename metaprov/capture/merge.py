@@ -27,7 +27,7 @@ from metaprov.capture._files import (
     write_json_atomic,
 )
 from metaprov.errors import InputError
-from metaprov.ingest.parts import part_files, read_part
+from metaprov.ingest.parts import part_files, read_part, write_merged
 
 log = logging.getLogger("metaprov.capture")
 
@@ -70,17 +70,9 @@ def _merge_table(
             )
         if got.frame is not None:
             frames.append(got.frame)
-    if frames:
-        df = pd.concat(frames, ignore_index=True)
-    else:
-        df = pd.DataFrame({c: pd.Series(dtype=str) for c in columns})
-    t = pd.to_numeric(df["time"], errors="coerce")
-    # Stable: rows with equal times keep their part order and their order within the part.
-    df = df.iloc[t.argsort(kind="stable").to_numpy()].reset_index(drop=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    df.to_csv(tmp, index=True, lineterminator="\n")
-    tmp.replace(out)
-    return len(df), notes
+    if not frames:
+        frames = [pd.DataFrame({c: pd.Series(dtype=str) for c in columns})]
+    return write_merged(frames, out), notes
 
 
 def _workers_table(

@@ -229,6 +229,21 @@ def _read_arrows(path: Path, size: int, columns: Sequence[str] | None) -> PartRo
     return out
 
 
+def write_merged(frames: list[pd.DataFrame], out: Path) -> int:
+    """Write the parts' rows as one file of the Mofka schema: concatenated in part order,
+    stably sorted by ``time`` (rows with equal times keep their part order and their order
+    within the part; no ``time`` column: as they come), with the pandas index column, through
+    a temporary file renamed into place. The rows written."""
+    df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if "time" in df.columns:
+        t = pd.to_numeric(df["time"], errors="coerce")
+        df = df.iloc[t.argsort(kind="stable").to_numpy()].reset_index(drop=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    df.to_csv(tmp, index=True, lineterminator="\n")
+    tmp.replace(out)
+    return len(df)
+
+
 __all__ = [
     "EOS",
     "INT_SUFFIX",
@@ -237,4 +252,5 @@ __all__ = [
     "part_files",
     "read_part",
     "whole_rows_size",
+    "write_merged",
 ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaprov.ingest.parts import part_files, read_part, whole_rows_size
+from metaprov.ingest.parts import part_files, read_part, whole_rows_size, write_merged
 
 #: The capture's parts directory and the worker tables it holds (kept equal to
 #: ``metaprov.capture._files.WORKER_TABLES`` by a test; importing the capture needs Dask).
@@ -180,8 +180,6 @@ def _copy_tree(
 def _merge_parts(files: list[Path], out: Path, cut: dict[str, int]) -> int:
     """The capture's merge (:func:`metaprov.capture.merge_parts`) of the whole chunks and rows
     of ``files`` (a chunk or row being written is left for the next snapshot)."""
-    import pandas as pd
-
     frames = []
     header: list[str] | None = None
     for f in files:
@@ -195,14 +193,7 @@ def _merge_parts(files: list[Path], out: Path, cut: dict[str, int]) -> int:
         if list(got.frame.columns) != header:
             continue
         frames.append(got.frame)
-    if not frames:
-        return 0
-    df = pd.concat(frames, ignore_index=True)
-    t = pd.to_numeric(df["time"], errors="coerce") if "time" in df.columns else None
-    if t is not None:
-        df = df.iloc[t.argsort(kind="stable").to_numpy()].reset_index(drop=True)
-    df.to_csv(out, index=True, lineterminator="\n")
-    return len(df)
+    return write_merged(frames, out) if frames else 0
 
 
 __all__ = [
