@@ -124,7 +124,12 @@ def workload(
     marker = ""
     if variant == "retries":
         marker = str(Path(workdir or tempfile.mkdtemp(), f"flaky-{time.time_ns()}"))
-    futs = [client.submit(crunch, i, dp, key=f"crunch-{i}", pure=False) for i in range(n)]
+    # the crunch tasks in one graph: submitted one by one, each is ready when the client gets
+    # to it, and a client slowed by the machine (here it shares its process with the
+    # scheduler) would change the stage's concurrency between identical runs
+    futs = client.map(
+        crunch, range(n), [dp] * n, key=[f"crunch-{i}" for i in range(n)], pure=False
+    )
     prev: Any = futs
     for j in range(m):
         mk = marker if (marker and j % 2 == 1) else ""
@@ -152,8 +157,18 @@ def record_variant(client: Any, variant: str, out: Path, **kw: Any) -> Path:
 
     with record(client, out, overwrite=True):
         futures = workload(client, variant, workdir=str(out.parent), **kw)
-    client.cancel(futures)
+    # released, not cancelled (cancelling finished futures can break the client's connection,
+    # whose reconnection would then fall into the next recording's startup); the next recording
+    # starts on a scheduler that holds no task of this one
+    del futures
+    deadline = time.monotonic() + 30
+    while client.run_on_scheduler(_tasks_held) and time.monotonic() < deadline:
+        time.sleep(0.02)
     return out
+
+
+def _tasks_held(dask_scheduler: Any) -> int:
+    return len(dask_scheduler.tasks)
 
 
 def warm_up(client: Any, out: Path, **kw: Any) -> None:
