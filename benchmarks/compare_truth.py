@@ -127,9 +127,7 @@ def workload(
     # the crunch tasks in one graph: submitted one by one, each is ready when the client gets
     # to it, and a client slowed by the machine (here it shares its process with the
     # scheduler) would change the stage's concurrency between identical runs
-    futs = client.map(
-        crunch, range(n), [dp] * n, key=[f"crunch-{i}" for i in range(n)], pure=False
-    )
+    futs = client.map(crunch, range(n), [dp] * n, key=[f"crunch-{i}" for i in range(n)], pure=False)
     prev: Any = futs
     for j in range(m):
         mk = marker if (marker and j % 2 == 1) else ""

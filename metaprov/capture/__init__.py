@@ -94,6 +94,12 @@ class Capture:
         return dict(self.summary.get("files", {}))
 
 
+def _ready_on_scheduler(dask_scheduler: Any, name: str) -> None:
+    plugin = dask_scheduler.plugins.get(name)
+    if plugin is not None and hasattr(plugin, "ready"):
+        plugin.ready()
+
+
 async def _finalize_on_scheduler(dask_scheduler: Any, name: str) -> dict[str, Any]:
     plugin = dask_scheduler.plugins.get(name)
     if plugin is None:
@@ -184,6 +190,7 @@ def record(
             memory_interval=memory_interval,
             environment=environment,
             anonymous=anonymous,
+            await_ready=True,
         ),
         name=PLUGIN_NAME,
     )
@@ -209,6 +216,8 @@ def record(
                 ),
                 name=PLUGIN_NAME,
             )
+        # the run starts once every plugin is in place (the set-up is the capture's, not the run's)
+        client.run_on_scheduler(_ready_on_scheduler, name=PLUGIN_NAME)
         with dask.config.set(config):
             yield cap
     finally:

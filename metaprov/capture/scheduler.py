@@ -108,6 +108,8 @@ class SchedulerCapture(SchedulerPlugin):
         memory_interval: seconds between two looks at the workers' memory and status
             (``worker_memory.csv``: a row per worker whenever a figure changed); 0: none.
             The spans (``span.csv``) are written with it.
+        await_ready: the capture starts when :meth:`ready` is called (``record`` calls it once
+            the workers' plugin is in place), not when this plugin starts.
 
     Example:
         >>> client.register_plugin(SchedulerCapture("runs/my-run"), name="metaprov-capture")  # doctest: +SKIP
@@ -132,7 +134,9 @@ class SchedulerCapture(SchedulerPlugin):
         memory_interval: float = 0.5,
         environment: bool = True,
         anonymous: bool | None = None,
+        await_ready: bool = False,
     ) -> None:
+        self.await_ready = await_ready
         self.directory = None if directory is None else str(Path(directory).expanduser().absolute())
         self.environment = environment
         if anonymous is None:  # preloaded (``metaprov capture --anonymous``): from the variable
@@ -218,14 +222,14 @@ class SchedulerCapture(SchedulerPlugin):
         (run_dir / CONFIG_JSON).write_text(text, encoding="utf-8")
         self._config_sha = sha
         self._preexisting: dict[str, list[str]] = {"workers": [], "clients": []}
-        # Components that joined before the capture started get an "add" row at capture start.
+        # Components that joined before the capture started get an "add" row at capture start
+        # (written by ``ready``, or by the first worker/client event or flush if it never comes).
+        self._preexisting_written = False
         for client in sorted(scheduler.clients):
             if client != "fire-and-forget":
                 self._preexisting["clients"].append(client)
-                self._sinks["client"].append((client, "add", self._t0))
         for address in sorted(scheduler.workers):
             self._preexisting["workers"].append(address)
-            self._sinks["worker"].append((address, "add", None, self._t0))
             self._remember_worker(address, added=self._t0)
         scheduler.set_metadata(keys=[METADATA_KEY], value=self._metadata())
         if self.environment:
@@ -255,6 +259,32 @@ class SchedulerCapture(SchedulerPlugin):
             self._memory_timer.start()
         log.info("metaprov capture: recording into %s", run_dir)
 
+    def ready(self) -> None:
+        """Every plugin of the capture is in place: the capture starts now.
+
+        :func:`metaprov.capture.record` calls this once the workers' plugin is registered, so
+        the capture's own set-up (a round trip to every worker, each opening its files: 0.05 s
+        to over 1 s, more on a loaded machine) is not counted in the run: the workers and clients
+        present before the capture get their ``add`` rows, and ``metaprov-run.json`` its
+        ``started``, at this moment. Without it (a preloaded scheduler) they keep the time the
+        scheduler's plugin started."""
+        self.await_ready = False
+        if self._started and self._summary is None and not self._preexisting_written:
+            self._t0 = now()
+            self.scheduler.set_metadata(keys=[METADATA_KEY], value=self._metadata())
+            self._write_preexisting()
+
+    def _write_preexisting(self) -> None:
+        """The ``add`` rows of the workers and clients present when the capture started."""
+        if self._preexisting_written:
+            return
+        self._preexisting_written = True
+        for client in self._preexisting["clients"]:
+            self._sinks["client"].append((client, "add", self._t0))
+        for address in self._preexisting["workers"]:
+            self._sinks["worker"].append((address, "add", None, self._t0))
+            self._workers.setdefault(address, {"address": address})["added"] = self._t0
+
     async def close(self) -> None:
         """Finalize when the scheduler shuts down (preload use)."""
         if self._started:
@@ -265,6 +295,8 @@ class SchedulerCapture(SchedulerPlugin):
         rows written so far and the time (``updated``): a reader following the run sees the
         capture alive (``status: recording``) until it writes ``complete``."""
         if self._started and self._summary is None:
+            if not self.await_ready:  # else ``ready`` writes them (or finalize, if it never came)
+                self._write_preexisting()
             for sink in self._sinks.values():
                 sink.flush()
             try:
@@ -289,6 +321,7 @@ class SchedulerCapture(SchedulerPlugin):
             self._memory_timer.stop()
             self.sample()
         self._untap_submitted_code()
+        self._write_preexisting()
         t_end = now()
         for sink in self._sinks.values():
             sink.close()
@@ -593,6 +626,7 @@ class SchedulerCapture(SchedulerPlugin):
         """Record a worker joining."""
         if self._summary is not None:
             return
+        self._write_preexisting()
         t = now()
         self._sinks["worker"].append((worker, "add", None, t))
         self._remember_worker(worker, added=t)
@@ -604,6 +638,7 @@ class SchedulerCapture(SchedulerPlugin):
         what it took along, from the ``remove-worker`` event Dask logged just before."""
         if self._summary is not None:
             return
+        self._write_preexisting()
         t = now()
         self._sinks["worker"].append((worker, "remove", stimulus_id, t))
         self._workers.setdefault(worker, {"address": worker})["removed"] = t
@@ -640,11 +675,13 @@ class SchedulerCapture(SchedulerPlugin):
     def add_client(self, scheduler: Any, client: str) -> None:
         """Record a client connecting."""
         if self._summary is None:
+            self._write_preexisting()
             self._sinks["client"].append((client, "add", now()))
 
     def remove_client(self, scheduler: Any, client: str) -> None:
         """Record a client disconnecting."""
         if self._summary is None:
+            self._write_preexisting()
             self._sinks["client"].append((client, "remove", now()))
 
     # -- info --------------------------------------------------------------------------------

@@ -471,3 +471,62 @@ def test_record_refuses_to_mix_two_runs_in_one_directory(client, tmp_path):
     with record(client, tmp_path / "other") as cap:
         client.submit(sum, [3, 4], key="second").result()
     assert cap.files["worker_execution.csv"] == 1
+
+
+def test_the_run_starts_once_every_plugin_of_the_capture_is_in_place(client, tmp_path, monkeypatch):
+    """The capture's own set-up (the workers' plugin registered: a round trip to every worker)
+    is not the run's: the workers and the client present before ``record`` get their ``add``
+    rows, and ``metaprov-run.json`` its ``started``, when the set-up is over. A scheduler plugin
+    registered on its own (as a preloaded one) starts when it starts."""
+    from metaprov.capture import (
+        PLUGIN_NAME,
+        SchedulerCapture,
+        _finalize_on_scheduler,
+        _ready_on_scheduler,
+    )
+
+    def adds(run: Path) -> list[float]:
+        workers = _csv(run, "worker.csv")
+        clients = _csv(run, "client.csv")
+        rows = [*workers[workers["action"] == "add"]["time"], *clients["time"]]
+        return [float(t) for t in rows]
+
+    registered: dict[str, float] = {}
+    register = client.register_plugin
+
+    def timed(plugin, *args, **kwargs):
+        out = register(plugin, *args, **kwargs)
+        registered[type(plugin).__name__] = time.time()
+        return out
+
+    monkeypatch.setattr(client, "register_plugin", timed)
+    with record(client, tmp_path / "run") as cap:
+        after_setup = time.time()
+        client.submit(sum, [1, 2], key="first").result()
+    monkeypatch.undo()
+    started = json.loads((tmp_path / "run" / "metaprov-run.json").read_text())["started_epoch"]
+    assert cap.files["worker_execution.csv"] == 1
+    t = adds(tmp_path / "run")
+    assert len(t) >= 3 and len(set(t)) == 1  # two workers and this client, all at the start
+    assert registered["WorkerCapture"] <= t[0] == started <= after_setup
+
+    # awaiting ``ready``: a periodic flush does not write the rows before it; ``ready`` does
+    plugin = SchedulerCapture(tmp_path / "late", await_ready=True, flush_interval=0.05)
+    client.register_plugin(plugin, name=PLUGIN_NAME)
+    before_ready = time.time()
+    time.sleep(0.3)  # flushes happen meanwhile
+    assert "add" not in (tmp_path / "late" / "worker.csv").read_text()
+    client.run_on_scheduler(_ready_on_scheduler, name=PLUGIN_NAME)
+    client.run_on_scheduler(_finalize_on_scheduler, name=PLUGIN_NAME)
+    late = adds(tmp_path / "late")
+    assert len(late) >= 3 and min(late) >= before_ready + 0.3
+
+    # on its own (no ``ready``): the rows carry the time the plugin started, written at the
+    # first flush
+    plugin = SchedulerCapture(tmp_path / "alone", flush_interval=0.05)
+    before = time.time()
+    client.register_plugin(plugin, name=PLUGIN_NAME)
+    time.sleep(0.3)
+    alone = adds(tmp_path / "alone")  # already on disk
+    client.run_on_scheduler(_finalize_on_scheduler, name=PLUGIN_NAME)
+    assert len(alone) >= 3 and max(alone) < before + 0.3
