@@ -107,6 +107,7 @@ def workload(
     x: float = 0.15,
     payload_mb: float = 40.0,
     workdir: str | None = None,
+    workers: list[str] | None = None,
 ) -> list[Any]:
     """Run the workflow once on ``client`` with ``variant``'s injected cause.
 
@@ -115,7 +116,7 @@ def workload(
     """
     from distributed import wait
 
-    workers = _workers(client)
+    workers = _workers(client) if workers is None else workers
     if len(workers) < 2:
         raise SystemExit("the workload needs two workers")
     extra = x if variant in ("slow_prefix", "slow_worker") else 0.0
@@ -153,8 +154,9 @@ def workload(
 def record_variant(client: Any, variant: str, out: Path, **kw: Any) -> Path:
     from metaprov.capture import record
 
+    workers = _workers(client)  # asked before: the recording starts with the submission
     with record(client, out, overwrite=True):
-        futures = workload(client, variant, workdir=str(out.parent), **kw)
+        futures = workload(client, variant, workdir=str(out.parent), workers=workers, **kw)
     # released, not cancelled (cancelling finished futures can break the client's connection,
     # whose reconnection would then fall into the next recording's startup); the next recording
     # starts on a scheduler that holds no task of this one
