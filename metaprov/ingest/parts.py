@@ -88,15 +88,20 @@ def whole_rows_size(path: Path, size: int | None = None) -> int:
         size = path.stat().st_size
     size = first_hole(path, size)
     with path.open("rb") as fh:
-        end = size
-        while end > 0:
-            start = max(0, end - _TAIL)
-            fh.seek(start)
-            block = fh.read(end - start)
-            i = block.rfind(b"\n")
-            if i >= 0:
-                return start + i + 1
-            end = start
+        return _whole_rows(fh, size)
+
+
+def _whole_rows(fh: Any, size: int) -> int:
+    """Bytes of the open file ``fh`` up to and including its last ``\\n`` within ``size``."""
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL)
+        fh.seek(start)
+        block = fh.read(end - start)
+        i = block.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        end = start
     return 0
 
 
@@ -104,8 +109,9 @@ def _read_csv(path: Path, size: int, columns: Sequence[str] | None) -> PartRows:
     import io
 
     try:
-        whole = whole_rows_size(path, size)
-        with path.open("rb") as fh:
+        with path.open("rb") as fh:  # ``size`` already stops at the first hole
+            whole = _whole_rows(fh, size)
+            fh.seek(0)
             data = fh.read(whole)
     except OSError as exc:
         return PartRows(None, 0, [f"{path.name}: unreadable ({exc.strerror or exc})"])
