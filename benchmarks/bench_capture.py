@@ -466,7 +466,15 @@ def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[st
         cap = SchedulerCapture(d, environment=False)
         cap._tasks = {k: NS(key=k, prefix=prefix, group=group) for k in keys}
         cap._summary, cap._address = None, "tcp://127.0.0.1:8786"
-        sink = CsvSink(d / "st.csv", SCHEDULER_TRANSITION, index=True, batch=scheduler_transitions)
+        # the capture's own sink (it takes the hook's six-cell rows since 0.15; a whole-row
+        # CsvSink before: kept for A/B runs against older checkouts)
+        sched_sink = getattr(_files, "SchedulerTransitionSink", None)
+        if sched_sink is not None:
+            sink = sched_sink(d / "st.csv", cap._address)
+        else:
+            sink = CsvSink(
+                d / "st.csv", SCHEDULER_TRANSITION, index=True, batch=scheduler_transitions
+            )
         cap._transition_rows = sink.append
         t0, tr = time.time(), cap.transition
         done = {"worker": "tcp://127.0.0.1:40001", "nbytes": 28, "thread": 140_000_000}

@@ -364,14 +364,35 @@ def _quoted(text: str) -> str:
     return q
 
 
-def scheduler_transitions(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
-    """Scheduler rows, a whole batch: state-only rows, and rows with execution details of the
-    usual types (no call per row: the scheduler's most numerous rows)."""
+def scheduler_row(row: tuple[Any, ...], address: str) -> tuple[Any, ...]:
+    """A scheduler row in column order. The hook buffers a state-only transition (four in five)
+    as seven cells, ``(key, prefix, group, start, finish, stimulus id, time)``, not fourteen of
+    which eight are always empty; rows with execution details come whole."""
+    if len(row) != 7:
+        return row
+    key, prefix, group, start, finish, stim, t = row
+    return (key, None, None, prefix, group, start, finish, stim, address, None, None, None, None, t)
+
+
+def scheduler_transitions(
+    rows: list[tuple[Any, ...]], start: int | None, address: str | None = None
+) -> str | None:
+    """Scheduler rows, a whole batch: state-only rows (whole, or as the hook buffers them: see
+    :func:`scheduler_row`; ``address`` is their ``called_from``), and rows with execution
+    details of the usual types (no call per row: the scheduler's most numerous rows)."""
     out: list[str] = []
     add = out.append
     quoted = _QUOTED
     i = start
-    for key, thread, worker, prefix, group, begin, finish, stim, addr, b, e, d, size, t in rows:
+    for row in rows:
+        if len(row) == 7:
+            key, prefix, group, begin, finish, stim, t = row
+            if address is None:
+                return None
+            addr = address
+            thread = worker = b = e = d = size = None
+        else:
+            key, thread, worker, prefix, group, begin, finish, stim, addr, b, e, d, size, t = row
         if not (
             prefix.__class__ is str
             and group.__class__ is str
@@ -541,6 +562,31 @@ class CsvSink(_Sink):
 
 
 _NONE = type(None)
+
+
+class SchedulerTransitionSink(CsvSink):
+    """``scheduler_transition.csv``: a :class:`CsvSink` that takes the rows as the scheduler's
+    hook buffers them (state-only transitions as seven cells, :func:`scheduler_row`) and writes
+    them whole: through :func:`scheduler_transitions` in one batch when the scheduler's address
+    never needs quoting, else (and for a batch it declines) row by row, as the other files."""
+
+    def __init__(self, path: Path, address: str, *, flush_rows: int = 10_000) -> None:
+        batch: BatchFormat | None = None
+        if plain(address):
+
+            def batch(rows: list[tuple[Any, ...]], start: int | None) -> str | None:
+                return scheduler_transitions(rows, start, address)
+
+        super().__init__(path, SCHEDULER_TRANSITION, index=True, flush_rows=flush_rows, batch=batch)
+        self.address = address
+
+    def _format(self, rows: list[tuple[Any, ...]], start: int) -> tuple[str, int]:
+        if self._batch is not None:
+            text = self._batch(rows, start)
+            if text is not None:
+                return text, len(rows)
+        address = self.address
+        return super()._format([scheduler_row(r, address) for r in rows], start)
 
 
 def text_cell(value: Any) -> str:

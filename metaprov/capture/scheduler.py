@@ -43,7 +43,6 @@ from metaprov.capture._files import (
     METADATA_KEY,
     PARTS_DIR,
     RUN_JSON,
-    SCHEDULER_TRANSITION,
     SPAN,
     TASK_ARGUMENT,
     TASK_FUNCTION,
@@ -52,15 +51,14 @@ from metaprov.capture._files import (
     WORKER_LOSS,
     WORKER_MEMORY,
     CsvSink,
+    SchedulerTransitionSink,
     compute_entry,
     configured_directory,
     dask_config_snapshot,
     default_directory,
     existing_outputs,
     now,
-    plain,
     remove_outputs,
-    scheduler_transitions,
     utc_stamp,
     versions,
     write_json_atomic,
@@ -182,12 +180,8 @@ class SchedulerCapture(SchedulerPlugin):
         self._t0 = now()
         fr = self.flush_rows
         self._sinks = {
-            "scheduler_transition": CsvSink(
-                run_dir / "scheduler_transition.csv",
-                SCHEDULER_TRANSITION,
-                index=True,
-                flush_rows=fr,
-                batch=scheduler_transitions if plain(self._address) else None,
+            "scheduler_transition": SchedulerTransitionSink(
+                run_dir / "scheduler_transition.csv", self._address, flush_rows=fr
             ),
             "graph": CsvSink(run_dir / "graph.csv", GRAPH, index=True, flush_rows=1),
             "worker": CsvSink(run_dir / "worker.csv", WORKER, index=True, flush_rows=fr),
@@ -445,24 +439,36 @@ class SchedulerCapture(SchedulerPlugin):
         """Record one scheduler transition (called by Dask on every state change)."""
         if self._summary is not None:
             return
+        if kwargs:  # an execution's details (one transition in five)
+            self._detailed(key, start, finish, stimulus_id, kwargs)
+            return
+        # most transitions carry nothing but the states: seven cells (``scheduler_row``), all
+        # text or numbers (a cell holding the task's state would keep every buffered row in
+        # the garbage collector's sight); the task's own key object: Dask passes an equal one
+        # decoded from a worker's message at ``processing -> memory`` (the key's text is cached
+        # by identity, made at the flush)
+        ts = self._tasks.get(key)
+        if ts is None:
+            self._transition_rows((key, None, None, start, finish, stimulus_id, now()))
+        else:
+            self._transition_rows(
+                (ts.key, ts.prefix.name, ts.group.name, start, finish, stimulus_id, now())
+            )
+
+    def _detailed(
+        self, key: Any, start: str, finish: str, stimulus_id: str | None, kwargs: dict[str, Any]
+    ) -> None:
         ts = self._tasks.get(key)
         prefix = group = None
         if ts is not None:
-            # the task's own key object: Dask passes an equal one decoded from a worker's
-            # message at ``processing -> memory``; the key's text is cached by identity
             key = ts.key
             prefix, group = ts.prefix.name, ts.group.name
-        thread = worker = nbytes = begins = ends = duration = None
-        if kwargs:  # most transitions carry nothing but the states
-            thread, worker, nbytes = (
-                kwargs.get("thread"),
-                kwargs.get("worker"),
-                kwargs.get("nbytes"),
-            )
-            entry = compute_entry(kwargs.get("startstops"))
-            if entry is not None:
-                begins, ends = entry["start"], entry["stop"]
-                duration = ends - begins
+        thread, worker, nbytes = kwargs.get("thread"), kwargs.get("worker"), kwargs.get("nbytes")
+        begins = ends = duration = None
+        entry = compute_entry(kwargs.get("startstops"))
+        if entry is not None:
+            begins, ends = entry["start"], entry["stop"]
+            duration = ends - begins
         # the key as Dask gave it: its text is made at the flush, in one batch
         self._transition_rows(
             (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import csv
 import json
 
 import pandas as pd
@@ -321,6 +322,51 @@ def test_fast_formatting_is_byte_identical_to_the_csv_module(tmp_path, columns, 
         assert (tmp_path / f"fast{index}.csv").read_bytes() == (
             tmp_path / f"ref{index}.csv"
         ).read_bytes()
+
+
+def _compact(full: tuple) -> tuple:
+    """A state-only scheduler row as the hook buffers it: key, prefix, group, states, stimulus
+    and time (the other cells are empty, ``called_from`` is the scheduler's own address)."""
+    key, _, _, prefix, group, start, finish, stim, _, _, _, _, _, t = full
+    return (key, prefix, group, start, finish, stim, t)
+
+
+@pytest.mark.parametrize("address", ["tcp://s:1", "tcp://[::1]:8786,x"])
+def test_the_schedulers_buffered_rows_are_written_as_whole_rows(tmp_path, address):
+    """The scheduler's hook buffers a state-only transition as seven cells and the sink writes
+    the very bytes the csv module writes for the whole row, ``called_from`` the scheduler's
+    address (quoted where it needs it: then every row goes through the csv module). A task
+    without a state (a key the scheduler never knew) has empty prefix and group: its batch goes
+    row by row, the same bytes."""
+    from metaprov.capture._files import SchedulerTransitionSink
+
+    full = [_scheduler_row(k, j) for j, k in enumerate(_AWKWARD_KEYS * 3)]
+    full = [(*r[:8], address, *r[9:]) for r in full]
+
+    def state_only(r: tuple) -> bool:
+        return all(r[i] is None for i in (1, 2, 9, 10, 11, 12))
+
+    expected = []
+    for j, r in enumerate(full):
+        if state_only(r) and j % 7 == 3:
+            r = (("decoded", r[0]), None, None, None, None, *r[5:])  # no task state
+        expected.append(r)
+    got = [_compact(r) if state_only(r) else r for r in expected]
+    assert sum(len(r) == 7 for r in got) >= 8
+    ref = CsvSink(tmp_path / "ref.csv", SCHEDULER_TRANSITION, index=True, flush_rows=5)
+    sink = SchedulerTransitionSink(tmp_path / "s.csv", address, flush_rows=5)
+    for a, b in zip(expected, got, strict=True):
+        ref.append(a)
+        sink.append(b)
+    ref.close()
+    sink.close()
+    assert (tmp_path / "s.csv").read_bytes() == (tmp_path / "ref.csv").read_bytes()
+    with (tmp_path / "s.csv").open(newline="", encoding="utf-8") as fh:
+        back = list(csv.reader(fh))[1:]
+    assert back[0][1:6] == ["inc-1", "", "", "p,x", 'g"1']
+    assert back[0][9] == address
+    stateless = [r for r in back if r[1].startswith("('decoded', ")]
+    assert stateless and all(r[4:6] == ["", ""] and r[9] == address for r in stateless)
 
 
 #: Keys as Dask hands them to the hooks (the hooks buffer them as they are; their text is made at
