@@ -242,10 +242,24 @@ BatchFormat = Callable[[list[tuple[Any, ...]], int | None], str | None]
 
 
 def quote(text: str) -> str:
-    """One CSV cell as ``csv.QUOTE_MINIMAL`` with ``\\n`` line ends (pandas ``to_csv``) writes it."""
-    if '"' in text or "," in text or "\n" in text:
+    """One CSV cell as ``csv.QUOTE_MINIMAL`` with ``\\n`` line ends (pandas ``to_csv``) writes it,
+    and a cell holding a carriage return quoted too (the csv module leaves ``\\r`` bare when the
+    line end is ``\\n``, and every CSV reader then ends the row there)."""
+    if '"' in text or "," in text or "\n" in text or "\r" in text:
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+def csv_line(row: Sequence[Any]) -> str:
+    """A row as the csv module writes it (``QUOTE_MINIMAL``, ``\\n``: None empty, a float its
+    ``repr``, anything else its ``str``), each cell quoted by :func:`quote`."""
+    cells = []
+    for v in row:
+        if v is None:
+            cells.append("")
+        else:
+            cells.append(quote(repr(v) if isinstance(v, float) else str(v)))
+    return ",".join(cells) + "\n"
 
 
 def plain(text: str) -> bool:
@@ -544,19 +558,25 @@ class CsvSink(_Sink):
             if text is not None:
                 return text, len(rows)
         buf = io.StringIO()
-        slow = csv.writer(buf, lineterminator="\n")
+        one = io.StringIO()
+        slow = csv.writer(one, lineterminator="\n")
         fast = self._fast
         i = start
         for r in rows:
             line = None if fast is None else fast(i if index else None, r)
             if line is None:
+                row = (i, *r) if index else r
+                one.seek(0)
+                one.truncate()
                 try:
-                    slow.writerow((i, *r) if index else r)
+                    slow.writerow(row)
+                    line = one.getvalue()
+                    if "\r" in line:  # the csv module leaves a carriage return bare
+                        line = csv_line(row)
                 except Exception:  # the csv module writes a line whole or not at all
                     log.warning("metaprov capture: a row of %s not recorded", self.path.name)
                     continue
-            else:
-                buf.write(line)
+            buf.write(line)
             i += 1
         return buf.getvalue(), i - start
 

@@ -506,12 +506,55 @@ def test_a_keys_cached_text_lives_until_its_task_is_forgotten(tmp_path, batch, m
 
 
 def _merged(path, columns):
-    """A part file's rows as the merge writes them (no index column)."""
+    """A part file's rows as the merge writes them (no index column): its cells' text, each
+    line as the csv module writes it (a carriage return quoted too, as the merge does)."""
     from metaprov.ingest.parts import read_part
 
     got = read_part(path, columns)
     assert got.cut_bytes == 0 and not got.notes, got.notes
-    return got.frame.to_csv(index=False, lineterminator="\n")
+    frame = got.frame
+    lines = [_files.csv_line(frame.columns)]
+    lines += [_files.csv_line(r) for r in frame.itertuples(index=False, name=None)]
+    return "".join(lines)
+
+
+def test_a_carriage_return_in_a_cell_is_quoted_so_every_row_reads_back(tmp_path):
+    """The csv module (and pandas) leave a bare carriage return unquoted with ``\\n`` line
+    ends, and every CSV reader ends the row there: a task keyed ``"odd\\rkey"`` cost the capture
+    rows in every file. The capture's files (specialised formatters, the csv-module path, the
+    merge of the workers' parts) quote such a cell, and every row reads back whole."""
+    from metaprov.ingest.parts import write_merged
+
+    rows = [("odd\rkey", "ready", "executing", "tcp://w:1", 1.5), ("plain", "a\rb", "c", "d", 2.0)]
+    fast = CsvSink(
+        tmp_path / "fast.csv", WORKER_TRANSITION, index=True, batch=_files.worker_transitions
+    )
+    slow = CsvSink(tmp_path / "slow.csv", WORKER_TRANSITION, index=True)
+    for r in rows:
+        fast.append(r if r[1] == "ready" else (r[0], "ready", *r[2:]))  # states: Dask's names
+        slow.append(r)
+    fast.close()
+    slow.close()
+    merged = tmp_path / "merged.csv"
+    frame = pd.DataFrame([[str(c) for c in r] for r in rows], columns=list(WORKER_TRANSITION))
+    assert write_merged([frame], merged) == 2
+    plain = tmp_path / "plain.csv"
+    assert write_merged([frame.iloc[[0]].replace("odd\rkey", "odd-key")], plain) == 1
+    assert plain.read_text() == (
+        frame.iloc[[0]].replace("odd\rkey", "odd-key").to_csv(lineterminator="\n")
+    )  # no carriage return: pandas' own bytes
+    for path in (tmp_path / "fast.csv", tmp_path / "slow.csv", merged):
+        text = path.read_bytes().decode("utf-8")
+        assert '"odd\rkey"' in text, path.name
+        back = pd.read_csv(path, index_col=0, dtype=str, keep_default_na=False)
+        assert back["key"].tolist() == ["odd\rkey", "plain"], path.name
+        if (
+            path != tmp_path / "fast.csv"
+        ):  # states are Dask's names: the formatter never quotes them
+            assert '"a\rb"' in text, path.name
+            assert back["start"].tolist() == ["ready", "a\rb"], path.name
+        with path.open(newline="", encoding="utf-8") as fh:
+            assert len(list(csv.reader(fh))) == 3, path.name
 
 
 def _result_row(key, j: int) -> tuple:
