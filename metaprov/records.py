@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -703,6 +704,80 @@ def text_columns(df: pd.DataFrame, *, digits: int | None = None) -> pd.DataFrame
         elif s.dtype.kind == "f":
             out[col] = pd.Series(float_texts(s, digits=digits), index=s.index, dtype=object)
     return out
+
+
+def _text_like(s: pd.Series) -> bool:
+    """Whether a column may hold text (object, string or category dtypes)."""
+    return s.dtype == object or isinstance(s.dtype, (pd.StringDtype, pd.CategoricalDtype))
+
+
+def csv_cell(value: Any) -> str:
+    """One cell of a text-like column as pandas writes it (missing values empty, a float its
+    ``repr``), quoted as ``QUOTE_MINIMAL`` does, and quoted too when it holds a carriage return."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    text = repr(value) if isinstance(value, float) else str(value)
+    if '"' in text or "," in text or "\n" in text or "\r" in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_text(
+    df: pd.DataFrame,
+    target: str | os.PathLike[str] | None = None,
+    *,
+    index: bool = False,
+    date_format: str | None = None,
+) -> str | None:
+    """``df.to_csv(target, index=index, lineterminator="\\n", date_format=date_format)``, the one
+    way metaprov writes CSV, with a cell holding a carriage return quoted.
+
+    pandas (the csv module) leaves a bare ``\\r`` unquoted when lines end in ``\\n``, and every
+    CSV reader then ends the row there: a task key with a carriage return would break its rows.
+    A frame without one is written by pandas itself, byte for byte; a frame with one is written
+    here: its text columns cell by cell (:func:`csv_cell`), its other columns (numbers, times,
+    booleans: never a quote, comma or line break) as pandas formats them. Returns the text when
+    ``target`` is None.
+    """
+    if not _has_carriage_return(df, index):
+        return df.to_csv(target, index=index, lineterminator="\n", date_format=date_format)  # type: ignore[no-any-return]
+    columns: list[list[str]] = []
+    if index:
+        columns.append([csv_cell(v) for v in df.index.tolist()])
+    for i in range(df.shape[1]):
+        s = df.iloc[:, i]
+        if _text_like(s):
+            columns.append([csv_cell(v) for v in s.astype(object).tolist()])
+        else:
+            text = s.to_frame().to_csv(
+                index=False, header=False, lineterminator="\n", date_format=date_format
+            )
+            columns.append(text.split("\n")[: len(s)])
+    header = [csv_cell(str(c)) for c in df.columns]
+    if index:
+        header.insert(0, "" if df.index.name is None else csv_cell(str(df.index.name)))
+    lines = [",".join(header)]
+    lines += [",".join(row) for row in zip(*columns, strict=True)]
+    text = "\n".join(lines) + "\n"
+    if target is None:
+        return text
+    with open(target, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    return None
+
+
+def _has_carriage_return(df: pd.DataFrame, index: bool) -> bool:
+    if any("\r" in str(c) for c in df.columns):
+        return True
+    series = [df.iloc[:, i] for i in range(df.shape[1])]
+    if index:
+        series.append(df.index.to_series())
+    for s in series:
+        if _text_like(s):
+            values = [v for v in s.astype(object).tolist() if isinstance(v, str)]
+            if "\r" in "\n".join(values):
+                return True
+    return False
 
 
 def float_texts(values: Any, *, digits: int | None = None) -> list[str | None]:

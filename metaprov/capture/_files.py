@@ -252,14 +252,10 @@ def quote(text: str) -> str:
 
 def csv_line(row: Sequence[Any]) -> str:
     """A row as the csv module writes it (``QUOTE_MINIMAL``, ``\\n``: None empty, a float its
-    ``repr``, anything else its ``str``), each cell quoted by :func:`quote`."""
-    cells = []
-    for v in row:
-        if v is None:
-            cells.append("")
-        else:
-            cells.append(quote(repr(v) if isinstance(v, float) else str(v)))
-    return ",".join(cells) + "\n"
+    ``repr``, anything else its ``str``), a cell holding a carriage return quoted too."""
+    from metaprov.records import csv_cell
+
+    return ",".join(csv_cell(v) for v in row) + "\n"
 
 
 def plain(text: str) -> bool:

@@ -137,8 +137,10 @@ def merge_parts(
     if workers or infos:
         import pandas as pd
 
-        pd.DataFrame(workers, columns=list(WORKERS_INFO)).to_csv(
-            run / "workers_info.csv", index=True, lineterminator="\n"
+        from metaprov.records import csv_text
+
+        csv_text(
+            pd.DataFrame(workers, columns=list(WORKERS_INFO)), run / "workers_info.csv", index=True
         )
         files["workers_info.csv"] = len(workers)
     incomplete = sorted({i["worker"] for i in infos if i.get("closed_time") is None})

@@ -41,6 +41,7 @@ import pandas as pd
 
 from metaprov.crate.exports import PROV_FILES, file_digest
 from metaprov.errors import UsageError
+from metaprov.records import csv_text
 from metaprov.timeutil import NAT_US
 
 if TYPE_CHECKING:
@@ -651,7 +652,7 @@ class CrateBuilder:
             }
         ).sort_values(["process", "manager", "name", "version"], kind="stable")
         rel = run.folder + "packages.csv"
-        table.to_csv(self.staging / rel, index=False, lineterminator="\n")
+        csv_text(table, self.staging / rel)
         size, digest = file_digest(self.staging / rel)
         f = self._file(
             rel,
@@ -798,9 +799,7 @@ class CrateBuilder:
             }
         )
         rel = run.folder + "jobs.csv"
-        table.to_csv(
-            self.staging / rel, index=False, lineterminator="\n", date_format="%Y-%m-%dT%H:%M:%SZ"
-        )
+        csv_text(table, self.staging / rel, date_format="%Y-%m-%dT%H:%M:%SZ")
         size, digest = file_digest(self.staging / rel)
         ids = ", ".join(str(j) for j in jobs["job"])
         f = self._file(

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from metaprov.errors import InputError, UsageError
-from metaprov.records import SCHEMAS, RunRecords, conform, empty_table, text_columns
+from metaprov.records import SCHEMAS, RunRecords, conform, csv_text, empty_table, text_columns
 from metaprov.timeutil import format_utc
 
 #: Output formats of :func:`write_records`.
@@ -269,7 +269,7 @@ def _write_run(
             table = pa.Table.from_pandas(df, schema=arrow_schema(name), preserve_index=False)
             pq.write_table(table, target)
         else:
-            text_columns(df).to_csv(target, index=False, lineterminator="\n")
+            csv_text(text_columns(df), target)
         files.append(rel.as_posix())
         rows[name] = int(len(df))
     return {"run_id": records.run_id, "path": records.path, "tables": rows}

@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from metaprov.ingest.csvread import first_hole
+from metaprov.records import csv_text
 
 #: Suffixes of part files, in the order a part id's files are listed (Arrow chunks, older CSV).
 PART_SUFFIXES = (".arrows", ".csv")
@@ -245,37 +246,9 @@ def write_merged(frames: list[pd.DataFrame], out: Path) -> int:
         t = pd.to_numeric(df["time"], errors="coerce")
         df = df.iloc[t.argsort(kind="stable").to_numpy()].reset_index(drop=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    if any(_has_carriage_return(df[c]) for c in df.columns):
-        # pandas (the csv module) leaves a bare ``\r`` unquoted with ``\n`` line ends, and
-        # every CSV reader would end the row there: those cells quoted, the rest as pandas
-        _write_quoting_cr(df, tmp)
-    else:
-        df.to_csv(tmp, index=True, lineterminator="\n")
+    csv_text(df, tmp, index=True)
     tmp.replace(out)
     return len(df)
-
-
-def _has_carriage_return(column: pd.Series) -> bool:
-    values = [v for v in column.tolist() if isinstance(v, str)]
-    return "\r" in "\n".join(values)
-
-
-def _write_quoting_cr(df: pd.DataFrame, path: Path) -> None:
-    """``df.to_csv(path, index=True, lineterminator="\\n")`` of a frame of text cells (None:
-    empty), a cell with a carriage return quoted too."""
-
-    def cell(v: Any) -> str:
-        if v is None or (isinstance(v, float) and v != v):
-            return ""
-        text = str(v)
-        if '"' in text or "," in text or "\n" in text or "\r" in text:
-            return '"' + text.replace('"', '""') + '"'
-        return text
-
-    with path.open("w", encoding="utf-8", newline="") as fh:
-        fh.write(",".join(["", *(cell(c) for c in df.columns)]) + "\n")
-        for i, row in zip(df.index, df.itertuples(index=False, name=None), strict=True):
-            fh.write(",".join([str(i), *(cell(v) for v in row)]) + "\n")
 
 
 __all__ = [

@@ -719,14 +719,14 @@ def format_result(
     """
     import json as _json
 
-    from metaprov.records import float_texts, text_columns
+    from metaprov.records import csv_text, float_texts, text_columns
 
     if isinstance(result, bool):
         return _json.dumps(result) if fmt == "json" else ("true" if result else "false")
     notes = list(result.attrs.get("notes", []))
     if fmt == "csv":
         shown = text_columns(result, digits=ANSWER_DIGITS)
-        return str(shown.to_csv(index=False, lineterminator="\n"))
+        return str(csv_text(shown))
     df = result.copy()
     for col in df.columns:
         if isinstance(df[col].dtype, pd.DatetimeTZDtype):
