@@ -739,8 +739,17 @@ def csv_text(
     booleans: never a quote, comma or line break) as pandas formats them. Returns the text when
     ``target`` is None.
     """
-    if not _has_carriage_return(df, index):
-        return df.to_csv(target, index=index, lineterminator="\n", date_format=date_format)  # type: ignore[no-any-return]
+    # pandas first: a carriage return in its output can only come from a cell (lines end in
+    # ``\\n``), and one byte is cheap to look for; only then is the frame written here
+    kwargs = {"index": index, "lineterminator": "\n", "date_format": date_format}
+    if target is None:
+        text = df.to_csv(None, **kwargs)
+        if "\r" not in text:
+            return text  # type: ignore[no-any-return]
+    else:
+        df.to_csv(target, **kwargs)
+        if not _holds_carriage_return(target):
+            return None
     columns: list[list[str]] = []
     if index:
         columns.append([csv_cell(v) for v in df.index.tolist()])
@@ -766,16 +775,10 @@ def csv_text(
     return None
 
 
-def _has_carriage_return(df: pd.DataFrame, index: bool) -> bool:
-    if any("\r" in str(c) for c in df.columns):
-        return True
-    series = [df.iloc[:, i] for i in range(df.shape[1])]
-    if index:
-        series.append(df.index.to_series())
-    for s in series:
-        if _text_like(s):
-            values = [v for v in s.astype(object).tolist() if isinstance(v, str)]
-            if "\r" in "\n".join(values):
+def _holds_carriage_return(path: str | os.PathLike[str]) -> bool:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            if b"\r" in chunk:
                 return True
     return False
 
