@@ -3,7 +3,8 @@
 Input: rows (tuples of plain Python values) produced by the scheduler and worker plugins.
 Output: CSV files in the Mofka-Dask schema (``pandas.DataFrame.to_csv`` layout: an unnamed index
 column first, ``QUOTE_MINIMAL``, ``\\n`` line ends, ``None`` as an empty cell, floats as their
-shortest ``repr``), plus the names of every file a capture directory holds.
+shortest ``repr``; a cell holding a carriage return quoted too, which pandas leaves bare), plus
+the names of every file a capture directory holds.
 """
 
 from __future__ import annotations
