@@ -466,7 +466,7 @@ def hooks_micro(n: int = 20_000, repeat: int = 5, every: int = 1_500) -> dict[st
         cap = SchedulerCapture(d, environment=False)
         cap._tasks = {k: NS(key=k, prefix=prefix, group=group) for k in keys}
         cap._summary, cap._address = None, "tcp://127.0.0.1:8786"
-        # the capture's own sink (it takes the hook's six-cell rows since 0.15; a whole-row
+        # the capture's own sink (it takes the hook's seven-cell rows since 0.15; a whole-row
         # CsvSink before: kept for A/B runs against older checkouts)
         sched_sink = getattr(_files, "SchedulerTransitionSink", None)
         if sched_sink is not None:

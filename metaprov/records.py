@@ -711,15 +711,21 @@ def _text_like(s: pd.Series) -> bool:
     return s.dtype == object or isinstance(s.dtype, (pd.StringDtype, pd.CategoricalDtype))
 
 
-def csv_cell(value: Any) -> str:
-    """One cell of a text-like column as pandas writes it (missing values empty, a float its
-    ``repr``), quoted as ``QUOTE_MINIMAL`` does, and quoted too when it holds a carriage return."""
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return ""
-    text = repr(value) if isinstance(value, float) else str(value)
+def csv_quote(text: str) -> str:
+    """One CSV cell as ``csv.QUOTE_MINIMAL`` with ``\\n`` line ends (pandas ``to_csv``) writes it,
+    and a cell holding a carriage return quoted too (the csv module leaves ``\\r`` bare when the
+    line end is ``\\n``, and every CSV reader then ends the row there)."""
     if '"' in text or "," in text or "\n" in text or "\r" in text:
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+def csv_cell(value: Any) -> str:
+    """One cell of a text-like column as pandas writes it (missing values empty, a float its
+    ``repr``), quoted by :func:`csv_quote`."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    return csv_quote(repr(value) if isinstance(value, float) else str(value))
 
 
 def csv_text(

@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from metaprov.records import csv_cell, csv_quote
+
 log = logging.getLogger("metaprov.capture")
 
 #: Name under which both plugins are registered (scheduler and worker plugin namespaces differ).
@@ -242,20 +244,14 @@ FastFormat = Callable[[int | None, tuple[Any, ...]], str | None]
 BatchFormat = Callable[[list[tuple[Any, ...]], int | None], str | None]
 
 
-def quote(text: str) -> str:
-    """One CSV cell as ``csv.QUOTE_MINIMAL`` with ``\\n`` line ends (pandas ``to_csv``) writes it,
-    and a cell holding a carriage return quoted too (the csv module leaves ``\\r`` bare when the
-    line end is ``\\n``, and every CSV reader then ends the row there)."""
-    if '"' in text or "," in text or "\n" in text or "\r" in text:
-        return '"' + text.replace('"', '""') + '"'
-    return text
+#: One CSV cell as pandas writes it, a carriage return quoted too (the one rule of every CSV
+#: metaprov writes: :func:`metaprov.records.csv_quote`).
+quote = csv_quote
 
 
 def csv_line(row: Sequence[Any]) -> str:
     """A row as the csv module writes it (``QUOTE_MINIMAL``, ``\\n``: None empty, a float its
     ``repr``, anything else its ``str``), a cell holding a carriage return quoted too."""
-    from metaprov.records import csv_cell
-
     return ",".join(csv_cell(v) for v in row) + "\n"
 
 
@@ -554,6 +550,7 @@ class CsvSink(_Sink):
             text = self._batch(rows, start if index else None)
             if text is not None:
                 return text, len(rows)
+        rows = self._whole(rows)
         buf = io.StringIO()
         one = io.StringIO()
         slow = csv.writer(one, lineterminator="\n")
@@ -577,6 +574,10 @@ class CsvSink(_Sink):
             i += 1
         return buf.getvalue(), i - start
 
+    def _whole(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The buffered rows in column order, for the row-by-row path (as buffered here)."""
+        return rows
+
 
 _NONE = type(None)
 
@@ -597,13 +598,9 @@ class SchedulerTransitionSink(CsvSink):
         super().__init__(path, SCHEDULER_TRANSITION, index=True, flush_rows=flush_rows, batch=batch)
         self.address = address
 
-    def _format(self, rows: list[tuple[Any, ...]], start: int) -> tuple[str, int]:
-        if self._batch is not None:
-            text = self._batch(rows, start)
-            if text is not None:
-                return text, len(rows)
+    def _whole(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         address = self.address
-        return super()._format([scheduler_row(r, address) for r in rows], start)
+        return [scheduler_row(r, address) for r in rows]
 
 
 def text_cell(value: Any) -> str:
